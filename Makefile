@@ -1,0 +1,29 @@
+# The two commands: `make run` (the demo pipeline on the bundled sample) and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: run test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/amrsim run
+
+test: $(STAMP)
+	$(BIN)/ruff check amrsim tasks flows tests benchmarks
+	$(BIN)/pytest -q -ra
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_demo_rerun.py
+
+clean:
+	rm -rf .amrsim warehouse/*/ 

@@ -1,0 +1,293 @@
+"""pydantic models of pipelines.yaml; every error names the file, pipeline, key and value before work starts."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from amrsim.errors import ConfigError
+
+SAMPLE_DIR = Path(__file__).parent / "sample"
+SAMPLE_PREFIX = "sample:"
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
+RESERVED_DATASETS = {"eval", "meta", "models"}
+KNOWN_ENCODERS = ("minilm", "muse")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RayConfig(_Strict):
+    """Where row-parallel stages run: in-process (default), local Ray, or a cluster at `address`."""
+
+    enabled: bool = False
+    address: str | None = None  # e.g. "ray://head:10001" or "auto"; RAY_ADDRESS in the environment also works
+    num_cpus: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=256, ge=1)
+
+
+Kind = Literal["pairs", "triples", "parallel", "sentences"]
+Format = Literal["tsv", "csv", "jsonl", "parquet", "hf"]
+
+# column roles each kind needs (required) and may use (optional)
+KIND_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pairs": (("sentence1", "sentence2", "score"), ("id", "split", "lang", "lang1", "lang2")),
+    "triples": (("premise", "entailment", "contradiction"), ("id", "split", "lang")),
+    "parallel": (("source", "target"), ("id", "split", "lang", "target_lang")),
+    "sentences": (("text",), ("id", "split", "lang")),
+}
+TEXT_ROLES = {
+    "pairs": ("sentence1", "sentence2"),
+    "triples": ("premise", "entailment", "contradiction"),
+    "parallel": ("source", "target"),
+    "sentences": ("text",),
+}
+
+
+class DatasetConfig(_Strict):
+    """One input file and how its columns map onto a canonical table."""
+
+    path: str
+    kind: Kind
+    format: Format | None = None  # inferred from the file suffix when absent
+    lang: str = "en"  # language of the text columns when no `lang` column is mapped
+    target_lang: str | None = None  # parallel only: language of `target`
+    columns: dict[str, str] = Field(default_factory=dict)  # role -> column name in the file
+    translations: dict[str, dict[str, str]] = Field(default_factory=dict)  # lang -> {role: column}
+    score_range: tuple[float, float] | None = None
+    split: str | None = None  # split of every row when the file has no split column
+    hf_split: str | None = None  # format hf: which split of the hub dataset to read
+
+    @model_validator(mode="after")
+    def _columns_match_kind(self) -> DatasetConfig:
+        required, optional = KIND_COLUMNS[self.kind]
+        unknown = set(self.columns) - set(required) - set(optional)
+        if unknown:
+            raise ValueError(f"columns has roles {sorted(unknown)} that kind '{self.kind}' does not use; "
+                             f"allowed: {sorted(required + optional)}")
+        for lang, mapping in self.translations.items():
+            bad = set(mapping) - set(TEXT_ROLES[self.kind])
+            if bad:
+                raise ValueError(f"translations.{lang} maps {sorted(bad)}; allowed: {list(TEXT_ROLES[self.kind])}")
+        if self.kind == "parallel" and not self.target_lang and "target_lang" not in self.columns:
+            raise ValueError("kind 'parallel' needs target_lang (or a target_lang column)")
+        return self
+
+    def column(self, role: str) -> str | None:
+        """The file's column for a role: the mapping, else the role's own name for required roles."""
+        if role in self.columns:
+            return self.columns[role]
+        required, _ = KIND_COLUMNS[self.kind]
+        return role if role in required else None
+
+    def resolved_format(self) -> str:
+        if self.format:
+            return self.format
+        if self.path.startswith("hf:"):
+            return "hf"
+        name = self.path.lower().removesuffix(".gz")
+        for suffix, fmt in ((".tsv", "tsv"), (".csv", "csv"), (".jsonl", "jsonl"), (".parquet", "parquet")):
+            if name.endswith(suffix):
+                return fmt
+        raise ValueError(f"cannot infer format of '{self.path}'; set format: tsv|csv|jsonl|parquet|hf")
+
+
+def _check_encoder(name: str) -> str:
+    if name in KNOWN_ENCODERS or name.startswith("hf:") or re.match(r"^[a-z_0-9]+:[\w.-]+$", name):
+        return name
+    raise ValueError(f"unknown encoder '{name}'; use one of {list(KNOWN_ENCODERS)}, hf:<id|path> or <method>:<run>")
+
+
+class EncodeConfig(_Strict):
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    datasets: list[str] | None = None  # default: every dataset of the pipeline
+    batch_size: int = Field(default=64, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
+
+
+class StsEvalConfig(_Strict):
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    datasets: list[str] = Field(default_factory=list)
+    splits: list[str] = Field(default_factory=lambda: ["test"])
+    lang_pairs: list[str] = Field(default_factory=lambda: ["en-en"])  # "de-de", "en-de": sentence1 lang-sentence2 lang
+
+    _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
+
+    @field_validator("lang_pairs")
+    @classmethod
+    def _pairs(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not re.match(r"^[A-Za-z-]+-[A-Za-z-]+$", p) or p.count("-") != 1:
+                raise ValueError(f"lang pair '{p}' must look like 'en-de'")
+        return v
+
+
+class EvaluateConfig(_Strict):
+    sts: StsEvalConfig | None = None
+
+
+class TrainConfig(_Strict):
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class PipelineConfig(_Strict):
+    """A named pipeline: its datasets and the parameters of each stage."""
+
+    description: str = ""
+    datasets: dict[str, DatasetConfig] = Field(default_factory=dict)
+    encode: EncodeConfig | None = None
+    evaluate: EvaluateConfig | None = None
+    train: list[TrainConfig] = Field(default_factory=list)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    schedule: str | None = None  # cron for the refresh-dataset deployment; off when absent
+
+    @field_validator("datasets")
+    @classmethod
+    def _names(cls, v: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
+        for name in v:
+            if not NAME_RE.match(name) or name in RESERVED_DATASETS:
+                raise ValueError(f"dataset name '{name}' must match {NAME_RE.pattern} and not be one of "
+                                 f"{sorted(RESERVED_DATASETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _references(self) -> PipelineConfig:
+        known = set(self.datasets)
+        refs: list[tuple[str, str]] = []
+        if self.encode and self.encode.datasets:
+            refs += [("encode.datasets", d) for d in self.encode.datasets]
+        if self.evaluate and self.evaluate.sts:
+            refs += [("evaluate.sts.datasets", d) for d in self.evaluate.sts.datasets]
+            for d in self.evaluate.sts.datasets:
+                if d in self.datasets and self.datasets[d].kind != "pairs":
+                    raise ValueError(f"evaluate.sts.datasets: '{d}' is kind '{self.datasets[d].kind}', needs 'pairs'")
+        for key, name in refs:
+            if name not in known:
+                raise ValueError(f"{key}: unknown dataset '{name}'; defined: {sorted(known)}")
+        return self
+
+    def encode_datasets(self) -> list[str]:
+        if not self.encode:
+            return []
+        return list(self.encode.datasets or self.datasets)
+
+
+class ProjectConfig(_Strict):
+    """The whole pipelines.yaml."""
+
+    default_pipeline: str = "demo"
+    warehouse: str = "warehouse"
+    run_dir: str = ".amrsim"
+    pipelines: dict[str, PipelineConfig]
+
+
+class LoadedConfig:
+    """A validated pipelines.yaml with paths resolved against its directory."""
+
+    def __init__(self, path: Path, project: ProjectConfig):
+        self.path = path
+        self.project = project
+        self.base = path.parent
+
+    @property
+    def warehouse_root(self) -> Path:
+        return (self.base / self.project.warehouse).resolve()
+
+    @property
+    def run_dir(self) -> Path:
+        return (self.base / self.project.run_dir).resolve()
+
+    def pipeline(self, name: str | None = None) -> tuple[str, PipelineConfig]:
+        name = name or self.project.default_pipeline
+        if name not in self.project.pipelines:
+            raise ConfigError(f"{self.path}: pipeline '{name}' not found; defined: {sorted(self.project.pipelines)}")
+        pipe = self.project.pipelines[name]
+        for ds_name, ds in pipe.datasets.items():
+            if ds.resolved_format() != "hf" and not self.resolve_path(ds.path).is_file():
+                raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.path', "
+                                  f"value '{ds.path}': file not found ({self.resolve_path(ds.path)})")
+        return name, pipe
+
+    def resolve_path(self, path: str) -> Path:
+        if path.startswith(SAMPLE_PREFIX):
+            return SAMPLE_DIR / path[len(SAMPLE_PREFIX):]
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base / p).resolve()
+
+
+def _format_error(source: Path, err: dict[str, Any], raw: dict[str, Any]) -> str:
+    loc = [str(x) for x in err["loc"]]
+    value = err.get("input")
+    if loc[:1] == ["pipelines"] and len(loc) >= 2:
+        where = f"pipeline '{loc[1]}', key '{'.'.join(loc[2:]) or '<pipeline>'}'"
+    else:
+        where = f"key '{'.'.join(loc) or '<top>'}'"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return f"{source}: {where}, value {shown}: {msg}"
+
+
+def _apply_override(raw: dict[str, Any], pipeline: str, dotted: str, value: Any) -> None:
+    node = raw.setdefault("pipelines", {}).setdefault(pipeline, {})
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"override '{dotted}': '{part}' is not a mapping in pipeline '{pipeline}'")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] | None = None,
+                pipeline: str | None = None) -> LoadedConfig:
+    """Read and validate pipelines.yaml; `overrides` are dotted keys into the chosen pipeline."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{line}: malformed YAML: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with a 'pipelines' key, got {type(raw).__name__}")
+    if overrides:
+        raw = copy.deepcopy(raw)
+        name = pipeline or raw.get("default_pipeline", "demo")
+        for key, value in overrides.items():
+            _apply_override(raw, name, key, value)
+    try:
+        project = ProjectConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_error(path, e.errors()[0], raw)) from None
+    loaded = LoadedConfig(path, project)
+    for name, pipe in project.pipelines.items():
+        for ds_name, ds in pipe.datasets.items():
+            try:
+                ds.resolved_format()
+            except ValueError as e:
+                raise ConfigError(f"{path}: pipeline '{name}', key 'datasets.{ds_name}.format', "
+                                  f"value {ds.format!r}: {e}") from None
+    if project.default_pipeline not in project.pipelines:
+        raise ConfigError(f"{path}: key 'default_pipeline', value '{project.default_pipeline}': no such pipeline; "
+                          f"defined: {sorted(project.pipelines)}")
+    return loaded

@@ -1,0 +1,78 @@
+"""The `embeddings` table: vectors cached by (model, sentence) content key; only missing keys are encoded."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+
+from amrsim.encoders import Encoder, load_encoder, model_id
+from amrsim.errors import WarehouseError
+from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.store import FAILED, OK, Warehouse
+
+TABLE = "embeddings"
+COMMIT_ROWS = 4096  # rows per commit: a crash loses at most this much work
+
+
+def embedding_key(mid: str, sentence_key: str) -> str:
+    return content_key("embedding", mid, sentence_key)
+
+
+def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
+                    batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
+                    on_progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+    """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed)."""
+    mid = model_id(encoder_name)
+    frame = sentences.select("key", "text").unique("key").with_columns(
+        pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
+    done = wh.keys(dataset, TABLE)
+    todo = frame.filter(~pl.col("emb_key").is_in(list(done)))
+    if todo.height == 0:
+        return 0, 0
+    # length-sorted batches pad less
+    todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len")
+    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device)
+    computed = failed = 0
+    for start in range(0, todo.height, COMMIT_ROWS):
+        chunk = todo.slice(start, COMMIT_ROWS)
+        rows: list[dict] = []
+        for b in range(0, chunk.height, batch_size):
+            batch = chunk.slice(b, batch_size)
+            texts = batch["text"].to_list()
+            try:
+                vecs = model.encode(texts)
+                status, error = OK, None
+            except Exception as e:  # a model error fails these rows, kept with the reason; others go on
+                vecs, status, error = None, FAILED, f"{type(e).__name__}: {e}"[:500]
+            for i, (ek, sk) in enumerate(zip(batch["emb_key"], batch["key"], strict=True)):
+                vec = None if vecs is None else vecs[i].tolist()
+                rows.append({"key": ek, "sentence_key": sk, "encoder": encoder_name, "model_id": mid,
+                             "dim": None if vec is None else len(vec), "vector": vec, "status": status,
+                             "error": error})
+            if on_progress:
+                on_progress(batch.height)
+        out = pl.DataFrame(rows, schema={"key": pl.String, "sentence_key": pl.String, "encoder": pl.String,
+                                         "model_id": pl.String, "dim": pl.Int32, "vector": pl.List(pl.Float32),
+                                         "status": pl.String, "error": pl.String})
+        wh.upsert(dataset, TABLE, out)
+        failed += out.filter(pl.col("status") == FAILED).height
+        computed += out.height
+    return computed, failed
+
+
+def read_embeddings(wh: Warehouse, dataset: str, encoder_name: str, sentence_keys: list[str]) -> np.ndarray:
+    """An (n, dim) float32 matrix aligned with `sentence_keys`; raises naming the first key without a vector."""
+    mid = model_id(encoder_name)
+    wanted = pl.DataFrame({"sentence_key": sentence_keys}).unique()
+    table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status"])
+    have = (table.filter((pl.col("model_id") == mid) & (pl.col("status") == OK))
+            .join(wanted, on="sentence_key", how="semi").unique("sentence_key"))
+    index = {k: i for i, k in enumerate(have["sentence_key"].to_list())}
+    missing = [k for k in sentence_keys if k not in index]
+    if missing:
+        raise WarehouseError(f"{dataset}/{TABLE}: no '{encoder_name}' vector for sentence key {missing[0]} "
+                             f"({len(missing)} missing); run the encode stage first")
+    matrix = have["vector"].list.to_array(int(have["vector"].list.len().max())).to_numpy().astype(np.float32)
+    return matrix[[index[k] for k in sentence_keys]]

@@ -1,0 +1,205 @@
+"""Normalise rows read from a file into the canonical tables; bad rows become failed rows with a reason."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import langcodes
+import polars as pl
+
+from amrsim.config import TEXT_ROLES, DatasetConfig
+from amrsim.ingest.readers import LINE
+from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.schemas import SCHEMAS
+from amrsim.warehouse.store import FAILED, OK
+
+
+@lru_cache(maxsize=4096)
+def normalise_lang(code: str | None) -> str | None:
+    """A BCP-47 tag in standard form ('deu' -> 'de', 'en_US' -> 'en-US'); None if not a valid language tag."""
+    if not code or not code.strip():
+        return None
+    code = code.strip().replace("_", "-")
+    try:
+        if not langcodes.tag_is_valid(code):
+            return None
+        return langcodes.standardize_tag(code)
+    except (ValueError, langcodes.tag_parser.LanguageTagError):
+        return None
+
+
+def source_columns(ds: DatasetConfig) -> list[str]:
+    """The file columns a dataset reads: mapped roles plus every translation column, deduplicated in order."""
+    from amrsim.config import KIND_COLUMNS
+
+    required, optional = KIND_COLUMNS[ds.kind]
+    cols = [ds.column(r) for r in (*required, *optional)]
+    cols += [c for mapping in ds.translations.values() for c in mapping.values()]
+    return list(dict.fromkeys(c for c in cols if c))
+
+
+def _parse_score(raw: str | None, score_range: tuple[float, float] | None) -> tuple[float | None, str | None]:
+    if raw is None or not raw.strip():
+        return None, "missing score"
+    try:
+        value = float(raw)
+    except ValueError:
+        return None, f"non-numeric score '{raw[:40]}'"
+    if not math.isfinite(value):
+        return None, f"non-numeric score '{raw[:40]}'"
+    if score_range and not (score_range[0] <= value <= score_range[1]):
+        return None, f"score {value} outside {list(score_range)}"
+    return value, None
+
+
+class _Tables:
+    """Accumulates rows per canonical table, deduplicating ok rows by key."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in ("sentences", "pairs", "triples",
+                                                                          "parallel")}
+
+    def add(self, table: str, row: dict[str, Any]) -> None:
+        self.rows[table].setdefault(row["key"], row)
+
+    def sentence(self, lang: str, text: str) -> str:
+        key = content_key("sentence", lang, text)
+        self.add("sentences", {"key": key, "lang": lang, "text": text, "status": OK, "error": None})
+        return key
+
+    def frames(self) -> dict[str, pl.DataFrame]:
+        out = {}
+        for table, rows in self.rows.items():
+            schema = SCHEMAS[table]
+            frame = pl.DataFrame(list(rows.values()), schema=pl.Schema(pl.from_arrow(schema.empty_table()).schema))
+            out[table] = frame
+        return out
+
+
+def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[str, pl.DataFrame]:
+    """Canonical tables for one dataset: its own kind's table (ok and failed rows), sentences and parallel."""
+    roles = TEXT_ROLES[ds.kind]
+    col = {r: ds.column(r) for r in ("id", "split", "score", "lang", "lang1", "lang2", "target_lang", *roles)}
+    tables = _Tables()
+    first_line_of_id: dict[str, int] = {}
+    first_line_of_key: dict[str, int] = {}
+
+    for rec in frame.iter_rows(named=True):
+        line = rec[LINE]
+        reasons: list[str] = []
+
+        def get(role: str, rec: dict[str, Any] = rec) -> str | None:
+            return rec.get(col[role]) if col.get(role) else None
+
+        split = (get("split") or ds.split or "all").strip()
+
+        # languages: one for the row (`lang`), or per side (`lang1`/`lang2`, `target_lang` for parallel)
+        row_lang_raw = get("lang") or ds.lang
+        langs: dict[str, str | None] = {}
+        for role in roles:
+            raw = row_lang_raw
+            if ds.kind == "pairs" and role in ("sentence1", "sentence2"):
+                raw = get("lang1" if role == "sentence1" else "lang2") or row_lang_raw
+            if ds.kind == "parallel" and role == "target":
+                raw = get("target_lang") or ds.target_lang
+            lang = normalise_lang(raw)
+            if lang is None:
+                reasons.append(f"unknown language code '{raw}'")
+            langs[role] = lang
+
+        score = None
+        if ds.kind == "pairs":
+            score, why = _parse_score(get("score"), ds.score_range)
+            if why:
+                reasons.append(why)
+
+        base_texts = {r: (get(r) or "").strip() for r in roles}
+        for r, t in base_texts.items():
+            if not t:
+                reasons.append(f"empty {r}")
+        # without an id column the line is the id: benchmark files legitimately repeat a pair (STSb test does)
+        item_id = (get("id") or "").strip() or f"L{line}"
+        if get("id") and item_id in first_line_of_id:
+            reasons.append(f"duplicate id '{item_id}' (first at line {first_line_of_id[item_id]})")
+        else:
+            first_line_of_id.setdefault(item_id, line)
+
+        # variants: the base language plus each provided translation of every text column
+        variants = [(None, langs, base_texts)]
+        for tl, mapping in ds.translations.items():
+            t_lang = normalise_lang(tl)
+            t_texts = {r: (rec.get(mapping[r]) or "").strip() if r in mapping else None for r in roles}
+            variants.append((tl, {r: t_lang for r in roles}, t_texts))
+
+        for variant, v_langs, texts in variants:
+            v_reasons = list(reasons)
+            if variant is not None:
+                if normalise_lang(variant) is None:
+                    v_reasons.append(f"unknown language code '{variant}'")
+                v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
+                if any(t is None for t in texts.values()):
+                    continue  # a kind whose translation maps only some roles yields parallel rows only
+            key = _row_key(ds.kind, item_id, split, v_langs, texts, score)
+            if not v_reasons and key in first_line_of_key:
+                v_reasons.append(f"duplicate row (same content as line {first_line_of_key[key]})")
+            if v_reasons:
+                key = content_key("failed", source_file, line, variant, texts)
+            else:
+                first_line_of_key[key] = line
+            status, error = (FAILED, "; ".join(v_reasons)) if v_reasons else (OK, None)
+            sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
+            tables.add(_KIND_TABLE[ds.kind], _row(ds.kind, key, item_id, split, v_langs, texts, sent_keys, score,
+                                                   status, error, source_file, line))
+
+        if not reasons:  # parallel rows: base text -> each translation, per text column
+            for tl, mapping in ds.translations.items():
+                t_lang = normalise_lang(tl)
+                for r, c in mapping.items():
+                    target = (rec.get(c) or "").strip()
+                    if not target or t_lang is None:
+                        continue
+                    _add_parallel(tables, f"{item_id}:{r}", split, langs[r], base_texts[r], t_lang, target,
+                                  source_file, line)
+    return {t: f for t, f in tables.frames().items() if f.height or t in ("sentences", _KIND_TABLE[ds.kind])}
+
+
+_KIND_TABLE = {"pairs": "pairs", "triples": "triples", "parallel": "parallel", "sentences": "sentences"}
+
+
+def _row_key(kind: str, item_id: str, split: str, langs: dict[str, str | None], texts: dict[str, Any],
+             score: float | None) -> str:
+    return content_key(kind, item_id, split, sorted(langs.items()), sorted(texts.items()), score)
+
+
+def _add_parallel(tables: _Tables, item_id: str, split: str, src_lang: str | None, src: str, tgt_lang: str,
+                  tgt: str, source_file: str, line: int) -> None:
+    assert src_lang is not None
+    tables.add("parallel", {
+        "key": content_key("parallel", src_lang, src, tgt_lang, tgt), "item_id": item_id, "split": split,
+        "source_lang": src_lang, "target_lang": tgt_lang, "source_key": tables.sentence(src_lang, src),
+        "target_key": tables.sentence(tgt_lang, tgt), "source": src, "target": tgt, "status": OK, "error": None,
+        "source_file": source_file, "source_line": line,
+    })
+
+
+def _row(kind: str, key: str, item_id: str, split: str, langs: dict[str, str | None], texts: dict[str, Any],
+         sent_keys: dict[str, str | None], score: float | None, status: str, error: str | None,
+         source_file: str, line: int) -> dict[str, Any]:
+    common = {"key": key, "item_id": item_id, "split": split, "status": status, "error": error,
+              "source_file": source_file, "source_line": line}
+    if kind == "pairs":
+        return common | {"lang1": langs["sentence1"], "lang2": langs["sentence2"],
+                         "sentence1_key": sent_keys["sentence1"], "sentence2_key": sent_keys["sentence2"],
+                         "sentence1": texts["sentence1"], "sentence2": texts["sentence2"], "score": score}
+    if kind == "triples":
+        return common | {"lang": langs["premise"], **{f"{r}_key": sent_keys[r] for r in texts},
+                         **{r: texts[r] for r in texts}}
+    if kind == "parallel":
+        return common | {"source_lang": langs["source"], "target_lang": langs["target"],
+                         "source_key": sent_keys["source"], "target_key": sent_keys["target"],
+                         "source": texts["source"], "target": texts["target"]}
+    # sentences: failed rows keep their line in the key; ok rows are content-addressed
+    return {"key": key if status != OK else sent_keys["text"], "lang": langs["text"], "text": texts["text"],
+            "status": status, "error": error}

@@ -1,0 +1,25 @@
+"""Content keys: stable hashes of a row's inputs and the stage config that produced it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+_SEP = "\x1f"  # unit separator: cannot occur in a JSON-encoded part, so parts never run together
+
+
+def content_key(*parts: Any) -> str:
+    """Hex sha256 (first 32 chars) of the JSON encoding of each part; equal inputs give equal keys forever."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+        h.update(_SEP.encode())
+    return h.hexdigest()[:32]
+
+
+def config_hash(config: Any) -> str:
+    """Hash of a stage's config (a pydantic model or plain data), recorded in lineage and row keys."""
+    if hasattr(config, "model_dump"):
+        config = config.model_dump(mode="json")
+    return content_key("config", config)

@@ -1,0 +1,97 @@
+"""Lineage: one row per stage run and output table in `<root>/meta/lineage`, so every table version has a cause."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+import amrsim
+from amrsim.warehouse.store import Warehouse
+
+META = "meta"
+
+
+@lru_cache(maxsize=1)
+def code_version() -> str:
+    """Package version plus the git commit (and '+dirty') when running from a checkout."""
+    version = amrsim.__version__
+    repo = Path(amrsim.__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return f"{version}+g{sha}{'.dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        return version
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+@dataclass
+class StageRun:
+    """Counts a stage fills in while it runs; recorded as lineage rows when the stage ends."""
+
+    run_id: str
+    pipeline: str
+    stage: str
+    dataset: str
+    config_hash: str
+    input_versions: dict[str, int | None] = field(default_factory=dict)
+    outputs: list[str] = field(default_factory=list)  # tables written, in order
+    rows_in: int = 0
+    rows_computed: int = 0
+    rows_failed: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    status: str = "ok"
+    error: str | None = None
+
+    def summary(self) -> dict[str, object]:
+        return {"stage": self.stage, "dataset": self.dataset, "rows_in": self.rows_in,
+                "computed": self.rows_computed, "failed": self.rows_failed, "rows_out": self.rows_out,
+                "seconds": round(self.seconds, 2), "status": self.status}
+
+
+@contextmanager
+def record_stage(wh: Warehouse, run: StageRun) -> Iterator[StageRun]:
+    """Time a stage and append its lineage rows, also when it raises (status 'error')."""
+    started = datetime.now(UTC)
+    t0 = time.perf_counter()
+    try:
+        yield run
+    except BaseException as e:
+        run.status, run.error = "error", f"{type(e).__name__}: {e}"[:2000]
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+        rows = []
+        for table in run.outputs or [""]:
+            rows.append({
+                "run_id": run.run_id, "pipeline": run.pipeline, "stage": run.stage, "dataset": run.dataset,
+                "table": table, "input_versions": json.dumps(run.input_versions, sort_keys=True),
+                "output_version": wh.version(run.dataset, table) if table else None,
+                "config_hash": run.config_hash, "code_version": code_version(), "rows_in": run.rows_in,
+                "rows_computed": run.rows_computed, "rows_failed": run.rows_failed, "rows_out": run.rows_out,
+                "seconds": run.seconds, "started_at": started, "status": run.status, "error": run.error,
+            })
+        wh.append(META, "lineage", pl.DataFrame(rows, schema_overrides={"output_version": pl.Int64}))
+
+
+def last_runs(wh: Warehouse, limit: int = 10) -> pl.DataFrame:
+    frame = wh.read(META, "lineage")
+    if not frame.height:
+        return frame
+    return frame.sort("started_at", descending=True).head(limit)

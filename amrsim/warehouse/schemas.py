@@ -1,0 +1,58 @@
+"""Arrow schemas of the canonical tables: the contract analysts query (documented in warehouse/README.md)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+_STATUS = [pa.field("status", pa.string()), pa.field("error", pa.string())]
+_SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int64())]
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "sentences": pa.schema([
+        pa.field("key", pa.string()), pa.field("lang", pa.string()), pa.field("text", pa.string()), *_STATUS,
+    ]),
+    "pairs": pa.schema([
+        pa.field("key", pa.string()), pa.field("item_id", pa.string()), pa.field("split", pa.string()),
+        pa.field("lang1", pa.string()), pa.field("lang2", pa.string()),
+        pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
+        pa.field("sentence1", pa.string()), pa.field("sentence2", pa.string()),
+        pa.field("score", pa.float64()), *_STATUS, *_SOURCE,
+    ]),
+    "triples": pa.schema([
+        pa.field("key", pa.string()), pa.field("item_id", pa.string()), pa.field("split", pa.string()),
+        pa.field("lang", pa.string()),
+        pa.field("premise_key", pa.string()), pa.field("entailment_key", pa.string()),
+        pa.field("contradiction_key", pa.string()),
+        pa.field("premise", pa.string()), pa.field("entailment", pa.string()), pa.field("contradiction", pa.string()),
+        *_STATUS, *_SOURCE,
+    ]),
+    "parallel": pa.schema([
+        pa.field("key", pa.string()), pa.field("item_id", pa.string()), pa.field("split", pa.string()),
+        pa.field("source_lang", pa.string()), pa.field("target_lang", pa.string()),
+        pa.field("source_key", pa.string()), pa.field("target_key", pa.string()),
+        pa.field("source", pa.string()), pa.field("target", pa.string()), *_STATUS, *_SOURCE,
+    ]),
+    # Delta has no fixed-size list type: vectors are list<float32> plus `dim`; readers return (n, dim) float32.
+    "embeddings": pa.schema([
+        pa.field("key", pa.string()), pa.field("sentence_key", pa.string()), pa.field("encoder", pa.string()),
+        pa.field("model_id", pa.string()), pa.field("dim", pa.int32()),
+        pa.field("vector", pa.list_(pa.float32())), *_STATUS,
+    ]),
+    "results": pa.schema([
+        pa.field("key", pa.string()), pa.field("run_id", pa.string()),
+        pa.field("created_at", pa.timestamp("us", tz="UTC")),
+        pa.field("model", pa.string()), pa.field("dataset", pa.string()), pa.field("split", pa.string()),
+        pa.field("lang_pair", pa.string()), pa.field("metric", pa.string()), pa.field("value", pa.float64()),
+        pa.field("n", pa.int64()), pa.field("config_hash", pa.string()),
+    ]),
+    "lineage": pa.schema([
+        pa.field("run_id", pa.string()), pa.field("pipeline", pa.string()), pa.field("stage", pa.string()),
+        pa.field("dataset", pa.string()), pa.field("table", pa.string()),
+        pa.field("input_versions", pa.string()), pa.field("output_version", pa.int64()),
+        pa.field("config_hash", pa.string()), pa.field("code_version", pa.string()),
+        pa.field("rows_in", pa.int64()), pa.field("rows_computed", pa.int64()), pa.field("rows_failed", pa.int64()),
+        pa.field("rows_out", pa.int64()), pa.field("seconds", pa.float64()),
+        pa.field("started_at", pa.timestamp("us", tz="UTC")), pa.field("status", pa.string()),
+        pa.field("error", pa.string()),
+    ]),
+}

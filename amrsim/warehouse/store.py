@@ -1,0 +1,142 @@
+"""The warehouse: one Delta table per dataset and stage under `<root>/<dataset>/<table>`.
+
+Delta commits are atomic (data files first, then one put-if-absent log entry), so a killed writer leaves at most
+unreferenced Parquet files and never a visible half-written version.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from amrsim.errors import WarehouseError
+from amrsim.warehouse.schemas import SCHEMAS
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+OK = "ok"
+FAILED = "failed"
+
+
+class Warehouse:
+    """Read, upsert and list the Delta tables under one root directory."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+
+    # -- naming -------------------------------------------------------------------------------------------------
+    def table_path(self, dataset: str, table: str) -> Path:
+        for part in (dataset, table):
+            if not _NAME.match(part):
+                raise WarehouseError(f"invalid table name '{dataset}/{table}': '{part}' must match {_NAME.pattern}")
+        path = (self.root / dataset / table).resolve()
+        if self.root not in path.parents:
+            raise WarehouseError(f"table '{dataset}/{table}' resolves outside the warehouse root {self.root}")
+        return path
+
+    def _open(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:
+        path = self.table_path(dataset, table)
+        if not (path / "_delta_log").is_dir():
+            return None
+        try:
+            return DeltaTable(str(path), version=version)
+        except TableNotFoundError:
+            return None
+
+    # -- reading ------------------------------------------------------------------------------------------------
+    def exists(self, dataset: str, table: str) -> bool:
+        return self._open(dataset, table) is not None
+
+    def version(self, dataset: str, table: str) -> int | None:
+        dt = self._open(dataset, table)
+        return None if dt is None else dt.version()
+
+    def read(self, dataset: str, table: str, version: int | None = None, columns: list[str] | None = None,
+             where: pl.Expr | None = None) -> pl.DataFrame:
+        """A table (optionally pinned to a version) as a polars frame; an empty frame of its schema if absent."""
+        dt = self._open(dataset, table, version)
+        if dt is None:
+            if version is not None:
+                raise WarehouseError(f"table '{dataset}/{table}' has no version {version}")
+            schema = SCHEMAS.get(table)
+            frame = pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
+        else:
+            frame = pl.from_arrow(dt.to_pyarrow_table(columns=columns))
+        assert isinstance(frame, pl.DataFrame)
+        if columns and frame.width and set(columns) <= set(frame.columns):
+            frame = frame.select(columns)
+        return frame.filter(where) if where is not None and frame.height else frame
+
+    def keys(self, dataset: str, table: str, ok_only: bool = True) -> set[str]:
+        """Keys already computed (by default only rows with status ok, so failed rows are retried)."""
+        cols = ["key", "status"] if ok_only else ["key"]
+        frame = self.read(dataset, table, columns=cols)
+        if ok_only and "status" in frame.columns:
+            frame = frame.filter(pl.col("status") == OK)
+        return set(frame["key"].to_list()) if frame.height else set()
+
+    def tables(self) -> list[tuple[str, str]]:
+        """Every (dataset, table) under the root that has a Delta log."""
+        found = []
+        if self.root.is_dir():
+            for log in sorted(self.root.glob("*/*/_delta_log")):
+                found.append((log.parent.parent.name, log.parent.name))
+        return found
+
+    # -- writing ------------------------------------------------------------------------------------------------
+    def _conform(self, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
+        data = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        schema = SCHEMAS.get(table)
+        if schema is None:
+            return data
+        missing = [f.name for f in schema if f.name not in data.column_names]
+        if missing:
+            raise WarehouseError(f"rows for table '{table}' lack columns {missing}")
+        return data.select(schema.names).cast(schema)
+
+    def upsert(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key") -> int:
+        """Insert rows whose key is new and replace rows whose key exists (a retried failure); one commit."""
+        data = self._conform(table, frame)
+        if data.num_rows == 0:
+            return 0
+        path = self.table_path(dataset, table)
+        dt = self._open(dataset, table)
+        if dt is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_deltalake(str(path), data, mode="append")
+            return data.num_rows
+        (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+           .when_matched_update_all().when_not_matched_insert_all().execute())
+        return data.num_rows
+
+    def sync(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key") -> tuple[int, int]:
+        """Make the table hold exactly `frame`'s keys: insert new, delete vanished, one commit; no-op if equal."""
+        data = self._conform(table, frame)
+        existing = self.keys(dataset, table, ok_only=False)
+        incoming = set(data.column(key).to_pylist())
+        added, removed = incoming - existing, existing - incoming
+        if not added and not removed:
+            return 0, 0
+        path = self.table_path(dataset, table)
+        dt = self._open(dataset, table)
+        if dt is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_deltalake(str(path), data, mode="append")
+        else:
+            (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+               .when_not_matched_insert_all().when_not_matched_by_source_delete().execute())
+        return len(added), len(removed)
+
+    def append(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table) -> int:
+        """Append rows (lineage, results): one atomic commit."""
+        data = self._conform(table, frame)
+        if data.num_rows == 0:
+            return 0
+        path = self.table_path(dataset, table)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_deltalake(str(path), data, mode="append")
+        return data.num_rows

@@ -1,0 +1,13 @@
+"""Flow helpers: load and validate the config before any task runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amrsim.config import LoadedConfig, load_config
+
+
+def load(config: str, pipeline: str | None, overrides: dict[str, Any] | None) -> tuple[LoadedConfig, str]:
+    cfg = load_config(config, overrides=overrides, pipeline=pipeline)
+    name, _ = cfg.pipeline(pipeline)  # checks input files exist
+    return cfg, name

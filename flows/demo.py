@@ -1,0 +1,25 @@
+"""demo flow: refresh-dataset -> train (the pipeline's train entries, if any) -> evaluate, one run id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from amrsim.warehouse.lineage import new_run_id
+from flows.common import load
+from flows.evaluate import evaluate
+from flows.refresh_dataset import refresh_dataset
+from flows.train import train
+
+
+@flow(name="demo", validate_parameters=True)
+def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
+         overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    cfg, name = load(config, pipeline, overrides)  # fail on a bad config before any subflow starts
+    run_id = new_run_id()
+    stages = list(refresh_dataset(name, config, overrides, run_id))
+    if cfg.project.pipelines[name].train:
+        stages += train(None, name, config, overrides, run_id)
+    evaluated = evaluate(name, config, overrides, run_id)
+    return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"]}

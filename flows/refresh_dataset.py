@@ -1,0 +1,25 @@
+"""refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (encode)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from amrsim.warehouse.lineage import new_run_id
+from flows.common import load
+from tasks.encode import encode
+from tasks.ingest import ingest
+
+
+@flow(name="refresh-dataset", validate_parameters=True)
+def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
+                    overrides: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+    cfg, name = load(config, pipeline, overrides)
+    run_id = run_id or new_run_id()
+    pipe = cfg.project.pipelines[name]
+    stages = [ingest(cfg, name, ds, run_id) for ds in pipe.datasets]
+    for ds in pipe.encode_datasets():
+        for encoder in pipe.encode.encoders if pipe.encode else []:
+            stages.append(encode(cfg, name, ds, encoder, run_id))
+    return stages

@@ -1,0 +1,58 @@
+"""Map a function over a table's batches: in-process by default, on local Ray or a Ray cluster when configured."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from amrsim.config import RayConfig
+
+
+def ray_wanted(cfg: RayConfig) -> bool:
+    return cfg.enabled or bool(cfg.address) or bool(os.environ.get("RAY_ADDRESS"))
+
+
+def ensure_ray(cfg: RayConfig, run_dir: Path) -> None:
+    """Connect to `cfg.address` / RAY_ADDRESS, else start a local Ray on loopback with its temp dir kept local."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = cfg.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        return
+    # Ray's unix sockets must fit in 107 bytes: fall back to a short /tmp path when run_dir is deep
+    temp = run_dir / "ray"
+    if len(str(temp)) > 40:
+        temp = Path(tempfile.gettempdir()) / f"amrsim-ray-{os.getuid()}"
+    temp.mkdir(parents=True, exist_ok=True)
+    ray.init(num_cpus=cfg.num_cpus or os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
+             _temp_dir=str(temp), ignore_reinit_error=True, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(_project_paths())}})
+
+
+def _project_paths() -> list[str]:
+    root = str(Path(__file__).resolve().parent.parent)
+    return [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+
+
+def map_batches(fn: Callable[[pl.DataFrame], pl.DataFrame], frame: pl.DataFrame, cfg: RayConfig,
+                run_dir: Path, batch_size: int | None = None, max_retries: int = 3) -> pl.DataFrame:
+    """Apply `fn` to consecutive batches of `frame` and concatenate the results in order."""
+    size = batch_size or cfg.batch_size
+    batches = [frame.slice(i, size) for i in range(0, frame.height, size)]
+    if not batches:
+        return fn(frame)
+    if not ray_wanted(cfg):
+        return pl.concat([fn(b) for b in batches], how="vertical_relaxed")
+    import ray
+
+    ensure_ray(cfg, run_dir)
+    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(fn)
+    refs = [remote.remote(b) for b in batches]
+    return pl.concat(ray.get(refs), how="vertical_relaxed")

@@ -1,0 +1,21 @@
+"""Train task: run one registered method's training loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from amrsim.config import LoadedConfig
+from amrsim.errors import ConfigError
+from amrsim.methods import get_method
+from tasks.common import TASK_OPTIONS
+
+
+@task(name="train", **(TASK_OPTIONS | {"retries": 0}))
+def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any], run_id: str) -> dict[str, object]:
+    try:
+        fn = get_method(method)
+    except KeyError as e:
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
+    return fn(cfg, pipeline, params, run_id)
