@@ -34,10 +34,15 @@ def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
 def _prefect_env(run_dir: Path) -> None:
     """Prefect state under the project's run dir and a temporary local server unless one is configured."""
     os.environ.setdefault("PREFECT_HOME", str(run_dir / "prefect"))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # its SQLite file needs the directory
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # the temporary server lives for one run: its UI and scheduling services only slow its start
+    for service in ("UI", "SERVICES_SCHEDULER", "SERVICES_LATE_RUNS", "SERVICES_FOREMAN", "SERVICES_TRIGGERS",
+                    "SERVICES_PAUSE_EXPIRATIONS", "SERVICES_CANCELLATION_CLEANUP", "SERVICES_REPOSSESSOR"):
+        os.environ.setdefault(f"PREFECT_SERVER_{service}_ENABLED", "false")
 
 
 @app.command()

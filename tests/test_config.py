@@ -1,0 +1,96 @@
+"""pipelines.yaml validation: every error names the file, pipeline, key and value before work starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from amrsim.config import load_config
+from amrsim.errors import ConfigError
+from tests.conftest import ROOT
+
+GOOD = """
+default_pipeline: p
+pipelines:
+  p:
+    datasets:
+      d:
+        path: data.tsv
+        kind: pairs
+    encode: {encoders: [minilm], batch_size: 16}
+    evaluate: {sts: {datasets: [d], lang_pairs: [en-en]}}
+"""
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    (tmp_path / "data.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n", encoding="utf-8")
+
+
+def test_repository_config_is_valid_and_demo_is_default():
+    cfg = load_config(ROOT / "pipelines.yaml")
+    name, pipe = cfg.pipeline()
+    assert name == "demo"
+    assert set(pipe.datasets) == {"sample_sts", "sample_nli"}
+    assert pipe.datasets["sample_sts"].translations.keys() == {"de", "es", "fr"}
+    assert cfg.resolve_path(pipe.datasets["sample_sts"].path).is_file()
+
+
+def test_valid_config_and_overrides(write_config, data_file):
+    path = write_config(GOOD)
+    cfg = load_config(path, overrides={"encode.batch_size": 8})
+    _, pipe = cfg.pipeline()
+    assert pipe.encode.batch_size == 8
+    assert cfg.resolve_path("data.tsv") == (path.parent / "data.tsv").resolve()
+
+
+def test_unknown_key_names_pipeline_key_and_value(write_config, data_file):
+    path = write_config(GOOD.replace("batch_size: 16", "batch_size: 16, bach: 3"))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    msg = str(e.value)
+    assert str(path) in msg and "pipeline 'p'" in msg and "encode.bach" in msg and "unknown key" in msg
+    assert "3" in msg
+
+
+def test_wrong_type_names_value(write_config, data_file):
+    with pytest.raises(ConfigError, match=r"pipeline 'p', key 'encode.batch_size', value 'many'"):
+        load_config(write_config(GOOD.replace("batch_size: 16", "batch_size: many")))
+
+
+def test_missing_file_is_caught_before_work(write_config):
+    cfg = load_config(write_config(GOOD))  # data.tsv not written
+    with pytest.raises(ConfigError, match=r"pipeline 'p', key 'datasets.d.path', value 'data.tsv': file not found"):
+        cfg.pipeline("p")
+
+
+def test_malformed_yaml_names_line(write_config):
+    path = write_config("pipelines:\n  p: [unclosed\n")
+    with pytest.raises(ConfigError, match=rf"{path}:\d+: malformed YAML"):
+        load_config(path)
+
+
+def test_unknown_dataset_reference_and_encoder(write_config, data_file):
+    with pytest.raises(ConfigError, match=r"unknown dataset 'nope'"):
+        load_config(write_config(GOOD.replace("datasets: [d]", "datasets: [nope]")))
+    with pytest.raises(ConfigError, match=r"unknown encoder 'bert'"):
+        load_config(write_config(GOOD.replace("encoders: [minilm]", "encoders: [bert]")))
+
+
+def test_dataset_names_cannot_escape_the_warehouse(write_config, data_file):
+    with pytest.raises(ConfigError, match=r"dataset name '\.\./x'"):
+        load_config(write_config(GOOD.replace("      d:\n", "      ../x:\n")))
+
+
+def test_unknown_pipeline_and_column_roles(write_config, data_file):
+    cfg = load_config(write_config(GOOD))
+    with pytest.raises(ConfigError, match=r"pipeline 'q' not found"):
+        cfg.pipeline("q")
+    with pytest.raises(ConfigError, match=r"columns has roles \['premise'\]"):
+        load_config(write_config(GOOD.replace("kind: pairs", "kind: pairs\n        columns: {premise: x}")))
+
+
+def test_non_utf8_config(tmp_path):
+    path = tmp_path / "pipelines.yaml"
+    path.write_bytes(b"pipelines:\n  p: {description: \xff}\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)

@@ -1,0 +1,172 @@
+"""Ingest: every format, the column mapping, translations, failed rows with reasons, and file-level errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import polars as pl
+import pytest
+
+from amrsim.config import DatasetConfig
+from amrsim.errors import InputError
+from amrsim.ingest import ingest_tables, read_dataset
+from amrsim.ingest.normalise import normalise_lang
+
+HEADER = ["id", "score", "sentence1", "sentence2"]
+ROWS = [["a", "4.5", "A man plays a guitar.", "A man is playing the guitar."],
+        ["b", "0.5", "A cat sleeps.", "The stock market fell."]]
+
+
+def pairs_cfg(path, **kw) -> DatasetConfig:
+    return DatasetConfig(path=str(path), kind="pairs", columns={"id": "id"}, **kw)
+
+
+def ok_rows(tables, table="pairs") -> pl.DataFrame:
+    return tables[table].filter(pl.col("status") == "ok")
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl", "jsonl.gz", "parquet"])
+def test_every_format_gives_the_same_tables(tmp_path, fmt):
+    path = tmp_path / f"pairs.{fmt}"
+    records = [dict(zip(HEADER, r, strict=True)) for r in ROWS]
+    if fmt == "tsv":
+        path.write_text("\n".join("\t".join(r) for r in [HEADER, *ROWS]), encoding="utf-8")
+    elif fmt == "csv":  # a comma inside a quoted field must survive
+        records[0]["sentence1"] = "A man, smiling, plays a guitar."
+        pl.DataFrame(records).write_csv(path)
+    elif fmt.startswith("jsonl"):
+        records[1]["score"] = 0.5  # numbers as JSON numbers
+        text = "\n".join(json.dumps(r) for r in records) + "\n"
+        path.write_bytes(gzip.compress(text.encode()) if fmt.endswith("gz") else text.encode())
+    else:
+        pl.DataFrame(records).with_columns(pl.col("score").cast(pl.Float64)).write_parquet(path)
+    tables = read_dataset(pairs_cfg(path), path)
+    pairs = ok_rows(tables)
+    assert pairs.height == 2 and pairs["score"].to_list() == [4.5, 0.5]
+    assert set(pairs["item_id"]) == {"a", "b"}
+    assert tables["sentences"].height == 4
+    assert pairs["sentence1"][0] == records[0]["sentence1"]
+
+
+def test_shared_style_tsv_with_quotes_in_text_is_read_verbatim(write_tsv):
+    # ../shared/data files are written with no quoting: a '"' is just a character
+    path = write_tsv("q.tsv", HEADER, [["a", "3", '"Hello," she said.', 'She said "hello".']])
+    pairs = ok_rows(read_dataset(pairs_cfg(path), path))
+    assert pairs["sentence1"][0] == '"Hello," she said.'
+
+
+def test_bad_rows_are_kept_as_failed_with_reasons(write_tsv):
+    path = write_tsv("bad.tsv", ["id", "score", "lang", "sentence1", "sentence2"], [
+        ["r1", "3.0", "en", "Fine sentence.", "Another fine one."],
+        ["r2", "2.0", "en", "   ", "Text."],
+        ["r3", "", "en", "No score.", "Here."],
+        ["r4", "high", "en", "Bad score.", "Here."],
+        ["r5", "1.0", "xx-bogus-1", "Bad lang.", "Here."],
+        ["r1", "1.0", "en", "Same id again.", "Here."],
+        ["r7", "9.0", "en", "Out of range.", "Here."],
+    ])
+    ds = DatasetConfig(path=str(path), kind="pairs", columns={"id": "id", "lang": "lang"}, score_range=(0, 5))
+    pairs = read_dataset(ds, path)["pairs"]
+    reasons = dict(zip(pairs["source_line"].to_list(), pairs["error"].to_list(), strict=True))
+    assert pairs.height == 7, "no row may be dropped"
+    assert reasons[2] is None
+    assert reasons[3] == "empty sentence1"
+    assert reasons[4] == "missing score"
+    assert reasons[5] == "non-numeric score 'high'"
+    assert "unknown language code 'xx-bogus-1'" in reasons[6]
+    assert reasons[7] == "duplicate id 'r1' (first at line 2)"
+    assert reasons[8] == "score 9.0 outside [0.0, 5.0]"
+    assert pairs.filter(pl.col("status") == "failed").height == 6
+
+
+def test_translations_give_pairs_per_language_and_parallel_rows(write_tsv):
+    path = write_tsv("t.tsv", ["id", "score", "sentence1", "sentence2", "s1_de", "s2_de"], [
+        ["x", "5", "The dog runs.", "A dog is running.", "Der Hund rennt.", "Ein Hund rennt."],
+        ["y", "1", "I eat.", "It rains.", "Ich esse.", ""],
+    ])
+    ds = DatasetConfig(path=str(path), kind="pairs", columns={"id": "id"},
+                       translations={"de": {"sentence1": "s1_de", "sentence2": "s2_de"}})
+    tables = read_dataset(ds, path)
+    pairs = tables["pairs"]
+    assert sorted(ok_rows(tables)["lang1"].to_list()) == ["de", "en", "en"]
+    failed = pairs.filter(pl.col("status") == "failed")
+    assert failed["error"].to_list() == ["empty sentence2 (de)"]
+    parallel = tables["parallel"]
+    assert set(zip(parallel["source"], parallel["target"], strict=True)) == {
+        ("The dog runs.", "Der Hund rennt."), ("A dog is running.", "Ein Hund rennt."), ("I eat.", "Ich esse.")}
+    assert set(parallel["target_lang"]) == {"de"}
+
+
+def test_triples_and_parallel_kinds(write_tsv):
+    path = write_tsv("nli.tsv", ["premise", "entailment", "contradiction"], [
+        ["A man sleeps.", "A person rests.", "A man runs."]])
+    triples = read_dataset(DatasetConfig(path=str(path), kind="triples"), path)["triples"]
+    assert triples["status"].to_list() == ["ok"] and triples["item_id"].to_list() == ["L2"]
+    path = write_tsv("tatoeba.tsv", ["deu", "eng"], [["Ich bin hier.", "I am here."]])
+    ds = DatasetConfig(path=str(path), kind="parallel", lang="deu", target_lang="eng",
+                       columns={"source": "deu", "target": "eng"})
+    parallel = read_dataset(ds, path)["parallel"]
+    assert parallel.select("source_lang", "target_lang").row(0) == ("de", "en")
+
+
+def test_language_codes_are_normalised():
+    assert normalise_lang("deu") == "de" and normalise_lang("en_US") == "en-US" and normalise_lang("cmn") == "zh"
+    assert normalise_lang("not a code") is None and normalise_lang("") is None
+
+
+@pytest.mark.parametrize("content, line, message", [
+    (b"", None, "empty file"),
+    (b"  \n\n", None, "empty file"),
+    (b"id\tscore\tsentence1\tsentence2\n", 1, "header but no data rows"),
+    (b"id\tscore\tsentence_one\tsentence2\na\t1\tx\ty\n", 1, "header lacks column(s) ['sentence1']"),
+    (b"id\tscore\tsentence1\tsentence2\na\t1\tx\ty\nb\t2\tbroken\tfield\there\n", 3, "expected 4 fields"),
+    (b"id\tscore\tsentence1\tsentence2\na\t1\tx\ty\nb\t2\tcaf\xe9\ty\n", 3, "not valid UTF-8"),
+])
+def test_structurally_bad_files_raise_naming_file_and_line(tmp_path, content, line, message):
+    path = tmp_path / "bad.tsv"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        read_dataset(pairs_cfg(path), path)
+    where = f"{path}:{line}:" if line else f"{path}:"
+    assert str(e.value).startswith(where), str(e.value)
+    assert message in str(e.value)
+
+
+def test_bad_json_line_and_missing_key(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{oops\n', encoding="utf-8")
+    with pytest.raises(InputError, match=rf"{path}:2: invalid JSON"):
+        read_dataset(DatasetConfig(path=str(path), kind="pairs"), path)
+    path.write_text('{"sentence1": "a", "sentence2": "b"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"no record has key\(s\) \['score'\]"):
+        read_dataset(DatasetConfig(path=str(path), kind="pairs"), path)
+
+
+def test_bad_file_writes_nothing(wh, write_tsv, tmp_path):
+    good = write_tsv("good.tsv", HEADER, ROWS)
+    ingest_tables(wh, "d", pairs_cfg(good), good, "run1")
+    versions = {t: wh.version("d", t) for t in ("pairs", "sentences")}
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"id\tscore\tsentence1\tsentence2\na\t1\tx\ty\nb\t2\tbroken\n")
+    with pytest.raises(InputError):
+        ingest_tables(wh, "d", pairs_cfg(bad), bad, "run2")
+    assert {t: wh.version("d", t) for t in ("pairs", "sentences")} == versions
+    assert wh.read("d", "pairs").height == 2
+    lineage = wh.read("meta", "lineage")
+    assert lineage.filter(pl.col("run_id") == "run2")["status"].to_list() == ["error"]
+
+
+def test_reingest_is_incremental(wh, write_tsv):
+    path = write_tsv("p.tsv", HEADER, ROWS)
+    first = ingest_tables(wh, "d", pairs_cfg(path), path, "r1")
+    assert first.rows_computed == 2
+    version = wh.version("d", "pairs")
+    again = ingest_tables(wh, "d", pairs_cfg(path), path, "r2")
+    assert again.rows_computed == 0 and wh.version("d", "pairs") == version
+    path = write_tsv("p.tsv", HEADER, [*ROWS, ["c", "2.0", "New pair.", "Fresh pair."]])
+    changed = ingest_tables(wh, "d", pairs_cfg(path), path, "r3")
+    assert changed.rows_computed == 1 and wh.version("d", "pairs") == version + 1
+    path = write_tsv("p.tsv", HEADER, ROWS[:1])  # a row removed from the source disappears from the table
+    ingest_tables(wh, "d", pairs_cfg(path), path, "r4")
+    assert wh.read("d", "pairs")["item_id"].to_list() == ["a"]

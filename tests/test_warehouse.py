@@ -1,0 +1,145 @@
+"""Warehouse contract: content keys, upsert/sync, atomic commits under SIGKILL, lineage, DuckDB views."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import polars as pl
+import pytest
+
+from amrsim.errors import WarehouseError
+from amrsim.warehouse import content_key
+from amrsim.warehouse.lineage import StageRun, record_stage
+from amrsim.warehouse.query import query
+from tests.conftest import ROOT
+
+
+def sentences(n: int, start: int = 0, status: str = "ok") -> pl.DataFrame:
+    texts = [f"sentence {i}" for i in range(start, start + n)]
+    return pl.DataFrame({"key": [content_key("sentence", "en", t) for t in texts], "lang": ["en"] * n,
+                         "text": texts, "status": [status] * n, "error": [None] * n},
+                        schema_overrides={"error": pl.String})
+
+
+def test_content_keys_are_stable_and_distinguish_inputs():
+    assert content_key("a", 1, {"x": [1, 2]}) == content_key("a", 1, {"x": [1, 2]})
+    assert content_key("ab", "c") != content_key("a", "bc")  # parts never run together
+    assert content_key("a", 1) != content_key("a", "1")
+    assert len(content_key("x")) == 32
+
+
+def test_upsert_inserts_new_keys_and_replaces_failed_rows(wh):
+    assert wh.upsert("d", "sentences", sentences(3)) == 3
+    assert wh.version("d", "sentences") == 0
+    failed = sentences(2, start=3, status="failed")
+    wh.upsert("d", "sentences", failed)
+    assert wh.keys("d", "sentences") == set(sentences(3)["key"])  # failed keys are not "done"
+    wh.upsert("d", "sentences", sentences(2, start=3))  # the retry replaces them
+    table = wh.read("d", "sentences")
+    assert table.height == 5 and set(table["status"]) == {"ok"}
+
+
+def test_sync_makes_table_equal_to_input_and_is_a_noop_when_unchanged(wh):
+    assert wh.sync("d", "sentences", sentences(4)) == (4, 0)
+    version = wh.version("d", "sentences")
+    assert wh.sync("d", "sentences", sentences(4)) == (0, 0)
+    assert wh.version("d", "sentences") == version, "unchanged input must not commit a version"
+    assert wh.sync("d", "sentences", sentences(3, start=1)) == (0, 1)
+    assert sorted(wh.read("d", "sentences")["text"]) == ["sentence 1", "sentence 2", "sentence 3"]
+    assert wh.read("d", "sentences", version=version).height == 4, "older versions stay readable"
+
+
+def test_schema_is_enforced(wh):
+    with pytest.raises(WarehouseError, match=r"lack columns \['lang'\]"):
+        wh.upsert("d", "sentences", sentences(1).drop("lang"))
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a/b", ""])
+def test_names_cannot_escape_the_root(wh, name):
+    with pytest.raises(WarehouseError):
+        wh.table_path(name, "pairs")
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+import polars as pl
+import pyarrow as pa
+import amrsim.warehouse.store as store
+from amrsim.warehouse import Warehouse
+
+real_write = store.write_deltalake
+
+def dying_write(path, data, **kw):
+    # stream the rows in small batches and SIGKILL this process after a few are handed to the writer
+    batches = data.to_batches(max_chunksize=1000)
+    def gen():
+        for i, b in enumerate(batches):
+            if i == 40:
+                os.kill(os.getpid(), signal.SIGKILL)
+            yield b
+    return real_write(path, pa.RecordBatchReader.from_batches(data.schema, gen()), **kw)
+
+store.write_deltalake = dying_write
+n = 200_000
+texts = [f"killed write {i}" for i in range(n)]
+frame = pl.DataFrame({"key": texts, "lang": ["en"] * n, "text": texts, "status": ["ok"] * n,
+                      "error": [None] * n}, schema_overrides={"error": pl.String})
+Warehouse(sys.argv[1]).append("d", "sentences", frame)
+print("write finished: the kill did not happen")
+"""
+
+
+def test_a_write_killed_midway_leaves_the_table_unchanged(wh, tmp_path):
+    wh.upsert("d", "sentences", sentences(10))
+    before = wh.read("d", "sentences").sort("key")
+    script = tmp_path / "kill.py"
+    script.write_text(textwrap.dedent(KILL_SCRIPT))
+    proc = subprocess.run([sys.executable, str(script), str(wh.root)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    table_dir = wh.table_path("d", "sentences")
+    assert wh.version("d", "sentences") == 0
+    assert wh.read("d", "sentences").sort("key").equals(before)
+    assert len(list((table_dir / "_delta_log").glob("*.json"))) == 1, "no new commit may appear"
+    # and the table still takes writes afterwards
+    wh.upsert("d", "sentences", sentences(5, start=100))
+    assert wh.read("d", "sentences").height == 15
+
+
+def test_lineage_records_inputs_outputs_counts_and_errors(wh):
+    wh.upsert("d", "sentences", sentences(2))
+    run = StageRun(run_id="r1", pipeline="p", stage="encode:x", dataset="d", config_hash="c1",
+                   input_versions={"sentences": 0})
+    with record_stage(wh, run):
+        run.rows_in, run.rows_computed = 2, 2
+        wh.upsert("d", "sentences", sentences(1, start=9))
+        run.outputs.append("sentences")
+    with pytest.raises(RuntimeError), record_stage(wh, StageRun("r2", "p", "ingest", "d", "c2")):
+        raise RuntimeError("boom")
+    lineage = wh.read("meta", "lineage").sort("started_at")
+    first, second = lineage.to_dicts()
+    assert first["output_version"] == 1 and first["input_versions"] == '{"sentences": 0}'
+    assert first["rows_computed"] == 2 and first["code_version"].startswith("0.1.0")
+    assert first["seconds"] >= 0 and first["status"] == "ok"
+    assert second["status"] == "error" and second["error"] == "RuntimeError: boom"
+
+
+def test_query_exposes_every_table_as_a_view(wh):
+    wh.upsert("d", "sentences", sentences(3))
+    wh.upsert("other", "sentences", sentences(2, start=50))
+    frame = query(wh, "SELECT count(*) AS n FROM d.sentences UNION ALL SELECT count(*) FROM other.sentences")
+    assert frame["n"].to_list() == [3, 2]
+
+
+def test_library_never_imports_prefect_or_ray():
+    code = ("import sys, amrsim.cli, amrsim.config, amrsim.stages, amrsim.ingest, amrsim.encoders.cache, "
+            "amrsim.evaluate.sts, amrsim.warehouse.query, amrsim.report, amrsim.methods\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('prefect', 'ray', 'torch')]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
