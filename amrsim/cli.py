@@ -84,10 +84,8 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
     wh = Warehouse(_warehouse_root(config))
     rows = []
     for dataset, table in wh.tables():
-        frame = wh.read(dataset, table, columns=None)
-        failed = frame.filter(pl.col("status") == "failed").height if "status" in frame.columns else 0
-        rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table), "rows": frame.height,
-                     "failed": failed})
+        rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table),
+                     "rows": wh.count(dataset, table), "failed": wh.count(dataset, table, status="failed")})
     if not rows:
         console.print(f"warehouse {wh.root} is empty: run `amrsim run` first")
         return

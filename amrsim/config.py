@@ -138,6 +138,15 @@ class TrainConfig(_Strict):
     method: str
     params: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("method")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from amrsim.methods import METHODS
+
+        if v not in METHODS:
+            raise ValueError(f"unknown training method '{v}'; available: {', '.join(sorted(METHODS)) or 'none yet'}")
+        return v
+
 
 class PipelineConfig(_Strict):
     """A named pipeline: its datasets and the parameters of each stage."""

@@ -170,3 +170,22 @@ def test_reingest_is_incremental(wh, write_tsv):
     path = write_tsv("p.tsv", HEADER, ROWS[:1])  # a row removed from the source disappears from the table
     ingest_tables(wh, "d", pairs_cfg(path), path, "r4")
     assert wh.read("d", "pairs")["item_id"].to_list() == ["a"]
+
+
+def test_hugging_face_source_without_the_extra_says_how_to_install():
+    try:
+        import datasets  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the optional 'datasets' package is installed; this checks the message without it")
+    ds = DatasetConfig(path="hf:mteb/stsbenchmark-sts", kind="pairs", hf_split="test")
+    with pytest.raises(InputError, match=r"hf:mteb/stsbenchmark-sts: .*pip install 'amrsim\[hf\]'"):
+        read_dataset(ds, ds.path)
+
+
+def test_status_counts(wh, write_tsv):
+    path = write_tsv("p.tsv", HEADER, [*ROWS, ["c", "x", "Bad.", "Score."]])
+    ingest_tables(wh, "d", pairs_cfg(path), path, "r1")
+    assert wh.count("d", "pairs") == 3 and wh.count("d", "pairs", status="failed") == 1
+    assert wh.count("d", "nothing") == 0

@@ -23,6 +23,9 @@ def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
 
 def query(wh: Warehouse, sql: str) -> pl.DataFrame:
     """Run SQL against the warehouse views; returns a polars frame."""
-    frame = pl.from_arrow(connect(wh).execute(sql).to_arrow_table())
+    relation = connect(wh).sql(sql)
+    if relation is None:  # a statement with no result set
+        return pl.DataFrame()
+    frame = pl.from_arrow(relation.to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -71,6 +71,18 @@ class Warehouse:
             frame = frame.select(columns)
         return frame.filter(where) if where is not None and frame.height else frame
 
+    def columns(self, dataset: str, table: str) -> list[str]:
+        dt = self._open(dataset, table)
+        return [] if dt is None else [f.name for f in dt.schema().fields]
+
+    def count(self, dataset: str, table: str, status: str | None = None) -> int:
+        """Rows in a table (optionally only those with `status`), reading one column."""
+        cols = self.columns(dataset, table)
+        if not cols or (status and "status" not in cols):
+            return 0
+        frame = self.read(dataset, table, columns=["status" if status else cols[0]])
+        return frame.filter(pl.col("status") == status).height if status else frame.height
+
     def keys(self, dataset: str, table: str, ok_only: bool = True) -> set[str]:
         """Keys already computed (by default only rows with status ok, so failed rows are retried)."""
         cols = ["key", "status"] if ok_only else ["key"]
