@@ -17,6 +17,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Multilingual sentence similarity with AMR: pipelines over a Delta warehouse.")
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 app.add_typer(evaluate_app, name="evaluate")
+metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
+app.add_typer(metrics_app, name="metrics")
 
 ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="pipelines.yaml to use")]
 
@@ -187,6 +189,60 @@ def evaluate_sts_cmd(
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate")
     console.print(frame_table(table, f"STS (x100) {file.name}"))
+
+
+@metrics_app.command("score")
+def metrics_score(
+        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with amr1/amr2 columns")],
+        out: Annotated[Path, typer.Option(help="Parquet file to write (rows already in it are reused)")],
+        aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all)")] = None,
+        convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
+        = "amr",
+        vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
+        keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
+        workers: Annotated[int, typer.Option(min=1, help="processes (default: all cores)")] = os.cpu_count() or 1,
+        seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0) -> None:
+    """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
+    import polars as pl
+
+    from amrsim.ingest.readers import read_rows
+    from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, aspect_columns, score_pairs_parallel
+    from amrsim.report import console, frame_table
+
+    chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
+    try:
+        options = MetricsOptions(aspects=chosen, convention=convention, vectors=vectors, seed=seed)
+    except ValueError as e:
+        raise ConfigError(f"metrics score: {e}") from None
+    fmt = next((f for s, f in ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
+                if s in file.name), "jsonl")
+    extra = [c.strip() for c in keep.split(",") if c.strip()]
+    frame = read_rows(file, fmt, ["amr1", "amr2", *extra]).rename({"__line": "line"})
+    frame = frame.with_columns(pl.Series("key", [options.pair_key(a or "", b or "")
+                                                 for a, b in zip(frame["amr1"], frame["amr2"], strict=True)]))
+    done = pl.read_parquet(out) if out.is_file() else None
+    if done is not None and "key" in done.columns:
+        todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))
+    else:
+        todo, done = frame, None
+    t0 = time.perf_counter()
+    scored = score_pairs_parallel(todo.drop("key"), options, workers=workers) if todo.height else None
+    seconds = time.perf_counter() - t0
+    parts = [p for p in (done, scored) if p is not None]
+    result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
+                                              .unique("key", keep="last"), on="key", how="left")
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    result.drop("amr1", "amr2", strict=False).write_parquet(tmp)
+    os.replace(tmp, out)  # readers never see a half-written file
+    failed = result.filter(pl.col("status") == "failed").height
+    means = result.filter(pl.col("status") == "ok").select(
+        [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
+    if means.height:
+        console.print(frame_table(means.transpose(include_header=True, header_name="aspect",
+                                                  column_names=["mean"]), "mean over ok pairs", 4))
+    rate = f"{todo.height / seconds:.0f} pairs/s" if todo.height and seconds else "nothing to compute"
+    console.print(f"{frame.height} pairs: {todo.height} computed ({rate}), {frame.height - todo.height} reused, "
+                  f"{failed} failed -> {out}")
 
 
 def main() -> None:

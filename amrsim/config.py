@@ -37,7 +37,7 @@ Format = Literal["tsv", "csv", "jsonl", "parquet", "hf"]
 
 # column roles each kind needs (required) and may use (optional)
 KIND_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "pairs": (("sentence1", "sentence2", "score"), ("id", "split", "lang", "lang1", "lang2")),
+    "pairs": (("sentence1", "sentence2", "score"), ("id", "split", "lang", "lang1", "lang2", "amr1", "amr2")),
     "triples": (("premise", "entailment", "contradiction"), ("id", "split", "lang")),
     "parallel": (("source", "target"), ("id", "split", "lang", "target_lang")),
     "sentences": (("text",), ("id", "split", "lang")),
@@ -134,6 +134,27 @@ class EvaluateConfig(_Strict):
     sts: StsEvalConfig | None = None
 
 
+class MetricsConfig(_Strict):
+    """AMR graph metrics over pairs whose sentences have graphs in the `amr` table."""
+
+    datasets: list[str] = Field(default_factory=list)
+    parser: str = "provided"  # which parser's graphs to compare (`amr.parser`)
+    aspects: list[str] | None = None  # default: all
+    convention: Literal["amr", "smatch"] = "amr"
+    vectors: str = "minilm"
+    seed: int = 0
+
+    @field_validator("aspects")
+    @classmethod
+    def _aspects(cls, v: list[str] | None) -> list[str] | None:
+        from amrsim.metrics.engine import ALL_ASPECTS
+
+        bad = [a for a in v or [] if a not in ALL_ASPECTS]
+        if bad:
+            raise ValueError(f"unknown aspect(s) {bad}; choose from {list(ALL_ASPECTS)}")
+        return v
+
+
 class TrainConfig(_Strict):
     method: str
     params: dict[str, Any] = Field(default_factory=dict)
@@ -155,6 +176,7 @@ class PipelineConfig(_Strict):
     datasets: dict[str, DatasetConfig] = Field(default_factory=dict)
     encode: EncodeConfig | None = None
     evaluate: EvaluateConfig | None = None
+    metrics: MetricsConfig | None = None
     train: list[TrainConfig] = Field(default_factory=list)
     ray: RayConfig = Field(default_factory=RayConfig)
     schedule: str | None = None  # cron for the refresh-dataset deployment; off when absent
@@ -172,6 +194,8 @@ class PipelineConfig(_Strict):
     def _references(self) -> PipelineConfig:
         known = set(self.datasets)
         refs: list[tuple[str, str]] = []
+        if self.metrics:
+            refs += [("metrics.datasets", d) for d in self.metrics.datasets]
         if self.encode and self.encode.datasets:
             refs += [("encode.datasets", d) for d in self.encode.datasets]
         if self.evaluate and self.evaluate.sts:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
@@ -86,3 +87,40 @@ def results_table(rows: pl.DataFrame) -> pl.DataFrame:
     return (rows.pivot(on="metric", index=["dataset", "split", "lang_pair", "model", "n"], values="value",
                        aggregate_function="first")
             .sort(["dataset", "split", "lang_pair", "model"]))
+
+
+def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame:
+    """Ok pairs whose two sentences have an ok graph from `parser`: item_id, split, keys, score, amr1, amr2."""
+    pairs = wh.read(dataset, "pairs").filter(pl.col("status") == OK)
+    graphs = wh.read(dataset, "amr").filter((pl.col("status") == OK) & (pl.col("parser") == parser))
+    graphs = graphs.select("sentence_key", "penman").unique("sentence_key", keep="first", maintain_order=True)
+    return (pairs.select(pair_key="key", item_id="item_id", split="split", sentence1_key="sentence1_key",
+                         sentence2_key="sentence2_key", score="score")
+            .join(graphs.rename({"sentence_key": "sentence1_key", "penman": "amr1"}), on="sentence1_key")
+            .join(graphs.rename({"sentence_key": "sentence2_key", "penman": "amr2"}), on="sentence2_key"))
+
+
+def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
+                  score_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
+    """AMR metrics for every graph pair of a dataset lacking them; `score_batches` may distribute the work."""
+    import json
+    from dataclasses import asdict
+
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage="metrics", dataset=dataset,
+                   config_hash=config_hash(asdict(options)))
+    with record_stage(wh, run):
+        run.input_versions = {"pairs": wh.version(dataset, "pairs"), "amr": wh.version(dataset, "amr")}
+        todo = metric_graph_pairs(wh, dataset, options.extra.get("parser", "provided"))
+        run.rows_in = todo.height
+        todo = todo.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
+                                                   zip(todo["amr1"], todo["amr2"], strict=True)], pl.String))
+        todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr_metrics")))).unique("key")
+        if todo.height:
+            scored = score_batches(todo.drop("key"))
+            scored = scored.with_columns(pl.lit(json.dumps(asdict(options), sort_keys=True)).alias("options"))
+            wh.upsert(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
+            run.outputs.append("amr_metrics")
+            run.rows_computed = scored.height
+            run.rows_failed = scored.filter(pl.col("status") != OK).height
+        run.rows_out = run.rows_computed
+    return run

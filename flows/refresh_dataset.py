@@ -1,4 +1,4 @@
-"""refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (encode)."""
+"""refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (encode, AMR metrics)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from amrsim.warehouse.lineage import new_run_id
 from flows.common import load
 from tasks.encode import encode
 from tasks.ingest import ingest
+from tasks.metrics import metrics
 
 
 @flow(name="refresh-dataset", validate_parameters=True)
@@ -22,4 +23,7 @@ def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
     for ds in pipe.encode_datasets():
         for encoder in pipe.encode.encoders if pipe.encode else []:
             stages.append(encode(cfg, name, ds, encoder, run_id))
+    if pipe.metrics:
+        for ds in pipe.metrics.datasets:
+            stages.append(metrics(cfg, name, ds, run_id))
     return stages

@@ -53,6 +53,9 @@ def map_batches(fn: Callable[[pl.DataFrame], pl.DataFrame], frame: pl.DataFrame,
     import ray
 
     ensure_ray(cfg, run_dir)
-    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(fn)
+    def call(batch: pl.DataFrame) -> pl.DataFrame:  # ray.remote takes functions, not partials or callables
+        return fn(batch)
+
+    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(call)
     refs = [remote.remote(b) for b in batches]
     return pl.concat(ray.get(refs), how="vertical_relaxed")

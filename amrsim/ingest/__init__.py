@@ -14,7 +14,7 @@ from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import FAILED, Warehouse
 
 # tables are written in dependency order: sentences before the rows that reference them
-TABLE_ORDER = ("sentences", "parallel", "pairs", "triples")
+TABLE_ORDER = ("sentences", "amr", "parallel", "pairs", "triples")
 
 
 def read_dataset(ds: DatasetConfig, path: Path | str) -> dict[str, pl.DataFrame]:

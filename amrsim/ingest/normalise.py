@@ -59,7 +59,7 @@ class _Tables:
 
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in ("sentences", "pairs", "triples",
-                                                                          "parallel")}
+                                                                          "parallel", "amr")}
 
     def add(self, table: str, row: dict[str, Any]) -> None:
         self.rows[table].setdefault(row["key"], row)
@@ -81,7 +81,8 @@ class _Tables:
 def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[str, pl.DataFrame]:
     """Canonical tables for one dataset: its own kind's table (ok and failed rows), sentences and parallel."""
     roles = TEXT_ROLES[ds.kind]
-    col = {r: ds.column(r) for r in ("id", "split", "score", "lang", "lang1", "lang2", "target_lang", *roles)}
+    col = {r: ds.column(r) for r in ("id", "split", "score", "lang", "lang1", "lang2", "target_lang", "amr1", "amr2",
+                                     *roles)}
     tables = _Tables()
     first_line_of_id: dict[str, int] = {}
     first_line_of_key: dict[str, int] = {}
@@ -152,6 +153,10 @@ def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[
             sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
             tables.add(_KIND_TABLE[ds.kind], _row(ds.kind, key, item_id, split, v_langs, texts, sent_keys, score,
                                                    status, error, source_file, line))
+            if variant is None and status == OK:
+                for role, graph_role in (("sentence1", "amr1"), ("sentence2", "amr2")):
+                    if col.get(graph_role) and role in sent_keys:
+                        _add_provided_graph(tables, sent_keys[role], v_langs[role], get(graph_role))
 
         if not reasons:  # parallel rows: base text -> each translation, per text column
             for tl, mapping in ds.translations.items():
@@ -163,6 +168,14 @@ def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[
                     _add_parallel(tables, f"{item_id}:{r}", split, langs[r], base_texts[r], t_lang, target,
                                   source_file, line)
     return {t: f for t, f in tables.frames().items() if f.height or t in ("sentences", _KIND_TABLE[ds.kind])}
+
+
+def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | None, penman: str | None) -> None:
+    """A graph given in the input (parser 'provided'); it is validated when a metric reads it."""
+    text = (penman or "").strip()
+    tables.add("amr", {"key": content_key("amr", sentence_key, "provided"), "sentence_key": sentence_key,
+                       "lang": lang, "penman": text, "parser": "provided", "status": OK if text else FAILED,
+                       "error": None if text else "empty graph", "seconds": None})
 
 
 _KIND_TABLE = {"pairs": "pairs", "triples": "triples", "parallel": "parallel", "sentences": "sentences"}

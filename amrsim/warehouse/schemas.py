@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+# every aspect column exists in amr_metrics (null where not computed), so one table holds any aspect choice
+AMR_METRIC_COLUMNS = [
+    "smatch_precision", "smatch_recall", "smatch_f1", "unlabeled", "no_wsd", "concepts", "frames", "named_entities",
+    "negation", "wikification", "reentrancies", "srl", "quant_sim", "root_sim", "max_indegree_sim",
+    "max_outdegree_sim", "max_degree_sim", "wlk", "wwlk",
+]
 _STATUS = [pa.field("status", pa.string()), pa.field("error", pa.string())]
 _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int64())]
 
@@ -37,6 +43,17 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("key", pa.string()), pa.field("sentence_key", pa.string()), pa.field("encoder", pa.string()),
         pa.field("model_id", pa.string()), pa.field("dim", pa.int32()),
         pa.field("vector", pa.list_(pa.float32())), *_STATUS,
+    ]),
+    "amr": pa.schema([
+        pa.field("key", pa.string()), pa.field("sentence_key", pa.string()), pa.field("lang", pa.string()),
+        pa.field("penman", pa.string()), pa.field("parser", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
+    ]),
+    "amr_metrics": pa.schema([
+        pa.field("key", pa.string()), pa.field("pair_key", pa.string()), pa.field("item_id", pa.string()),
+        pa.field("split", pa.string()), pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
+        pa.field("score", pa.float64()),
+        *[pa.field(c, pa.float64()) for c in AMR_METRIC_COLUMNS],
+        pa.field("options", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
     ]),
     "results": pa.schema([
         pa.field("key", pa.string()), pa.field("run_id", pa.string()),

@@ -1,0 +1,195 @@
+"""Fine-grained AMR aspects per graph pair (Damonte et al. 2017; S3BERT's graph statistics).
+
+Set-based aspects follow mdtux89/amr-evaluation as extended in flipz357/amr-metric-suite (`scores-enhanced.py`):
+an F1 over sets, 1.0 when neither graph has the structure (vacuous agreement). Subgraph aspects (reentrancies, SRL,
+unlabeled, no-WSD) run our Smatch on the transformed triples. Word-vector aspects (root and max-degree concepts)
+compare concepts by cosine of node vectors from `amrsim.metrics.vectors` (offline; GloVe where a file is given).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+from amrsim.amr.graph import SmatchTriples
+from amrsim.metrics.smatch import smatch
+
+SENSE = re.compile(r"-\d\d$")
+TOP_ROLES = {"TOP", "top"}
+
+# S3BERT's 15 aspects in its feature order (flipz357/S3BERT src/config.py) mapped to our column names;
+# "Reentrancies" is what the S3BERT paper calls Coreference.
+S3BERT_ASPECTS: dict[str, str] = {
+    "Concepts": "concepts", "Frames": "frames", "Named Ent.": "named_entities", "Negations": "negation",
+    "Reentrancies": "reentrancies", "SRL": "srl", "Smatch": "smatch_f1", "Unlabeled": "unlabeled",
+    "max_indegree_sim": "max_indegree_sim", "max_outdegree_sim": "max_outdegree_sim",
+    "max_degree_sim": "max_degree_sim", "root_sim": "root_sim", "quant_sim": "quant_sim",
+    "score_wlk": "wlk", "score_wwlk": "wwlk",
+}
+SMATCH_FAMILY = ("smatch", "unlabeled", "no_wsd", "reentrancies", "srl")
+SET_ASPECTS = ("concepts", "frames", "named_entities", "negation", "wikification", "quant_sim")
+VECTOR_ASPECTS = ("root_sim", "max_indegree_sim", "max_outdegree_sim", "max_degree_sim")
+
+
+def set_f1(a: Iterable[str], b: Iterable[str]) -> float:
+    """F1 of two sets; 1.0 when both are empty (neither graph has the structure)."""
+    sa, sb = set(a), set(b)
+    if not sa and not sb:
+        return 1.0
+    inter = len(sa & sb)
+    if inter == 0:
+        return 0.0
+    p, r = inter / len(sa), inter / len(sb)
+    return 2 * p * r / (p + r)
+
+
+@dataclass
+class GraphView:
+    """Structures of one graph that the aspects look at, computed once per graph."""
+
+    triples: SmatchTriples
+    v2c: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.v2c = dict(self.triples.instances)
+
+    @cached_property
+    def root(self) -> str | None:
+        for var, role, _ in self.triples.attributes:
+            if role in TOP_ROLES:
+                return self.v2c.get(var)
+        return self.v2c.get(self.triples.variables[0]) if self.triples.variables else None
+
+    @cached_property
+    def frames(self) -> set[str]:
+        return {c for c in self.v2c.values() if SENSE.search(c)}
+
+    @cached_property
+    def named_entities(self) -> set[str]:  # the types of named things, as the reference extracts them
+        return {self.v2c.get(s, s) for s, role, _ in self.triples.relations if role == "name"}
+
+    @cached_property
+    def negation(self) -> set[str]:
+        return {self.v2c.get(v, v) for v, role, _ in self.triples.attributes if role == "polarity"}
+
+    @cached_property
+    def wikification(self) -> set[str]:
+        return {val for _, role, val in self.triples.attributes if role == "wiki" and val not in ("-", '"-"')}
+
+    @cached_property
+    def quantities(self) -> set[str]:
+        """`:quant` values (attributes) and the concepts of `:quant` targets, each paired with what they count."""
+        out = {f"{self.v2c.get(v, v)}={val}" for v, role, val in self.triples.attributes if role == "quant"}
+        out |= {f"{self.v2c.get(s, s)}={self.v2c.get(t, t)}" for s, role, t in self.triples.relations
+                if role == "quant"}
+        return out
+
+    @cached_property
+    def degrees(self) -> tuple[Counter[str], Counter[str]]:
+        indeg: Counter[str] = Counter()
+        outdeg: Counter[str] = Counter()
+        for s, _, t in self.triples.relations:
+            outdeg[s] += 1
+            indeg[t] += 1
+        return indeg, outdeg
+
+    def max_degree_concept(self, kind: str) -> str | None:
+        """Concept of the node with the largest in/out/total degree; ties go to the first variable."""
+        indeg, outdeg = self.degrees
+        score = {"in": lambda v: indeg[v], "out": lambda v: outdeg[v], "all": lambda v: indeg[v] + outdeg[v]}[kind]
+        if not self.triples.variables:
+            return None
+        best = max(self.triples.variables, key=lambda v: (score(v), -self.triples.variables.index(v)))
+        return self.v2c.get(best)
+
+    # -- transformed triples for the Smatch-family aspects ----------------------------------------------------
+    @cached_property
+    def unlabeled(self) -> SmatchTriples:
+        t = self.triples
+        return SmatchTriples(t.variables, t.instances,
+                             tuple((v, r if r in TOP_ROLES else "rel", c) for v, r, c in t.attributes),
+                             tuple((s, "rel", o) for s, _, o in t.relations))
+
+    @cached_property
+    def no_wsd(self) -> SmatchTriples:
+        t = self.triples
+        return SmatchTriples(t.variables, tuple((v, SENSE.sub("", c)) for v, c in t.instances),
+                             tuple((v, r, SENSE.sub("", c) if r in TOP_ROLES else c) for v, r, c in t.attributes),
+                             t.relations)
+
+    def _subgraph(self, relations: list[tuple[str, str, str]]) -> SmatchTriples:
+        keep = {x for s, _, o in relations for x in (s, o)}
+        variables = tuple(v for v in self.triples.variables if v in keep)
+        return SmatchTriples(variables, tuple((v, c) for v, c in self.triples.instances if v in keep), (),
+                             tuple(relations))
+
+    @cached_property
+    def reentrancies(self) -> SmatchTriples:
+        indeg, _ = self.degrees
+        return self._subgraph([t for t in self.triples.relations if indeg[t[2]] > 1])
+
+    @cached_property
+    def srl(self) -> SmatchTriples:
+        rels = []
+        for s, role, o in self.triples.relations:
+            if role.startswith("ARG"):
+                rels.append((o, role[:-3], s) if role.endswith("-of") else (s, role, o))
+        return self._subgraph(rels)
+
+
+def _smatch_f1(a: SmatchTriples, b: SmatchTriples, seed: int) -> float:
+    empty_a, empty_b = not (a.instances or a.relations), not (b.instances or b.relations)
+    if empty_a and empty_b:
+        return 1.0  # neither graph has the structure
+    if empty_a or empty_b:
+        return 0.0
+    return smatch(a, b, seed=seed).f1
+
+
+def _cosine(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
+    if a is None or b is None:
+        return None
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(a @ b / (na * nb)) if na and nb else None
+
+
+def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], np.ndarray | None]) -> float:
+    """Cosine of the concepts' vectors; 1.0 if equal (or both absent), exact match where a vector is missing."""
+    if c1 is None and c2 is None:
+        return 1.0
+    if c1 is None or c2 is None:
+        return 0.0
+    if c1 == c2:
+        return 1.0
+    cos = _cosine(vector(c1), vector(c2))
+    return 0.0 if cos is None else cos
+
+
+def aspect_scores(g1: GraphView, g2: GraphView, aspects: Iterable[str], vector: Callable[[str], np.ndarray | None],
+                  seed: int = 0) -> dict[str, float]:
+    """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1)."""
+    out: dict[str, float] = {}
+    for name in aspects:
+        if name == "smatch":
+            s = smatch(g1.triples, g2.triples, seed=seed)
+            out |= {"smatch_precision": s.precision, "smatch_recall": s.recall, "smatch_f1": s.f1}
+        elif name in ("unlabeled", "no_wsd", "reentrancies", "srl"):
+            out[name] = _smatch_f1(getattr(g1, name), getattr(g2, name), seed)
+        elif name == "concepts":
+            out[name] = set_f1(g1.v2c.values(), g2.v2c.values())
+        elif name == "quant_sim":
+            out[name] = set_f1(g1.quantities, g2.quantities)
+        elif name in SET_ASPECTS:
+            out[name] = set_f1(getattr(g1, name), getattr(g2, name))
+        elif name == "root_sim":
+            out[name] = concept_similarity(g1.root, g2.root, vector)
+        elif name in VECTOR_ASPECTS:
+            kind = {"max_indegree_sim": "in", "max_outdegree_sim": "out", "max_degree_sim": "all"}[name]
+            out[name] = concept_similarity(g1.max_degree_concept(kind), g2.max_degree_concept(kind), vector)
+        else:
+            raise KeyError(f"unknown aspect '{name}'")
+    return out

@@ -1,0 +1,29 @@
+"""Metrics task: AMR graph metrics for a dataset's graph pairs, batches spread with the Ray helper."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from prefect import task
+
+from amrsim.config import LoadedConfig
+from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs
+from amrsim.stages import metrics_stage
+from amrsim.warehouse import Warehouse
+from tasks.common import TASK_OPTIONS
+from tasks.ray_map import map_batches
+
+
+def options_for(cfg: LoadedConfig, pipeline: str) -> MetricsOptions:
+    m = cfg.project.pipelines[pipeline].metrics
+    assert m is not None
+    return MetricsOptions(aspects=tuple(m.aspects or ALL_ASPECTS), convention=m.convention, vectors=m.vectors,
+                          seed=m.seed, extra={"parser": m.parser})
+
+
+@task(name="metrics", **TASK_OPTIONS)
+def metrics(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[str, object]:
+    options = options_for(cfg, pipeline)
+    ray_cfg = cfg.project.pipelines[pipeline].ray
+    score = partial(map_batches, partial(score_pairs, options=options), cfg=ray_cfg, run_dir=cfg.run_dir)
+    return metrics_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, options, run_id, score).summary()
