@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+
 from amrsim.amr.graph import SmatchTriples
 from amrsim.metrics.smatch import smatch
 
@@ -158,7 +159,8 @@ def _cosine(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
 
 
 def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], np.ndarray | None]) -> float:
-    """Cosine of the concepts' vectors; 1.0 if equal (or both absent), exact match where a vector is missing."""
+    """Cosine of the concepts' vectors, clipped at 0 so every aspect lies in [0, 1]; 1.0 if equal (or both
+    absent), exact match where a vector is missing."""
     if c1 is None and c2 is None:
         return 1.0
     if c1 is None or c2 is None:
@@ -166,7 +168,7 @@ def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], n
     if c1 == c2:
         return 1.0
     cos = _cosine(vector(c1), vector(c2))
-    return 0.0 if cos is None else cos
+    return 0.0 if cos is None else max(0.0, min(1.0, cos))
 
 
 def aspect_scores(g1: GraphView, g2: GraphView, aspects: Iterable[str], vector: Callable[[str], np.ndarray | None],

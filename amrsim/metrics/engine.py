@@ -76,7 +76,6 @@ class _Scorer:
         """GraphView for a penman string, or the AMRError raised while reading it."""
         if text not in self._views:
             from amrsim.amr.graph import AMRError, parse, smatch_triples
-
             from amrsim.metrics.aspects import GraphView
 
             try:

@@ -1,0 +1,1 @@
+"""AMR graph metrics: Smatch, fine-grained aspects, Weisfeiler-Leman kernels; batch engine."""

@@ -1,0 +1,135 @@
+"""Fine-grained aspects on hand-made graph pairs (scores computed by hand), and the batch engine's contract."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import polars as pl
+import pytest
+
+from amrsim.amr.graph import parse, smatch_triples
+from amrsim.metrics.aspects import GraphView, aspect_scores, set_f1
+from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs
+from tests.conftest import ROOT, shared
+
+WANT = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
+WANT_NOT = "(w / want-01 :polarity - :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
+WANT_GIRL = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 (g2 / girl)))"
+CAT_DOG = "(c / chase-01 :ARG0 (c2 / cat) :ARG1 (d / dog))"
+DOG_CAT = "(c / chase-01 :ARG0 (d / dog) :ARG1 (c2 / cat))"
+DOGS3 = "(d / dog :quant 3)"
+DOGS2 = "(d / dog :quant 2)"
+MERKEL = ('(v / visit-01 :ARG0 (p / person :name (n / name :op1 "Merkel")) '
+          ':ARG1 (c / city :name (n2 / name :op1 "Paris")))')
+SIEMENS = ('(v / visit-01 :ARG0 (p / company :name (n / name :op1 "Siemens")) '
+           ':ARG1 (c / city :name (n2 / name :op1 "Paris")))')
+
+
+def no_vectors(label: str):
+    return None
+
+
+def scores(a: str, b: str, aspects=("smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities",
+                                     "negation", "wikification", "reentrancies", "srl", "quant_sim", "root_sim",
+                                     "max_indegree_sim", "max_outdegree_sim", "max_degree_sim")) -> dict[str, float]:
+    return aspect_scores(GraphView(smatch_triples(parse(a))), GraphView(smatch_triples(parse(b))), aspects,
+                         no_vectors)
+
+
+def test_set_f1_is_vacuous_when_both_empty():
+    assert set_f1([], []) == 1.0 and set_f1(["a"], []) == 0.0
+    assert set_f1(["a", "b"], ["b", "c", "d"]) == pytest.approx(2 * 0.5 * (1 / 3) / (0.5 + 1 / 3))
+
+
+def test_identical_graphs_score_one_everywhere():
+    for g in (WANT, CAT_DOG, MERKEL, DOGS3):
+        assert all(v == pytest.approx(1.0) for v in scores(g, g).values()), g
+
+
+def test_negation_added():
+    s = scores(WANT, WANT_NOT)
+    assert s["negation"] == 0.0  # {} vs {want-01}
+    # 7 triples (3 instances, TOP, 3 relations) all matched; the negated graph has 8: P=1, R=7/8
+    assert s["smatch_precision"] == pytest.approx(1.0) and s["smatch_recall"] == pytest.approx(7 / 8)
+    assert s["smatch_f1"] == pytest.approx(2 * 7 / 8 / (1 + 7 / 8))
+    assert s["concepts"] == 1.0 and s["reentrancies"] == 1.0 and s["srl"] == 1.0
+
+
+def test_roles_swapped():
+    s = scores(CAT_DOG, DOG_CAT)
+    # best alignment keeps 3 instances + TOP, no relation: 4 of 6 triples each side
+    assert s["smatch_f1"] == pytest.approx(4 / 6)
+    assert s["srl"] == pytest.approx(3 / 5)  # subgraph: 3 instances + 2 ARG edges, relations lost
+    assert s["unlabeled"] == pytest.approx(1.0)  # without labels the graphs are the same
+    assert s["concepts"] == 1.0 and s["root_sim"] == 1.0
+
+
+def test_quantity_changed():
+    s = scores(DOGS3, DOGS2)
+    assert s["quant_sim"] == 0.0 and s["smatch_f1"] == pytest.approx(2 / 3)
+    assert scores(DOGS3, "(d / dog)")["quant_sim"] == 0.0
+    assert scores("(d / dog)", "(c / cat)")["quant_sim"] == 1.0  # neither has a quantity
+
+
+def test_named_entity_changed():
+    s = scores(MERKEL, SIEMENS)
+    # as in amr-evaluation, the aspect compares the types of named things: {person, city} vs {company, city}
+    assert s["named_entities"] == pytest.approx(0.5)
+    assert s["concepts"] == pytest.approx(set_f1(["visit-01", "person", "name", "city"],
+                                                 ["visit-01", "company", "name", "city"]))
+    assert s["smatch_f1"] < 1.0 and s["frames"] == 1.0
+
+
+def test_reentrancy_removed():
+    s = scores(WANT, WANT_GIRL)
+    assert s["reentrancies"] == 0.0  # one graph has a re-entrant node, the other none
+    assert scores(CAT_DOG, DOG_CAT)["reentrancies"] == 1.0  # neither has one: vacuous
+    # max in-degree: boy (2 parents) in WANT; in WANT_GIRL boy, go-02 and girl tie at 1 and the first (boy) wins
+    assert s["max_indegree_sim"] == 1.0 and s["max_outdegree_sim"] == 1.0
+    # with a different root concept the vector-free fallback is exact match
+    assert scores(WANT, "(w / need-01 :ARG0 (b / boy))")["root_sim"] == 0.0
+
+
+def test_engine_rows_never_crash_the_batch():
+    bad = ["(a / b", "", "# ::snt only metadata\n", "(x / a :ARG0 (x / b))", "(a / b :ARG0 zz)"]
+    frame = pl.DataFrame({"amr1": [WANT, *bad, "(x / 北京)"], "amr2": [WANT_NOT] * (len(bad) + 1) + ["(x / 北京)"]})
+    out = score_pairs(frame, MetricsOptions(aspects=("smatch", "concepts", "wlk"), vectors="random"))
+    assert out.height == frame.height and out["status"].to_list() == ["ok"] + ["failed"] * len(bad) + ["ok"]
+    assert all(e.startswith("amr1: ") for e in out["error"].to_list()[1:-1])
+    assert out["smatch_f1"][-1] == pytest.approx(1.0) and out["wlk"][-1] == pytest.approx(1.0)
+    assert out["key"].n_unique() == out.height
+
+
+def test_unknown_aspect_is_rejected():
+    with pytest.raises(ValueError, match="unknown aspect"):
+        MetricsOptions(aspects=("smatch", "vibes"))
+
+
+def test_all_aspects_on_real_pairs_and_cli_is_incremental(tmp_path):
+    path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
+    lines = gzip.open(path, "rt", encoding="utf-8").read().splitlines()[:40]
+    small = tmp_path / "pairs.jsonl.gz"
+    small.write_bytes(gzip.compress("\n".join(lines).encode()))
+    out = tmp_path / "scores.parquet"
+    cmd = [sys.executable, "-m", "amrsim.cli", "metrics", "score", "--file", str(small), "--out", str(out),
+           "--keep", "gold,idx", "--vectors", "random", "--workers", "1"]
+    first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    table = pl.read_parquet(out)
+    assert table.height == 40 and set(table["status"]) == {"ok"}
+    for col in ("smatch_f1", "wlk", "root_sim", "quant_sim", "srl", "reentrancies", "negation"):
+        assert table[col].is_between(0.0, 1.0 + 1e-9).all(), col
+    assert (table["wwlk"] <= 1.0 + 1e-9).all()  # 1 - Wasserstein distance: can fall below 0 for unlike graphs
+    gold = np.array([json.loads(x)["gold"] for x in lines], dtype=float)
+    assert np.corrcoef(table["smatch_f1"].to_numpy(), gold)[0, 1] > 0.2
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert again.returncode == 0 and "0 computed" in again.stdout and "40 reused" in again.stdout
+    assert pl.read_parquet(out).equals(table)
+
+
+def test_all_aspects_are_covered():
+    assert set(ALL_ASPECTS) >= {"smatch", "wlk", "wwlk", "root_sim", "reentrancies"}

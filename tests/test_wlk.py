@@ -1,0 +1,147 @@
+"""WLK / WWLK: hand-computed kernel values, identity, determinism across processes, BAMBOO sanity."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from amrsim.metrics.vectors import FileVectors, label_words, load_node_vectors
+from amrsim.metrics.wlk import build, wlk, wlk_batch, wwlk, wwlk_batch
+from tests.conftest import ROOT, shared
+
+WANT_BOY = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
+WANT_GIRL = "(w / want-01 :ARG0 (x / girl) :ARG1 (g / go-02 :ARG0 x))"
+TWO_WOMEN = """# ::id 2
+# ::snt One woman is measuring another woman's ankle.
+(xv0 / measure-01
+      :ARG0 (xv2 / woman :quant 1)
+      :ARG1 (xv1 / ankle :part-of (xv3 / woman :mod (xv4 / another))))"""
+SWAPPED = "(xv0 / measure-01 :ARG0 (xv1 / ankle :part-of (xv3 / woman :mod (xv4 / another))) :ARG1 (xv2 / woman))"
+
+
+def test_build_reifies_constants_and_lowercases_concepts():
+    b = build('# ::snt Paris.\n(c / City :name (n / name :op1 "Paris") :polarity -)')
+    assert b.labels == ("city", "name", '"Paris"', "-")
+    assert set(b.edges) == {(0, ":name", 1), (1, ":op1", 2), (0, ":polarity", 3)}
+
+
+def test_wlk_hand_computed():
+    # shared: nodes {want-01, go-02}, triples {want-01 :ARG1 go-02}; no WL-iteration label is shared.
+    # dot = 2 + 1; |v|^2 = (3 + 3) + 3/2^2 + 3/3^2 for both graphs.
+    assert wlk(WANT_BOY, WANT_GIRL) == pytest.approx(3 / (6 + 3 / 4 + 3 / 9), abs=1e-12)
+    assert wlk("(a / dog)", "(b / cat)") == 0.0
+    assert wlk("(a / dog)", "(b / Dog)") == 1.0  # single node: only the node-label and iteration blocks
+
+
+def test_wlk_identity_symmetry_and_variable_renaming():
+    for g in (WANT_BOY, TWO_WOMEN, SWAPPED):
+        assert wlk(g, g) == pytest.approx(1.0, abs=1e-12)
+    assert wlk(WANT_BOY, WANT_GIRL) == wlk(WANT_GIRL, WANT_BOY)
+    renamed = WANT_BOY.replace("(b /", "(q /").replace(":ARG0 b)", ":ARG0 q)")
+    assert wlk(WANT_BOY, renamed) == pytest.approx(1.0, abs=1e-12)
+    assert 0.0 < wlk(TWO_WOMEN, SWAPPED) < 1.0
+
+
+def test_nodes_keyed_by_variable():
+    # two `woman` nodes with different neighbourhoods keep different WL labels (the reference merges them)
+    from amrsim.metrics.wlk import wlk_features
+
+    f = wlk_features(TWO_WOMEN, k=1)
+    assert sum("woman" in lab.split(" ::: ") for lab in f.blocks[2][1]) == 2
+
+
+def test_wwlk_identity_and_order():
+    vec = load_node_vectors("random", seed=0)
+    assert wwlk(TWO_WOMEN, TWO_WOMEN, vec, stability_level=3) == pytest.approx(1.0, abs=1e-9)
+    s = wwlk(WANT_BOY, WANT_GIRL, vec, stability_level=3)
+    assert s < 1.0
+    assert s == pytest.approx(wwlk(WANT_GIRL, WANT_BOY, vec, stability_level=3), abs=1e-9)
+
+
+def test_wwlk_pair_score_independent_of_batch():
+    vec = load_node_vectors("random", seed=3)
+    alone = wwlk_batch([(TWO_WOMEN, SWAPPED)], vec, stability_level=2, seed=3)
+    mixed = wwlk_batch([(WANT_BOY, WANT_GIRL), (TWO_WOMEN, SWAPPED)], vec, stability_level=2, seed=3)
+    assert alone[0] == mixed[1]
+    assert wwlk(TWO_WOMEN, SWAPPED, vec, stability_level=2, seed=4) != alone[0]
+
+
+def test_batch_helpers_and_errors():
+    pairs = [(WANT_BOY, WANT_GIRL), (TWO_WOMEN, SWAPPED)]
+    assert wlk_batch(pairs) == [wlk(a, b) for a, b in pairs]
+    with pytest.raises(ValueError, match="cannot read AMR"):
+        wlk("(a / dog", "(b / dog)")
+    out = wlk_batch([("(a / dog", "(b / dog)"), pairs[0]], on_error="nan")
+    assert math.isnan(out[0]) and out[1] == wlk(*pairs[0])
+
+
+_DETERMINISM = f"""
+import sys; sys.path.insert(0, {str(ROOT)!r})
+from amrsim.metrics.wlk import wlk, wwlk
+from amrsim.metrics.vectors import load_node_vectors
+gs = {[WANT_BOY, WANT_GIRL, TWO_WOMEN, SWAPPED]!r}
+v = load_node_vectors("random", seed=1)
+print([repr(wlk(a, b)) for a in gs for b in gs])
+print([repr(wwlk(a, b, v, stability_level=2, seed=1)) for a in gs for b in gs])
+"""
+
+
+def test_identical_across_hash_seeds():
+    outs = set()
+    for seed in ("0", "1", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        r = subprocess.run([sys.executable, "-c", _DETERMINISM], env=env, capture_output=True, text=True, check=True)
+        outs.add(r.stdout)
+    assert len(outs) == 1
+
+
+def test_label_words_and_vector_sources(tmp_path):
+    assert label_words("want-01") == ["want"]
+    assert label_words("-") == ["false", "not", "untrue"]
+    assert label_words('"New_York"') == ["new", "york"]
+    r1, r2 = load_node_vectors("random", seed=5), load_node_vectors("random", seed=5)
+    assert r1.dim == 100 and np.array_equal(r1.vector("dog"), r2.vector("dog"))
+    glove = tmp_path / "g.txt"
+    glove.write_text("want 1 0 0\ngo 0 1 0\n3 0 0 2\n")
+    f = load_node_vectors(f"file:{glove}")
+    assert isinstance(f, FileVectors) and f.dim == 3
+    assert np.array_equal(f.vector("want-01"), [1, 0, 0])
+    assert f.vector("zebra") is None
+    assert np.array_equal(f.vector("33"), [0, 0, 1.5])  # digit vectors, the i-th divided by 1+i, then the mean
+    s = wwlk(WANT_BOY, WANT_GIRL, f, stability_level=1)
+    assert s == wwlk(WANT_BOY, WANT_GIRL, f, stability_level=1)
+    with pytest.raises(ValueError, match="unknown node vector source"):
+        load_node_vectors("glove")
+
+
+@pytest.mark.slow
+def test_minilm_vectors():
+    v = load_node_vectors("minilm")
+    assert v.dim == 384
+    a, b = v.vector("want-01"), v.vector("want")
+    assert a.shape == (384,) and np.array_equal(a, b)
+    assert v.vector("") is None
+    assert 0.0 < wwlk(WANT_BOY, WANT_GIRL, v, stability_level=2) < 1.0
+
+
+@pytest.mark.integration
+def test_bamboo_sts_sample():
+    from scipy.stats import pearsonr
+
+    path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
+    with gzip.open(path, "rt") as f:
+        rows = [json.loads(line) for _, line in zip(range(300), f, strict=False)]
+    pairs = [(r["amr1"], r["amr2"]) for r in rows]
+    gold = [r["gold_norm"] for r in rows]
+    s = wlk_batch(pairs)
+    assert all(0.0 <= x <= 1.0 + 1e-12 for x in s)
+    assert pearsonr(s, gold)[0] > 0.55
+    w = wwlk_batch(pairs[:100], load_node_vectors("random"), stability_level=3)
+    assert pearsonr(w, gold[:100])[0] > 0.5
