@@ -14,6 +14,7 @@ from amrsim.encoders.cache import embed_sentences
 from amrsim.evaluate.sts import EVAL, RESULTS, evaluate_sts, result_key, result_rows, select_pairs
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
+from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 from amrsim.warehouse.store import OK, Warehouse
 
 
@@ -114,10 +115,14 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
         run.rows_in = todo.height
         todo = todo.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
                                                    zip(todo["amr1"], todo["amr2"], strict=True)], pl.String))
-        todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr_metrics")))).unique("key")
+        # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done
+        done = wh.keys(dataset, "amr_metrics", ok_only=False)
+        todo = todo.filter(~pl.col("key").is_in(list(done))).unique("key")
         if todo.height:
             scored = score_batches(todo.drop("key"))
-            scored = scored.with_columns(pl.lit(json.dumps(asdict(options), sort_keys=True)).alias("options"))
+            scored = scored.with_columns(
+                pl.lit(json.dumps(asdict(options), sort_keys=True)).alias("options"),
+                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns])
             wh.upsert(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
             run.outputs.append("amr_metrics")
             run.rows_computed = scored.height

@@ -133,3 +133,51 @@ def test_all_aspects_on_real_pairs_and_cli_is_incremental(tmp_path):
 
 def test_all_aspects_are_covered():
     assert set(ALL_ASPECTS) >= {"smatch", "wlk", "wwlk", "root_sim", "reentrancies"}
+
+
+def test_metrics_stage_reads_provided_graphs_and_is_incremental(wh, tmp_path):
+    from functools import partial
+
+    from amrsim.config import DatasetConfig
+    from amrsim.ingest import ingest_tables
+    from amrsim.stages import metrics_stage
+
+    rows = [{"idx": 0, "sentence1": "The boy wants to go.", "sentence2": "The boy does not want to go.",
+             "gold": 2.0, "amr1": WANT, "amr2": WANT_NOT},
+            {"idx": 1, "sentence1": "The cat chased the dog.", "sentence2": "The dog chased the cat.",
+             "gold": 1.5, "amr1": CAT_DOG, "amr2": DOG_CAT},
+            {"idx": 2, "sentence1": "Broken graph.", "sentence2": "Fine.", "gold": 0.0, "amr1": "(a / b",
+             "amr2": DOGS2}]
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    ds = DatasetConfig(path=str(path), kind="pairs", split="test",
+                       columns={"id": "idx", "score": "gold", "amr1": "amr1", "amr2": "amr2"})
+    ingest_tables(wh, "bam", ds, path, "r0")
+    assert wh.read("bam", "amr").height == 6
+    options = MetricsOptions(aspects=("smatch", "negation", "srl"), vectors="random")
+    run = metrics_stage(wh, "p", "bam", options, "r1", partial(score_pairs, options=options))
+    assert (run.rows_in, run.rows_computed, run.rows_failed) == (3, 3, 1)
+    table = wh.read("bam", "amr_metrics").sort("item_id")
+    assert table["negation"].to_list()[:2] == [0.0, 1.0]
+    assert table["status"].to_list() == ["ok", "ok", "failed"] and "amr1: " in table["error"][2]
+    assert table["score"].to_list() == [2.0, 1.5, 0.0] and table["wlk"].is_null().all()
+    again = metrics_stage(wh, "p", "bam", options, "r2", partial(score_pairs, options=options))
+    assert again.rows_computed == 0
+
+
+def big_graph(n: int, concept_of) -> str:
+    """A 300-node AMR: a chain of `:ARG1` edges with a `:mod` to the node two back (reentrancies)."""
+    parts = []
+    for i in range(n):
+        mod = f" :mod x{i - 2}" if i >= 2 and i % 7 == 0 else ""
+        parts.append(f"(x{i} / {concept_of(i)}{mod} :ARG1 ")
+    return "".join(parts)[:-len(" :ARG1 ")] + ")" * n
+
+
+def test_a_300_node_pair_is_scored_within_the_bound():
+    g1 = big_graph(300, lambda i: f"c{i % 11}-01")
+    g2 = big_graph(300, lambda i: f"c{(i * 5) % 13}-01")
+    frame = pl.DataFrame({"amr1": [g1, g1], "amr2": [g2, g1]})
+    out = score_pairs(frame, MetricsOptions(aspects=("smatch", "srl", "reentrancies", "wlk"), vectors="random"))
+    assert out["status"].to_list() == ["ok", "ok"], out["error"].to_list()
+    assert 0.0 < out["smatch_f1"][0] < 1.0 and out["smatch_f1"][1] == pytest.approx(1.0)

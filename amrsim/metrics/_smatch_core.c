@@ -4,7 +4,10 @@
  *   sum_i U[i][m_i] + sum over quads (i,j,k,l,w) with m_i == j and m_k == l of w
  * U holds instance/attribute/self-loop matches of one node pair, quads the relation matches of two node pairs.
  *
- * align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget) -> (best, optimal, mapping)
+ * align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget, work_budget)
+ *   -> (best, optimal, expanded, work, mapping)
+ * work counts the adjacency entries every phase reads; no phase starts (and climbing and branch and bound stop) once
+ * it reaches work_budget, so one call does at most work_budget plus one climbing step of work, whatever the graphs.
  *   U: int32 buffer n1*n2; quads: int32 buffer 5*q (each unordered pair of node pairs once);
  *   conc1/conc2: int32 concept ids (smart initialisation maps equal concepts first).
  */
@@ -26,6 +29,7 @@ typedef struct {
     int *order, *pos, *asg, *bm, *bbuf;
     int norder, best;
     long long expanded, budget;
+    long long work, work_budget;             /* operations done / allowed in this call (all phases) */
     int aborted;
     uint64_t rng;
 } Ctx;
@@ -38,17 +42,19 @@ static uint64_t next_rand(Ctx *c) { /* splitmix64 */
 }
 
 /* contribution of i mapped to j given the rest of the mapping (pairs counted fully) */
-static inline int with_cell(const Ctx *c, int i, int j) {
+static inline int with_cell(Ctx *c, int i, int j) {
     if (j < 0) return 0;
     int cell = i * c->n2 + j, s = c->U[cell];
+    c->work += 1 + c->adj_start[cell + 1] - c->adj_start[cell];
     for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++)
         if (c->m[c->adj_k[e]] == c->adj_l[e]) s += c->adj_w[e];
     return s;
 }
 
-static inline int pair_w(const Ctx *c, int i, int x, int k, int y) {
+static inline int pair_w(Ctx *c, int i, int x, int k, int y) {
     if (x < 0 || y < 0) return 0;
     int cell = i * c->n2 + x, s = 0;
+    c->work += 1 + c->adj_start[cell + 1] - c->adj_start[cell];
     for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++)
         if (c->adj_k[e] == k && c->adj_l[e] == y) s += c->adj_w[e];
     return s;
@@ -73,10 +79,11 @@ static void set_map(Ctx *c, int i, int j) {
     if (j >= 0) c->used[j] = i;
 }
 
-/* steepest-ascent hill-climbing with moves (to a free candidate) and swaps, as smatch does */
+/* steepest-ascent hill-climbing with moves (to a free candidate) and swaps, as smatch does; stops early (at a
+ * valid mapping whose score it returns) once the call's work budget is spent */
 static int climb(Ctx *c) {
     int score = total_score(c, c->m);
-    for (;;) {
+    while (c->work < c->work_budget) {
         int best_gain = 0, op = 0, oi = -1, ox = -1;
         for (int i = 0; i < c->n1; i++) {
             int a = c->m[i];
@@ -159,12 +166,13 @@ static void random_init(Ctx *c) {
 
 /* optimistic value of unassigned node i: best free candidate, exact pairs with assigned nodes,
  * best-case pairs with unassigned nodes later in the order (each such pair is charged to one side only) */
-static int node_bound(const Ctx *c, int i, int *gain_exact) {
+static int node_bound(Ctx *c, int i, int *gain_exact) {
     int best = 0;
     for (int t = c->cand_start[i]; t < c->cand_start[i + 1]; t++) {
         int j = c->cand[t];
         if (c->used[j] >= 0) continue;
         int cell = i * c->n2 + j, s = c->U[cell];
+        c->work += 1 + (c->adj_start[cell + 1] - c->adj_start[cell]) + (c->grp_start[cell + 1] - c->grp_start[cell]);
         for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++) {
             int k = c->adj_k[e];
             if (c->asg[k] && c->m[k] == c->adj_l[e]) s += c->adj_w[e];
@@ -181,7 +189,7 @@ static int node_bound(const Ctx *c, int i, int *gain_exact) {
 
 static void bb(Ctx *c, int d, int cur) {
     if (c->aborted) return;
-    if (c->expanded >= c->budget) { c->aborted = 1; return; }
+    if (c->expanded >= c->budget || c->work >= c->work_budget) { c->aborted = 1; return; }
     c->expanded++;
     if (cur > c->best) { c->best = cur; memcpy(c->bm, c->m, sizeof(int) * c->n1); }
     if (d == c->norder) return;
@@ -198,6 +206,7 @@ static void bb(Ctx *c, int d, int cur) {
         opt[t] = -1;
         if (c->used[j] >= 0) continue;
         int cell = i * c->n2 + j, s = c->U[cell];
+        c->work += 1 + (c->adj_start[cell + 1] - c->adj_start[cell]) + (c->grp_start[cell + 1] - c->grp_start[cell]);
         for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++) {
             int k = c->adj_k[e];
             if (c->asg[k] && c->m[k] == c->adj_l[e]) s += c->adj_w[e];
@@ -243,9 +252,10 @@ static int cmp_order(const void *a, const void *b) {
 static PyObject *align(PyObject *self, PyObject *args) {
     int n1, n2, restarts;
     unsigned long long seed;
-    long long budget;
+    long long budget, work_budget;
     Py_buffer ub, qb, c1b, c2b;
-    if (!PyArg_ParseTuple(args, "iiy*y*y*y*KiL", &n1, &n2, &ub, &qb, &c1b, &c2b, &seed, &restarts, &budget))
+    if (!PyArg_ParseTuple(args, "iiy*y*y*y*KiLL", &n1, &n2, &ub, &qb, &c1b, &c2b, &seed, &restarts, &budget,
+                          &work_budget))
         return NULL;
     PyObject *result = NULL;
     Ctx c;
@@ -271,6 +281,7 @@ static PyObject *align(PyObject *self, PyObject *args) {
     c.conc1 = (const int32_t *)c1b.buf; c.conc2 = (const int32_t *)c2b.buf;
     c.rng = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
     c.budget = budget;
+    c.work_budget = work_budget > 0 ? work_budget : 1;
     c.adj_start = calloc(cells + 1, sizeof(int));
     c.grp_start = calloc(cells + 1, sizeof(int));
     c.adj_k = malloc(sizeof(int) * (2 * nq + 1));
@@ -351,9 +362,9 @@ static PyObject *align(PyObject *self, PyObject *args) {
     for (int i = 0; i < n1; i++) { c.pos[i] = n1 + 1; c.asg[i] = 1; }
     for (int t = 0; t < c.norder; t++) { c.pos[c.order[t]] = t; c.asg[c.order[t]] = 0; }
 
-    /* hill-climbing: smart init, then seeded random restarts */
+    /* hill-climbing: smart init, then seeded random restarts (while work is left) */
     c.best = -1;
-    for (int r = 0; r <= (restarts > 0 ? restarts : 0); r++) {
+    for (int r = 0; r <= (restarts > 0 ? restarts : 0) && (r == 0 || c.work < c.work_budget); r++) {
         if (r == 0) smart_init(&c); else random_init(&c);
         int s = climb(&c);
         if (s > c.best) { c.best = s; memcpy(c.bm, c.m, sizeof(int) * n1); }
@@ -365,7 +376,7 @@ static PyObject *align(PyObject *self, PyObject *args) {
     if (c.aborted && budget > 0) {
         /* budget spent without a proof: many more seeded restarts before giving up */
         int extra = 50 * ((restarts > 0 ? restarts : 0) + 1);
-        for (int r = 0; r < extra; r++) {
+        for (int r = 0; r < extra && c.work < c.work_budget; r++) {
             random_init(&c);
             int s = climb(&c);
             if (s > c.best) { c.best = s; memcpy(c.bm, c.m, sizeof(int) * n1); }
@@ -374,7 +385,7 @@ static PyObject *align(PyObject *self, PyObject *args) {
     PyObject *mapping = PyTuple_New(n1);
     if (!mapping) goto done;
     for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(c.bm[i]));
-    result = Py_BuildValue("iOLN", c.best, c.aborted ? Py_False : Py_True, c.expanded, mapping);
+    result = Py_BuildValue("iOLLN", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work, mapping);
 done:
     free(c.adj_start); free(c.grp_start); free(c.adj_k); free(c.adj_l); free(c.adj_w); free(c.grp_k);
     free(c.grp_w); free(c.cand_start); free(c.cand); free(c.m); free(c.used); free(c.order); free(c.pos);
@@ -385,7 +396,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"align", align, METH_VARARGS,
-     "align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget) -> (best, optimal, expanded, mapping)"},
+     "align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget, work_budget)"
+     " -> (best, optimal, expanded, work, mapping)"},
     {NULL, NULL, 0, NULL},
 };
 

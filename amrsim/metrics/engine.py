@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import polars as pl
@@ -57,6 +58,14 @@ class MetricsOptions:
         return content_key("amr_metrics", amr1, amr2, asdict(self))
 
 
+@lru_cache(maxsize=4)
+def _node_vectors(source: str, seed: int):
+    """One set of node vectors per process: loading MiniLM's embedding matrix takes a second or two."""
+    from amrsim.metrics.vectors import load_node_vectors
+
+    return load_node_vectors(source, seed=seed)
+
+
 class _Scorer:
     """Parses each distinct graph once and scores pairs; node vectors load only if an aspect needs them."""
 
@@ -67,9 +76,7 @@ class _Scorer:
 
     def vector(self, label: str):
         if self._vectors is None:
-            from amrsim.metrics.vectors import load_node_vectors
-
-            self._vectors = load_node_vectors(self.options.vectors, seed=self.options.seed)
+            self._vectors = _node_vectors(self.options.vectors, self.options.seed)
         return self._vectors.vector(label)
 
     def view(self, text: str):

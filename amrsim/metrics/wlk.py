@@ -1,10 +1,11 @@
 """Weisfeiler-Leman AMR metrics (Opitz, Daza & Frank 2021): symbolic WLK and Wasserstein WWLK.
 
 Graph construction follows the reference (flipz357/weisfeiler-leman-amr-metrics): penman triples, lower-cased
-concepts, attribute constants reified into their own nodes, edges in both directions. Unlike the reference, nodes are
-keyed by variable (it keys WL relabelling by label, which lets nodes sharing a concept overwrite each other and makes
-results depend on PYTHONHASHSEED), and every random draw is seeded from stable hashes, so scores are identical in every
-process and independent of batch composition.
+concepts, attribute constants reified into their own nodes, edges in both directions. WLK relabelling is keyed by
+label as in the reference (`wl_gather_nodes` builds a dict label -> neighbourhood, so nodes sharing a label share one
+WL label), but where the reference lets the last such node overwrite the others, the shared label here is built from
+the multiset union of all their neighbourhoods, which depends on no iteration order. Every random draw (WWLK) is seeded
+from stable hashes, so scores are identical in every process and independent of batch composition.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ class WLKFeatures:
 
 def wlk_features(graph: GraphLike | Built, k: int = 2) -> WLKFeatures:
     """Occurrence features of the reference (`nodeoccurence` + `tripleoccurence`, then k WL iterations, both
-    directions) with its linear weights 1, 1/2, 1/3, ... per block."""
+    directions) with its linear weights 1, 1/2, 1/3, ... per block. Each iteration relabels by label: all nodes with
+    the same current label get one new label, from that label and the sorted multiset union of their neighbours'
+    `role_label` entries (the reference keys by label too, but keeps only the last node's neighbourhood)."""
     b = graph if isinstance(graph, Built) else build(graph)
     labels = list(b.labels)
     blocks = [
@@ -113,9 +116,11 @@ def wlk_features(graph: GraphLike | Built, k: int = 2) -> WLKFeatures:
     for s, r, t in b.edges:
         nbrs[t].append((r, s))  # incoming
     for it in range(1, k + 1):
-        labels = [
-            " ::: ".join(sorted([labels[v]] + [f"{r}_{labels[u]}" for r, u in nbrs[v]])) for v in range(len(labels))
-        ]
+        gathered: dict[str, list[str]] = {}
+        for v, lab in enumerate(labels):
+            gathered.setdefault(lab, [lab]).extend(f"{r}_{labels[u]}" for r, u in nbrs[v])
+        relabel = {lab: " ::: ".join(sorted(parts)) for lab, parts in gathered.items()}
+        labels = [relabel[lab] for lab in labels]
         blocks.append((1.0 / (1 + it), frozenset(labels)))
     sq = sum(w * w * len(s) for w, s in blocks)
     return WLKFeatures(tuple(blocks), sq)
