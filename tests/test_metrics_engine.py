@@ -13,7 +13,7 @@ import pytest
 
 from amrsim.amr.graph import parse, smatch_triples
 from amrsim.metrics.aspects import GraphView, aspect_scores, set_f1
-from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs
+from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs, score_pairs_parallel, worker_pool
 from tests.conftest import ROOT, shared
 
 WANT = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
@@ -129,6 +129,17 @@ def test_all_aspects_on_real_pairs_and_cli_is_incremental(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert again.returncode == 0 and "0 computed" in again.stdout and "40 reused" in again.stdout
     assert pl.read_parquet(out).equals(table)
+
+
+def test_process_pool_gives_the_same_rows_as_one_process():
+    frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, DOGS3, "(a / b", MERKEL, WANT_GIRL, DOGS2],
+                          "amr2": [WANT_NOT, DOG_CAT, DOGS2, WANT, SIEMENS, WANT, DOGS3]})
+    options = MetricsOptions(aspects=("smatch", "srl", "wlk", "wwlk", "root_sim"), vectors="random")
+    with worker_pool(2, options) as pool:
+        parallel = score_pairs_parallel(frame, options, pool=pool, batch_size=2)
+    single = score_pairs(frame, options)
+    assert parallel.drop("seconds").equals(single.drop("seconds"))
+    assert parallel["status"].to_list().count("failed") == 1
 
 
 def test_all_aspects_are_covered():

@@ -8,6 +8,7 @@ linearly, so a pathological pair cannot stall the batch.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,12 @@ class MetricsOptions:
             raise ValueError(f"unknown aspect(s) {unknown}; choose from {list(ALL_ASPECTS)}")
         if self.convention not in ("amr", "smatch"):
             raise ValueError(f"convention must be 'amr' or 'smatch', not '{self.convention}'")
+
+    @property
+    def needs_vectors(self) -> bool:
+        from amrsim.metrics.aspects import VECTOR_ASPECTS
+
+        return any(a in (*VECTOR_ASPECTS, "wwlk") for a in self.aspects)
 
     def pair_key(self, amr1: str, amr2: str) -> str:
         return content_key("amr_metrics", amr1, amr2, asdict(self))
@@ -142,13 +149,41 @@ def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
         "key", *frame.columns, *schema)
 
 
+def _init_worker(options: MetricsOptions | None) -> None:
+    """Pool worker start-up: one BLAS thread (the processes are the parallelism), then the imports and node vectors
+    the first batch would otherwise pay for."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        pass
+    from amrsim.amr.graph import parse  # noqa: F401
+    from amrsim.metrics import aspects, wlk  # noqa: F401
+
+    wlk._pot()
+    if options is not None and options.needs_vectors:
+        _node_vectors(options.vectors, options.seed).vector("thing")
+
+
+def worker_pool(workers: int, options: MetricsOptions | None = None) -> ProcessPoolExecutor:
+    """A process pool for `score_pairs_parallel`; pass it to several calls to start the workers once."""
+    # spawn, not fork: forking a process whose polars/BLAS thread pools are running can deadlock the children.
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(options,))
+
+
 def score_pairs_parallel(frame: pl.DataFrame, options: MetricsOptions, workers: int | None = None,
-                         batch_size: int = 256) -> pl.DataFrame:
-    """`score_pairs` over processes (library-level; the pipeline distributes with Ray in the task layer)."""
-    workers = workers or os.cpu_count() or 1
+                         batch_size: int = 128, pool: ProcessPoolExecutor | None = None) -> pl.DataFrame:
+    """`score_pairs` over processes (library-level; the pipeline distributes with Ray in the task layer). Uses `pool`
+    if given (its size wins over `workers`), else starts one for this call."""
+    workers = pool._max_workers if pool is not None else (workers or os.cpu_count() or 1)
     if workers <= 1 or frame.height <= batch_size:
         return score_pairs(frame, options)
     batches: Sequence[pl.DataFrame] = [frame.slice(i, batch_size) for i in range(0, frame.height, batch_size)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    if pool is not None:
         parts = list(pool.map(score_pairs, batches, [options] * len(batches)))
+    else:
+        with worker_pool(workers, options) as own:
+            parts = list(own.map(score_pairs, batches, [options] * len(batches)))
     return pl.concat(parts, how="vertical_relaxed")

@@ -126,15 +126,19 @@ class MiniLMVectors(NodeVectors):
         self._cache: dict[str, np.ndarray | None] = {}
 
     def _load(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from transformers import AutoModel, AutoTokenizer
+        # The word-piece matrix and the Rust tokenizer straight from the files: no torch/transformers import, so a
+        # worker process is ready in a fraction of a second.
+        from safetensors import safe_open
+        from tokenizers import Tokenizer
 
-        self._tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-        model = AutoModel.from_pretrained(str(self.path))
-        self._matrix = model.get_input_embeddings().weight.detach().cpu().numpy().astype(np.float64)
-        self._unk = self._tokenizer.unk_token_id
+        self._tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        with safe_open(str(self.path / "model.safetensors"), framework="numpy") as f:
+            name = next(k for k in f.keys() if k.endswith("embeddings.word_embeddings.weight"))
+            self._matrix = f.get_tensor(name).astype(np.float64)
+        self._unk = self._tokenizer.token_to_id("[UNK]")
         self.dim = self._matrix.shape[1]
-        del model
 
     def vector(self, label: str) -> np.ndarray | None:
         if label in self._cache:
@@ -144,7 +148,7 @@ class MiniLMVectors(NodeVectors):
         if words:
             if self._matrix is None:
                 self._load()
-            ids = [i for i in self._tokenizer(" ".join(words), add_special_tokens=False)["input_ids"] if i != self._unk]
+            ids = [i for i in self._tokenizer.encode(" ".join(words), add_special_tokens=False).ids if i != self._unk]
             if ids:
                 v = self._matrix[ids].mean(axis=0)
         self._cache[label] = v

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -201,7 +203,7 @@ class _Links:
 
     n: int
     roles: tuple[tuple[str, ...], ...]
-    incidence: np.ndarray  # (links, n*n): link l adds into W[i, j]
+    cells: tuple[np.ndarray, ...]  # flat W indices i*n+j of the outgoing links, then of the incoming ones
     degree: np.ndarray  # (n,): neighbours counted per direction; 1 where none (their message is zero)
 
 
@@ -212,14 +214,13 @@ def _links(b: Built) -> _Links:
     for s, r, t in b.edges:
         out.setdefault((s, t), []).append(r)
         inc.setdefault((t, s), []).append(r)
-    pairs = list(out.items()) + list(inc.items())
-    incidence = np.zeros((len(pairs), n * n))
     degree = np.zeros(n)
-    for li, ((i, j), _) in enumerate(pairs):
-        incidence[li, i * n + j] = 1.0
+    for i, _ in list(out) + list(inc):
         degree[i] += 1
     degree[degree == 0] = 1.0
-    return _Links(n, tuple(tuple(rs) for _, rs in pairs), incidence, degree)
+    # Within each direction a cell occurs once, so each block can be added with one fancy-indexed +=.
+    cells = tuple(np.array([i * n + j for i, j in d], dtype=np.intp) for d in (out, inc))
+    return _Links(n, tuple(tuple(rs) for rs in list(out.values()) + list(inc.values())), cells, degree)
 
 
 _EDGE_CACHE: dict[tuple[int, str, int], np.ndarray] = {}
@@ -256,10 +257,13 @@ def _edge_params(roles: Sequence[str], seed: int, runs: int) -> np.ndarray:
 
 
 def _node_matrix(labels: Sequence[str], vectors: NodeVectors, seed: int, runs: int) -> np.ndarray:
-    """(runs, n, dim) initial node vectors; labels without a vector get fresh seeded draws in every run."""
+    """Initial node vectors: (1, n, dim) when every label has a vector (the same in every run), else (runs, n, dim)
+    with fresh seeded draws per run for the labels without one (all labels for `random`)."""
+    fixed = [None if vectors.resample else vectors.vector(lab) for lab in labels]
+    if all(v is not None for v in fixed):
+        return np.stack(fixed)[None] if fixed else np.empty((1, 0, vectors.dim))
     x = np.empty((runs, len(labels), vectors.dim))
-    for i, lab in enumerate(labels):
-        v = None if vectors.resample else vectors.vector(lab)
+    for i, (lab, v) in enumerate(zip(labels, fixed, strict=True)):
         if v is None:
             key = (seed, lab, runs, vectors.dim)
             v = _OOV_CACHE.get(key)
@@ -269,25 +273,26 @@ def _node_matrix(labels: Sequence[str], vectors: NodeVectors, seed: int, runs: i
     return x
 
 
-def _wl_embed(links: _Links, x: np.ndarray, params: np.ndarray, role_index: dict[str, int], k: int) -> np.ndarray:
-    """Contextualise k times (x <- x + mean of weighted neighbour vectors), concatenate all iterations, unit rows."""
-    runs, n = x.shape[0], links.n
+def _propagators(links: _Links, params: np.ndarray, role_index: dict[str, int], k: int) -> list[np.ndarray]:
+    """A_0..A_k, (runs, n, n): WL iteration t gives node vectors A_t @ x0, since x <- x + W x is linear in x0 (W: the
+    role-weighted neighbour mean, outgoing and incoming links as the reference)."""
+    runs, n = params.shape[0], links.n
+    w = np.zeros((runs, n * n))
     if links.roles:
-        vals = np.ones((runs, len(links.roles)))
+        vals = np.empty((runs, len(links.roles)))
         for li, rs in enumerate(links.roles):
-            for r in rs:
-                vals[:, li] *= params[:, role_index[r]]
-        w = (vals @ links.incidence).reshape(runs, n, n) / links.degree[None, :, None]
-    else:
-        w = np.zeros((runs, n, n))
-    outs = [x]
+            v = params[:, role_index[rs[0]]]
+            for r in rs[1:]:
+                v = v * params[:, role_index[r]]
+            vals[:, li] = v
+        n_out = len(links.cells[0])
+        w[:, links.cells[0]] += vals[:, :n_out]
+        w[:, links.cells[1]] += vals[:, n_out:]
+    step = w.reshape(runs, n, n) / links.degree[None, :, None] + np.eye(n)[None]
+    props = [np.broadcast_to(np.eye(n), (runs, n, n))]
     for _ in range(k):
-        x = x + w @ x
-        outs.append(x)
-    e = np.concatenate(outs, axis=2)
-    norm = np.linalg.norm(e, axis=2, keepdims=True)
-    norm[norm == 0] = 1.0
-    return e / norm
+        props.append(step @ props[-1])
+    return props
 
 
 def wwlk_from_built(
@@ -297,6 +302,17 @@ def wwlk_from_built(
     return _wwlk(b1, b2, _links(b1), _links(b2), vectors, k, stability_level, seed)
 
 
+def _pot():
+    """POT, imported without its torch/jax/cupy/tensorflow backends: WWLK passes numpy arrays, and POT's probing
+    imports torch (3-4 s per worker process)."""
+    if "ot" not in sys.modules:
+        for backend in ("PYTORCH", "JAX", "CUPY", "TENSORFLOW"):
+            os.environ.setdefault(f"POT_BACKEND_DISABLE_{backend}", "1")
+    import ot
+
+    return ot
+
+
 def _cached_links(graph: GraphLike) -> _Links:
     return _CACHE.get(graph, ("links",), lambda: _links(_built(graph)))
 
@@ -304,7 +320,7 @@ def _cached_links(graph: GraphLike) -> _Links:
 def _wwlk(
     b1: Built, b2: Built, l1: _Links, l2: _Links, vectors: NodeVectors, k: int, stability_level: int, seed: int
 ) -> float:
-    import ot
+    ot = _pot()
 
     if not b1.labels or not b2.labels:
         return 0.0
@@ -312,9 +328,21 @@ def _wwlk(
     roles = sorted({r for rs in l1.roles + l2.roles for r in rs})
     params = _edge_params(roles, seed, runs)
     role_index = {r: m for m, r in enumerate(roles)}
-    e1 = _wl_embed(l1, _node_matrix(b1.labels, vectors, seed, runs), params, role_index, k)
-    e2 = _wl_embed(l2, _node_matrix(b2.labels, vectors, seed, runs), params, role_index, k)
-    sq = (e1 * e1).sum(2)[:, :, None] + (e2 * e2).sum(2)[:, None, :] - 2.0 * (e1 @ e2.transpose(0, 2, 1))
+    # WWLK embeds node i as the unit vector of [x0_i; x1_i; ..; xk_i] and takes Euclidean distances between the
+    # graphs' node embeddings. With x_t = A_t x0, every dot product needed is a sum over t of A_t G A_t'^T for the
+    # Gram matrices G of the initial vectors, so the 384-dim vectors enter once, through G, instead of k times.
+    x1 = _node_matrix(b1.labels, vectors, seed, runs)
+    x2 = _node_matrix(b2.labels, vectors, seed, runs)
+    g12, g11, g22 = x1 @ x2.transpose(0, 2, 1), x1 @ x1.transpose(0, 2, 1), x2 @ x2.transpose(0, 2, 1)
+    p1, p2 = _propagators(l1, params, role_index, k), _propagators(l2, params, role_index, k)
+    cross = sum(a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1, p2, strict=True))
+    sq1 = sum(np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1)
+    sq2 = sum(np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2)
+    n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
+    inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
+                                                                                     where=n2 > 0)
+    # a zero embedding stays zero (the reference divides by a norm of 1 there)
+    sq = ((n1 > 0)[:, :, None] * 1.0 + (n2 > 0)[:, None, :]) - 2.0 * cross * inv1[:, :, None] * inv2[:, None, :]
     sq[sq < 1e-12] = 0.0  # rounding noise on identical unit vectors would otherwise add ~1e-8 per node
     dist = np.sqrt(sq).mean(axis=0)
     a = np.full(len(b1.labels), 1.0 / len(b1.labels))
