@@ -17,6 +17,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Multilingual sentence similarity with AMR: pipelines over a Delta warehouse.")
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 app.add_typer(evaluate_app, name="evaluate")
+bench_app = typer.Typer(no_args_is_help=True, help="GPU throughput benchmarks of the translation and parsing models.")
+app.add_typer(bench_app, name="bench")
 metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
 app.add_typer(metrics_app, name="metrics")
 
@@ -243,6 +245,167 @@ def metrics_score(
     rate = f"{todo.height / seconds:.0f} pairs/s" if todo.height and seconds else "nothing to compute"
     console.print(f"{frame.height} pairs: {todo.height} computed ({rate}), {frame.height - todo.height} reused, "
                   f"{failed} failed -> {out}")
+
+
+def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | None]]:
+    """Sentences (and graphs, for --backend provided) from JSONL(.gz)/TSV/CSV with a sentence|snt column, or a
+    plain text file with one sentence per line."""
+    import gzip
+    import json
+
+    from amrsim.errors import InputError
+
+    if not path.is_file():
+        raise InputError(str(path), "file not found")
+    name = path.name.lower().removesuffix(".gz")
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    if name.endswith(".jsonl"):
+        records = []
+        for i, line in enumerate(lines, 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{path}:{i}", f"invalid JSON: {e.msg}") from None
+    elif name.endswith((".tsv", ".csv")):
+        sep = "\t" if name.endswith(".tsv") else ","
+        header = lines[0].split(sep) if lines else []
+        records = [dict(zip(header, line.split(sep), strict=False)) for line in lines[1:] if line.strip()]
+        if not records:
+            raise InputError(str(path), "no rows after the header" if lines else "empty file")
+    else:
+        return lines, [None] * len(lines)
+    column = next((c for c in ("sentence", "snt") if records and c in records[0]), None)
+    if column is None:
+        raise InputError(str(path), "needs a 'sentence' or 'snt' column")
+    if want_amr and "amr" not in records[0]:
+        raise InputError(str(path), "--backend provided needs an 'amr' column")
+    return ([str(r.get(column) or "") for r in records],
+            [r.get("amr") for r in records] if want_amr else [None] * len(records))
+
+
+@app.command("parse")
+def parse_command(
+        file: Annotated[Path, typer.Option(help="JSONL(.gz)/TSV/CSV with a sentence or snt column, or a text file "
+                                                "with one sentence per line")],
+        out: Annotated[Path, typer.Option(help="JSONL to write: one object per input row (snt, amr, status, error)")],
+        backend: Annotated[str, typer.Option(help="ud (spaCy rules) | amrlib (parse_xfm model) | provided (an amr "
+                                                  "column, validated)")] = "ud",
+        lang: Annotated[str, typer.Option(help="language of the sentences")] = "en",
+        model_dir: Annotated[Path | None, typer.Option(help="amrlib: parse_xfm model directory")] = None,
+        batch_size: Annotated[int, typer.Option(min=1)] = 64,
+        device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+        linearize: Annotated[str, typer.Option(help="add a linearized field: paper | pointer | none")] = "none",
+) -> None:
+    """Parse sentences into AMR graphs; every input row gets an output row, written atomically."""
+    import json
+
+    from amrsim.amr.backends import ParseResult
+    from amrsim.amr.parsing import ParserSpec, linearized_column, parser_for
+    from amrsim.config import PARSER_LANGS
+    from amrsim.report import console
+
+    if backend not in PARSER_LANGS:
+        raise ConfigError(f"--backend '{backend}': use one of {sorted(PARSER_LANGS)}")
+    if backend != "provided" and lang not in PARSER_LANGS[backend]:
+        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(PARSER_LANGS[backend])}; parse the English "
+                          f"translation instead (translate-then-parse)")
+    if backend == "amrlib" and (model_dir is None or not model_dir.is_dir()):
+        raise ConfigError(f"--model-dir: parse_xfm model directory not found ({model_dir})")
+    if linearize not in ("paper", "pointer", "none"):
+        raise ConfigError(f"--linearize '{linearize}': use paper, pointer or none")
+    sentences, given = _read_sentences(file, want_amr=backend == "provided")
+    t0 = time.perf_counter()
+    if backend == "provided":
+        from amrsim.amr.graph import AMRError, parse
+
+        results = []
+        for g in given:
+            try:
+                parse(g or "")
+                results.append(ParseResult(g))
+            except AMRError as e:
+                results.append(ParseResult.failed(str(e)))
+    else:
+        spec = ParserSpec(backend, lang, str(model_dir) if model_dir else None, batch_size, device=device)
+        results = parser_for(spec).parse(sentences)
+    seconds = time.perf_counter() - t0
+    graphs, status = [r.penman for r in results], [r.status for r in results]
+    lin = linearized_column(graphs, status, None if linearize == "none" else linearize)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for snt, r, line in zip(sentences, results, lin, strict=True):
+            row = {"snt": snt, "amr": r.penman, "status": r.status, "error": r.error}
+            if linearize != "none":
+                row["linearized"] = line
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, out)
+    failed = sum(s != "ok" for s in status)
+    rate = f"{len(sentences) / seconds:.0f} sentences/s" if sentences and seconds else "no sentences"
+    console.print(f"{len(sentences)} sentences: {len(sentences) - failed} parsed, {failed} failed ({rate}) -> {out}")
+
+
+TINY = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+        "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 1000,
+        "max_position_embeddings": 128}
+
+
+def _bench_device(device: str, tiny: bool) -> None:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device on this machine; run it on a GPU machine, or use "
+                          "--device cpu --tiny to check the mechanics")
+    if device == "cpu" and not tiny:
+        raise ConfigError("--device cpu times full-size models on a CPU, which says nothing about the GPU figure; "
+                          "add --tiny to check the mechanics")
+
+
+@bench_app.command("translate")
+def bench_translate_command(
+        device: Annotated[str, typer.Option(help="cuda | cuda:N | cpu (with --tiny)")] = "cuda",
+        sentences: Annotated[int, typer.Option(min=1)] = 2000,
+        batch_size: Annotated[int, typer.Option(min=1)] = 64,
+        out_tokens: Annotated[int, typer.Option(min=1, help="fixed output length")] = 64,
+        num_beams: Annotated[int, typer.Option(min=1)] = 4,
+        tiny: Annotated[bool, typer.Option(help="a tiny config instead of opus-mt-en-de's")] = False) -> None:
+    """Randomly initialised opus-mt-en-de-shaped MarianMT: batched vs one-at-a-time sentences/s."""
+    import json
+
+    from amrsim.translate.bench import bench_translate
+
+    _bench_device(device, tiny)
+    tiny_marian = TINY | {"pad_token_id": TINY["vocab_size"] - 1, "decoder_start_token_id": TINY["vocab_size"] - 1}
+    out = bench_translate(device=device, n_sentences=sentences, batch_size=batch_size, out_tokens=out_tokens,
+                          num_beams=num_beams, config_overrides=tiny_marian if tiny else None)
+    print(json.dumps(out, indent=2, default=str))
+
+
+@bench_app.command("parse")
+def bench_parse_command(
+        device: Annotated[str, typer.Option(help="cuda | cuda:N | cpu (with --tiny)")] = "cuda",
+        size: Annotated[str, typer.Option(help="base | large (BART shapes of amrlib's parse_xfm models)")] = "base",
+        sentences: Annotated[int, typer.Option(min=1)] = 1000,
+        batch_size: Annotated[int, typer.Option(min=1)] = 32,
+        out_tokens: Annotated[int, typer.Option(min=1, help="fixed output length (linearised graph tokens)")] = 128,
+        num_beams: Annotated[int, typer.Option(min=1)] = 4,
+        tiny: Annotated[bool, typer.Option(help="a tiny config instead of BART's")] = False) -> None:
+    """Randomly initialised BART-base/large parse_xfm-shaped model: batched vs one-at-a-time sentences/s."""
+    import json
+
+    from amrsim.amr.bench import bench_parse
+
+    if size not in ("base", "large"):
+        raise ConfigError(f"--size '{size}': use base or large")
+    _bench_device(device, tiny)
+    out = bench_parse(device=device, size=size, n_sentences=sentences, batch_size=batch_size, out_tokens=out_tokens,
+                      num_beams=num_beams, config_overrides=TINY if tiny else None)
+    print(json.dumps(out, indent=2, default=str))
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ class RayConfig(_Strict):
     enabled: bool = False
     address: str | None = None  # e.g. "ray://head:10001" or "auto"; RAY_ADDRESS in the environment also works
     num_cpus: int | None = Field(default=None, ge=1)
+    num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
     batch_size: int = Field(default=256, ge=1)
 
 
@@ -155,6 +156,66 @@ class MetricsConfig(_Strict):
         return v
 
 
+PARSER_LANGS = {"ud": ("en", "fr"), "amrlib": ("en",), "provided": ()}
+PIVOT_LANG = "en"
+
+
+class ParseConfig(_Strict):
+    """Text to AMR: which backend parses which languages; other languages go through their English side."""
+
+    datasets: list[str] | None = None  # default: every dataset of the pipeline
+    backend: Literal["ud", "amrlib", "provided"] = "ud"
+    langs: list[str] | None = None  # parsed directly; default: every language the backend supports
+    pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
+    model_dir: str | None = None  # amrlib: a parse_xfm model directory
+    batch_size: int = Field(default=64, ge=1)
+    num_beams: int = Field(default=4, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    linearize: Literal["paper", "pointer"] = "paper"  # the `linearized` column (MSE-AMR's AMR encoder input)
+
+    @model_validator(mode="after")
+    def _backend(self) -> ParseConfig:
+        supported = PARSER_LANGS[self.backend]
+        bad = [lang for lang in self.langs or [] if lang not in supported]
+        if bad:
+            raise ValueError(f"backend '{self.backend}' has no parser for {bad}; it parses {list(supported)} "
+                             f"(other languages: pivot through English with pivot: true)")
+        if self.backend == "amrlib" and not self.model_dir:
+            raise ValueError("backend 'amrlib' needs model_dir: a parse_xfm model directory")
+        return self
+
+    def direct_langs(self) -> tuple[str, ...]:
+        return tuple(self.langs) if self.langs is not None else PARSER_LANGS[self.backend]
+
+
+class TranslateConfig(_Strict):
+    """Machine translation of a dataset's source-language sentences (`translations` table)."""
+
+    datasets: list[str] | None = None
+    backend: Literal["marian", "provided"] = "provided"
+    source_lang: str = "en"
+    targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
+    models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
+    batch_size: int = Field(default=32, ge=1)
+    num_beams: int = Field(default=4, ge=1)
+    max_length: int = Field(default=256, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @model_validator(mode="after")
+    def _models(self) -> TranslateConfig:
+        if self.backend == "marian":
+            missing = [t for t in self.targets if t not in self.models]
+            if missing:
+                raise ValueError(f"no model configured for target language(s) {missing} "
+                                 f"(translate.models has {sorted(self.models)})")
+        return self
+
+
+def looks_like_path(model: str) -> bool:
+    """A model given as a filesystem path (vs a hub id such as Helsinki-NLP/opus-mt-en-de)."""
+    return model.startswith((".", "/", "~")) or model.count("/") > 1
+
+
 class TrainConfig(_Strict):
     method: str
     params: dict[str, Any] = Field(default_factory=dict)
@@ -177,6 +238,8 @@ class PipelineConfig(_Strict):
     encode: EncodeConfig | None = None
     evaluate: EvaluateConfig | None = None
     metrics: MetricsConfig | None = None
+    parse: ParseConfig | None = None
+    translate: TranslateConfig | None = None
     train: list[TrainConfig] = Field(default_factory=list)
     ray: RayConfig = Field(default_factory=RayConfig)
     schedule: str | None = None  # cron for the refresh-dataset deployment; off when absent
@@ -198,6 +261,10 @@ class PipelineConfig(_Strict):
             refs += [("metrics.datasets", d) for d in self.metrics.datasets]
         if self.encode and self.encode.datasets:
             refs += [("encode.datasets", d) for d in self.encode.datasets]
+        if self.parse and self.parse.datasets:
+            refs += [("parse.datasets", d) for d in self.parse.datasets]
+        if self.translate and self.translate.datasets:
+            refs += [("translate.datasets", d) for d in self.translate.datasets]
         if self.evaluate and self.evaluate.sts:
             refs += [("evaluate.sts.datasets", d) for d in self.evaluate.sts.datasets]
             for d in self.evaluate.sts.datasets:
@@ -207,6 +274,12 @@ class PipelineConfig(_Strict):
             if name not in known:
                 raise ValueError(f"{key}: unknown dataset '{name}'; defined: {sorted(known)}")
         return self
+
+    def parse_datasets(self) -> list[str]:
+        return list(self.parse.datasets or self.datasets) if self.parse else []
+
+    def translate_datasets(self) -> list[str]:
+        return list(self.translate.datasets or self.datasets) if self.translate else []
 
     def encode_datasets(self) -> list[str]:
         if not self.encode:
@@ -248,6 +321,16 @@ class LoadedConfig:
             if ds.resolved_format() != "hf" and not self.resolve_path(ds.path).is_file():
                 raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.path', "
                                   f"value '{ds.path}': file not found ({self.resolve_path(ds.path)})")
+        model_paths = []
+        if pipe.parse and pipe.parse.model_dir:
+            model_paths.append(("parse.model_dir", pipe.parse.model_dir))
+        if pipe.translate and pipe.translate.backend == "marian":
+            model_paths += [(f"translate.models.{t}", m) for t, m in pipe.translate.models.items()
+                            if looks_like_path(m)]
+        for key, value in model_paths:
+            if not self.resolve_path(value).is_dir():
+                raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': model directory "
+                                  f"not found ({self.resolve_path(value)})")
         return name, pipe
 
     def resolve_path(self, path: str) -> Path:

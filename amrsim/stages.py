@@ -7,12 +7,12 @@ from typing import Any
 
 import polars as pl
 
-from amrsim.config import LoadedConfig, StsEvalConfig
+from amrsim.config import PIVOT_LANG, LoadedConfig, ParseConfig, StsEvalConfig, TranslateConfig
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences
 from amrsim.evaluate.sts import EVAL, RESULTS, evaluate_sts, result_key, result_rows, select_pairs
-from amrsim.warehouse.keys import config_hash
+from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 from amrsim.warehouse.store import OK, Warehouse
@@ -127,5 +127,97 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             run.outputs.append("amr_metrics")
             run.rows_computed = scored.height
             run.rows_failed = scored.filter(pl.col("status") != OK).height
+        run.rows_out = run.rows_computed
+    return run
+
+
+def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str) -> pl.DataFrame:
+    """One row per ok sentence: the text actually parsed (the sentence, or its English source when pivoting)."""
+    sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text", "status"]).filter(pl.col("status") == OK)
+    direct = parse.direct_langs()
+    parallel = wh.read(dataset, "parallel").filter((pl.col("status") == OK) & (pl.col("source_lang") == PIVOT_LANG))
+    english = dict(zip(parallel["target_key"].to_list(), parallel["source"].to_list(), strict=True))
+    rows = []
+    for key, lang, text in zip(sentences["key"], sentences["lang"], sentences["text"], strict=True):
+        if lang in direct:
+            parsed, parse_lang, pivot, reason = text, lang, None, None
+        elif parse.pivot and PIVOT_LANG in direct and key in english:
+            parsed, parse_lang, pivot, reason = english[key], PIVOT_LANG, PIVOT_LANG, None
+        else:
+            parsed, parse_lang, pivot = None, None, PIVOT_LANG if parse.pivot else None
+            reason = (f"no {parse.backend} parser for '{lang}'" +
+                      (" and no English source to pivot through" if parse.pivot else " (pivot: false)"))
+        rows.append({"key": content_key("amr", key, parser_id, pivot or "", parse.linearize), "sentence_key": key,
+                     "lang": lang, "parser": parser_id, "pivot_lang": pivot, "parsed_text": parsed,
+                     "parse_lang": parse_lang, "reason": reason})
+    schema = {"key": pl.String, "sentence_key": pl.String, "lang": pl.String, "parser": pl.String,
+              "pivot_lang": pl.String, "parsed_text": pl.String, "parse_lang": pl.String, "reason": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, parser_id: str, run_id: str,
+                parse_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
+    """AMR graphs for a dataset's sentences lacking one from this parser; `parse_batches` may distribute."""
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"parse:{parser_id}", dataset=dataset,
+                   config_hash=config_hash(parse))
+    with record_stage(wh, run):
+        run.input_versions = {t: wh.version(dataset, t) for t in ("sentences", "parallel")}
+        todo = parse_todo(wh, dataset, parse, parser_id)
+        run.rows_in = todo.height
+        # parsers are deterministic per sentence: a failed row would fail again, so failed keys count as done
+        todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr", ok_only=False))))
+        if todo.height:
+            runnable = todo.filter(pl.col("reason").is_null())
+            parsed = parse_batches(runnable.drop("reason")) if runnable.height else None
+            unparsable = todo.filter(pl.col("reason").is_not_null()).select(
+                pl.exclude("reason"), pl.lit(None, pl.String).alias("penman"), pl.lit("failed").alias("status"),
+                pl.col("reason").alias("error"), pl.lit(None, pl.Float64).alias("seconds"),
+                pl.lit(None, pl.String).alias("linearized"))
+            rows = pl.concat([f for f in (parsed, unparsable) if f is not None], how="diagonal_relaxed")
+            wh.upsert(dataset, "amr", rows.drop("parse_lang", strict=False))
+            run.outputs.append("amr")
+            run.rows_computed = rows.height
+            run.rows_failed = rows.filter(pl.col("status") != OK).height
+        run.rows_out = run.rows_computed
+    return run
+
+
+def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateConfig, run_id: str,
+                    translate_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
+    """`translations` rows: copied from the dataset's parallel table (backend provided) or generated (marian)."""
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"translate:{tr.backend}", dataset=dataset,
+                   config_hash=config_hash(tr))
+    with record_stage(wh, run):
+        done = wh.keys(dataset, "translations")  # failed translations (e.g. out of memory) are retried
+        if tr.backend == "provided":
+            run.input_versions = {"parallel": wh.version(dataset, "parallel")}
+            par = wh.read(dataset, "parallel").filter(pl.col("source_lang") == tr.source_lang)
+            run.rows_in = par.height
+            rows = par.select(
+                pl.struct("source_key", "target_lang", "target").map_elements(
+                    lambda r: content_key("translation", r["source_key"], r["target_lang"], "provided", r["target"]),
+                    return_dtype=pl.String).alias("key"),
+                "source_key", "source_lang", "target_lang", "source", pl.col("target").alias("text"),
+                pl.lit("provided").alias("model"), pl.lit(None, pl.String).alias("flags"), "status", "error",
+                pl.lit(None, pl.Float64).alias("seconds"))
+            rows = rows.filter(~pl.col("key").is_in(list(done)))
+        else:
+            run.input_versions = {"sentences": wh.version(dataset, "sentences")}
+            src = wh.read(dataset, "sentences").filter((pl.col("status") == OK) & (pl.col("lang") == tr.source_lang))
+            todo = pl.DataFrame([
+                {"key": content_key("translation", k, t, tr.models[t], tr.num_beams, tr.max_length),
+                 "source_key": k, "source_lang": tr.source_lang, "target_lang": t, "source": text,
+                 "model": tr.models[t]}
+                for t in tr.targets for k, text in zip(src["key"], src["text"], strict=True)],
+                schema={"key": pl.String, "source_key": pl.String, "source_lang": pl.String,
+                        "target_lang": pl.String, "source": pl.String, "model": pl.String})
+            run.rows_in = todo.height
+            todo = todo.filter(~pl.col("key").is_in(list(done)))
+            rows = translate_batches(todo) if todo.height else todo
+        if rows.height:
+            wh.upsert(dataset, "translations", rows)
+            run.outputs.append("translations")
+            run.rows_computed = rows.height
+            run.rows_failed = rows.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
     return run

@@ -1,4 +1,5 @@
-"""refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (encode, AMR metrics)."""
+"""refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (translate, parse, encode,
+AMR metrics)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from flows.common import load
 from tasks.encode import encode
 from tasks.ingest import ingest
 from tasks.metrics import metrics
+from tasks.parse import parse
+from tasks.translate import translate
 
 
 @flow(name="refresh-dataset", validate_parameters=True)
@@ -20,6 +23,8 @@ def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
     run_id = run_id or new_run_id()
     pipe = cfg.project.pipelines[name]
     stages = [ingest(cfg, name, ds, run_id) for ds in pipe.datasets]
+    stages += [translate(cfg, name, ds, run_id) for ds in pipe.translate_datasets()]
+    stages += [parse(cfg, name, ds, run_id) for ds in pipe.parse_datasets()]
     for ds in pipe.encode_datasets():
         for encoder in pipe.encode.encoders if pipe.encode else []:
             stages.append(encode(cfg, name, ds, encoder, run_id))

@@ -158,6 +158,38 @@ def test_map_batches_in_process_keeps_order(tmp_path):
 
 
 @pytest.mark.slow
+def test_map_batches_on_gpu_actors_keeps_order(tmp_path):
+    """Two (declared) GPUs: batches go to two long-lived actors, in order; mechanics only, no CUDA needed."""
+    pytest.importorskip("ray")
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        import polars as pl, ray
+        from amrsim.config import RayConfig
+        from tasks.ray_map import map_batches
+        from tests.test_flows import _double_with_pid
+        frame = pl.DataFrame({"x": list(range(2000))})
+        cfg = RayConfig(enabled=True, num_cpus=2, num_gpus=2)
+        out = map_batches(_double_with_pid, frame, cfg, Path(sys.argv[1]), batch_size=100, gpu_actors=True)
+        assert out["y"].to_list() == [2 * i for i in range(2000)], "order or values differ"
+        assert out["pid"].n_unique() == 2, out["pid"].unique().to_list()
+        assert set(out["gpus"].unique().to_list()) == {"0", "1"}, out["gpus"].unique().to_list()
+        print("actors ok")
+        ray.shutdown()
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, env=_env(tmp_path), timeout=300)
+    assert proc.returncode == 0 and "actors ok" in proc.stdout, proc.stderr[-3000:]
+
+
+def _double_with_pid(frame: pl.DataFrame) -> pl.DataFrame:
+    import os
+
+    return frame.with_columns(y=pl.col("x") * 2, pid=pl.lit(os.getpid()),
+                              gpus=pl.lit(os.environ.get("CUDA_VISIBLE_DEVICES", "")))
+
+
+@pytest.mark.slow
 def test_map_batches_on_local_ray_matches_in_process(tmp_path):
     pytest.importorskip("ray")
     code = textwrap.dedent("""

@@ -43,7 +43,8 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
         for table in TABLE_ORDER:
             if table not in tables:
                 continue
-            added, removed = wh.sync(dataset, table, tables[table])
+            scope = ("parser", "provided") if table == "amr" else None  # parsed graphs belong to the parse stage
+            added, removed = wh.sync(dataset, table, tables[table], scope=scope)
             if added or removed:
                 run.outputs.append(table)
             if table == ds.kind:

@@ -174,7 +174,8 @@ def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | N
     """A graph given in the input (parser 'provided'); it is validated when a metric reads it."""
     text = (penman or "").strip()
     tables.add("amr", {"key": content_key("amr", sentence_key, "provided"), "sentence_key": sentence_key,
-                       "lang": lang, "penman": text, "parser": "provided", "status": OK if text else FAILED,
+                       "lang": lang, "penman": text, "parser": "provided", "pivot_lang": None, "parsed_text": None,
+                       "linearized": None, "status": OK if text else FAILED,
                        "error": None if text else "empty graph", "seconds": None})
 
 

@@ -46,7 +46,14 @@ SCHEMAS: dict[str, pa.Schema] = {
     ]),
     "amr": pa.schema([
         pa.field("key", pa.string()), pa.field("sentence_key", pa.string()), pa.field("lang", pa.string()),
-        pa.field("penman", pa.string()), pa.field("parser", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
+        pa.field("penman", pa.string()), pa.field("parser", pa.string()),
+        pa.field("pivot_lang", pa.string()), pa.field("parsed_text", pa.string()), pa.field("linearized", pa.string()),
+        *_STATUS, pa.field("seconds", pa.float64()),
+    ]),
+    "translations": pa.schema([
+        pa.field("key", pa.string()), pa.field("source_key", pa.string()), pa.field("source_lang", pa.string()),
+        pa.field("target_lang", pa.string()), pa.field("source", pa.string()), pa.field("text", pa.string()),
+        pa.field("model", pa.string()), pa.field("flags", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
     ]),
     "amr_metrics": pa.schema([
         pa.field("key", pa.string()), pa.field("pair_key", pa.string()), pa.field("item_id", pa.string()),

@@ -125,10 +125,17 @@ class Warehouse:
            .when_matched_update_all().when_not_matched_insert_all().execute())
         return data.num_rows
 
-    def sync(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key") -> tuple[int, int]:
-        """Make the table hold exactly `frame`'s keys: insert new, delete vanished, one commit; no-op if equal."""
+    def sync(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key",
+             scope: tuple[str, str] | None = None) -> tuple[int, int]:
+        """Make the table hold exactly `frame`'s keys: insert new, delete vanished, one commit; no-op if equal.
+        With `scope` = (column, value) only rows having that value are compared and deleted (the `amr` table holds
+        provided graphs, which ingest owns, next to parsed ones, which the parse stage owns)."""
         data = self._conform(table, frame)
-        existing = self.keys(dataset, table, ok_only=False)
+        if scope is None:
+            existing = self.keys(dataset, table, ok_only=False)
+        else:
+            rows = self.read(dataset, table, columns=[key, scope[0]])
+            existing = set(rows.filter(pl.col(scope[0]) == scope[1])[key].to_list()) if rows.height else set()
         incoming = set(data.column(key).to_pylist())
         added, removed = incoming - existing, existing - incoming
         if not added and not removed:
@@ -139,8 +146,14 @@ class Warehouse:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_deltalake(str(path), data, mode="append")
         else:
-            (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
-               .when_not_matched_insert_all().when_not_matched_by_source_delete().execute())
+            merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+            merge = merge.when_not_matched_insert_all()
+            if scope is None:
+                merge = merge.when_not_matched_by_source_delete()
+            else:
+                value = scope[1].replace("'", "''")
+                merge = merge.when_not_matched_by_source_delete(predicate=f"t.{scope[0]} = '{value}'")
+            merge.execute()
         return len(added), len(removed)
 
     def append(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table) -> int:

@@ -1,0 +1,253 @@
+"""The `marian` translation backend: OPUS-MT (MarianMT) models through transformers, batched and row-safe.
+
+Why it is shaped this way:
+
+* Throughput: inputs are tokenised once, sorted by token length and generated in batches of similar length
+  (little padding), then put back in input order. Greedy results equal one-at-a-time results.
+* No silent truncation: an input longer than the model accepts (the smallest of the model's
+  `max_position_embeddings`, the tokenizer's `model_max_length` and `max_input_tokens`) is split into
+  sentences, packed greedily into pieces that fit, a sentence that alone is too long is cut into token chunks
+  (at word starts where possible); the pieces are translated and joined with a space, and the row is flagged
+  `split`.
+* No lost rows: empty input is a failed row; a batch that raises (e.g. CUDA out of memory) is retried one
+  segment at a time, and a segment that still raises fails only its own row. The output always has the
+  input's length and order.
+* Loading is eager (in `__init__`), so a missing directory or an unloadable hub id fails fast with the path or
+  id in the message. Pickling ships only the options; the model is loaded again on unpickling (Ray actors,
+  worker processes), so no tensors or file handles travel.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from amrsim.translate import TranslationResult
+
+SPLIT = "split"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+           "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def resolve_device(device: str = "auto") -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; anything else ('cpu', 'cuda:1', ...) is kept."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    """'auto' -> bf16 on a CUDA device that supports it, else fp16 on CUDA, fp32 elsewhere."""
+    import torch
+
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected 'auto' or one of {sorted(_DTYPES)}")
+    return getattr(torch, _DTYPES[dtype])
+
+
+def _looks_like_path(model: str) -> bool:
+    """Hub ids are 'name' or 'org/name'; anything else (absolute, ./, ~, deeper) is meant as a directory."""
+    return model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length, longest first (an OOM shows up on the first batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: Any):
+    """Right-padded input_ids and attention_mask tensors for a list of token-id lists."""
+    import torch
+
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, :len(s)] = torch.tensor(list(s), dtype=torch.long)
+        mask[row, :len(s)] = 1
+    return ids.to(device), mask.to(device)
+
+
+@dataclass
+class _Segment:
+    """One unit of generation: all of an input, or one piece of an over-long input."""
+
+    row: int
+    ids: list[int]
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class _Row:
+    segments: list[_Segment] = field(default_factory=list)
+    split: bool = False
+
+
+class MarianTranslator:
+    """Translate with a MarianMT (OPUS-MT) model from the hub (`Helsinki-NLP/opus-mt-en-de`) or a directory.
+
+    `max_length` is the most new tokens generated per input (or per piece of a split input); it is capped by
+    the model's position table. `max_input_tokens` further caps the input length above which inputs are split.
+    """
+
+    name = "marian"
+
+    def __init__(self, model: str, device: str = "auto", batch_size: int = 32, num_beams: int = 4,
+                 max_length: int = 256, dtype: str = "auto", max_input_tokens: int | None = None):
+        if batch_size < 1 or num_beams < 1 or max_length < 1:
+            raise ValueError("batch_size, num_beams and max_length must be >= 1")
+        if max_input_tokens is not None and max_input_tokens < 2:
+            raise ValueError("max_input_tokens must be >= 2 (one token plus </s>)")
+        self.model_name = str(model)
+        self.device = resolve_device(device)
+        self.dtype_name = dtype
+        self.batch_size = batch_size
+        self.num_beams = num_beams
+        self.max_length = max_length
+        self.max_input_tokens = max_input_tokens
+        self._load()
+
+    # -- loading and pickling ---------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        self.torch_dtype = resolve_dtype(self.dtype_name, self.device)  # validates dtype before any loading
+        source = self.model_name
+        path = Path(source).expanduser()
+        if path.exists():
+            source = str(path)
+        elif _looks_like_path(source):
+            raise FileNotFoundError(f"translation model directory not found: {source}")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForSeq2SeqLM.from_pretrained(source)
+        except Exception as e:  # offline hub, missing files, bad config: name the model, keep the cause
+            raise OSError(f"cannot load translation model '{self.model_name}' ({type(e).__name__}: {e})") from e
+        self.model = model.to(device=self.device, dtype=self.torch_dtype).eval()
+        limits = [getattr(model.config, "max_position_embeddings", None), self.tokenizer.model_max_length,
+                  self.max_input_tokens]
+        self.input_limit = min(int(x) for x in limits if x and 1 < int(x) < 1_000_000)
+        positions = getattr(model.config, "max_position_embeddings", None) or self.max_length
+        self.max_new_tokens = min(self.max_length, int(positions))
+        self.pad_id = self.tokenizer.pad_token_id
+        self.eos_id = self.tokenizer.eos_token_id
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for key in ("model", "tokenizer", "torch_dtype"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._load()
+
+    # -- segmentation -----------------------------------------------------------------------------------
+
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids with </s>, never truncated."""
+        return self.tokenizer(list(texts), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+
+    def _chunk(self, body: list[int]) -> list[list[int]]:
+        """Cut token ids (no </s>) into pieces of at most limit-1 tokens, preferring cuts before a word start."""
+        cap = self.input_limit - 1
+        tokens = self.tokenizer.convert_ids_to_tokens(body)
+        pieces, start = [], 0
+        while len(body) - start > cap:
+            cut = next((j for j in range(start + cap, start, -1) if tokens[j].startswith("▁")), start + cap)
+            pieces.append(body[start:cut])
+            start = cut
+        pieces.append(body[start:])
+        return pieces
+
+    def _split(self, text: str) -> list[list[int]]:
+        """Pieces (token ids with </s>) of an over-long text: whole sentences packed greedily, long ones chunked."""
+        cap = self.input_limit - 1  # room for </s>
+        units: list[list[int]] = []
+        for ids in self._encode([s for s in _SENTENCE_END.split(text.strip()) if s.strip()]):
+            body = ids[:-1] if ids and ids[-1] == self.eos_id else ids
+            units.extend(self._chunk(body) if len(body) > cap else [body])
+        pieces: list[list[int]] = []
+        for unit in units:
+            if pieces and len(pieces[-1]) + len(unit) <= cap:
+                pieces[-1] = pieces[-1] + unit
+            else:
+                pieces.append(list(unit))
+        return [p + [self.eos_id] for p in pieces if p]
+
+    # -- generation -------------------------------------------------------------------------------------
+
+    def _generate(self, seqs: Sequence[Sequence[int]]) -> list[str]:
+        import torch
+
+        ids, mask = pad_batch(seqs, self.pad_id, self.model.device)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, num_beams=self.num_beams,
+                                      max_new_tokens=self.max_new_tokens)
+        return self.tokenizer.batch_decode(out, skip_special_tokens=True)
+
+    def _run_batch(self, batch: list[_Segment]) -> None:
+        """Generate a batch; on any error retry its segments one at a time, failing only those that still raise."""
+        try:
+            for seg, text in zip(batch, self._generate([s.ids for s in batch]), strict=True):
+                seg.text = text
+            return
+        except Exception as e:
+            if len(batch) == 1:
+                batch[0].error = f"{type(e).__name__}: {e}"
+                return
+        self._free_cache()
+        for seg in batch:
+            try:
+                seg.text = self._generate([seg.ids])[0]
+            except Exception as e:
+                seg.error = f"{type(e).__name__}: {e}"
+                self._free_cache()
+
+    def _free_cache(self) -> None:
+        import torch
+
+        if str(self.device).startswith("cuda") and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def translate(self, texts: Sequence[str]) -> list[TranslationResult]:
+        """One result per input, same order; failed rows carry the reason, split rows the `split` flag."""
+        texts = ["" if t is None else str(t) for t in texts]
+        rows = [_Row() for _ in texts]
+        live = [i for i, t in enumerate(texts) if t.strip()]
+        segments: list[_Segment] = []
+        for i, ids in zip(live, self._encode([texts[i] for i in live]) if live else [], strict=True):
+            if len(ids) <= self.input_limit:
+                pieces = [ids]
+            else:
+                pieces, rows[i].split = self._split(texts[i]), True
+            rows[i].segments = [_Segment(i, p) for p in pieces]
+            segments.extend(rows[i].segments)
+        for batch in length_sorted_batches([len(s.ids) for s in segments], self.batch_size):
+            self._run_batch([segments[j] for j in batch])
+        results = []
+        for row in rows:
+            if not row.segments:
+                results.append(TranslationResult.failed("empty text"))
+                continue
+            errors = [s.error for s in row.segments if s.error is not None]
+            if errors:
+                where = f" ({len(errors)} of {len(row.segments)} pieces)" if row.split else ""
+                results.append(TranslationResult.failed(f"translation failed{where}: {errors[0]}"))
+            else:
+                text = " ".join(s.text.strip() for s in row.segments if s.text is not None)
+                results.append(TranslationResult(text, flags=SPLIT if row.split else None))
+        return results
