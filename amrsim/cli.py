@@ -43,6 +43,8 @@ def _prefect_env(run_dir: Path) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     # the temporary server lives for one run: its UI and scheduling services only slow its start
     for service in ("UI", "SERVICES_SCHEDULER", "SERVICES_LATE_RUNS", "SERVICES_FOREMAN", "SERVICES_TRIGGERS",
                     "SERVICES_PAUSE_EXPIRATIONS", "SERVICES_CANCELLATION_CLEANUP", "SERVICES_REPOSSESSOR"):

@@ -19,7 +19,7 @@ from tests.conftest import ROOT
 
 def _env(tmp_path) -> dict[str, str]:
     return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT)}
+            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
 
 
 def _amrsim(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,6 +45,11 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
     assert set(pairs["lang1"]) == {"en", "de", "es", "fr"}
     assert wh.read("sample_sts", "parallel").height == 900  # 150 x 2 sentences x 3 languages
     assert wh.read("sample_nli", "triples").height == 120
+    amr = wh.read("sample_sts", "amr")  # ud parser: en and fr directly, de and es through the provided English side
+    assert amr.height == 1200 and set(amr["status"]) == {"ok"} and set(amr["parser"]) == {"ud"}
+    assert dict(amr.group_by("lang").agg(pl.col("pivot_lang").unique()).iter_rows()) == {
+        "en": [None], "fr": [None], "de": ["en"], "es": ["en"]}
+    assert amr["linearized"].str.starts_with("( ").all()
     n_sentences = wh.read("sample_sts", "sentences").height
     embeddings = wh.read("sample_sts", "embeddings")
     assert embeddings.height == 2 * n_sentences

