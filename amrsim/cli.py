@@ -300,7 +300,7 @@ def parse_command(
                                                   "column, validated)")] = "ud",
         lang: Annotated[str, typer.Option(help="language of the sentences")] = "en",
         model_dir: Annotated[Path | None, typer.Option(help="amrlib: parse_xfm model directory")] = None,
-        batch_size: Annotated[int, typer.Option(min=1)] = 64,
+        batch_size: Annotated[int | None, typer.Option(min=1, help="default: ud 1000, amrlib 16")] = None,
         device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
         linearize: Annotated[str, typer.Option(help="add a linearized field: paper | pointer | none")] = "none",
 ) -> None:

@@ -168,7 +168,7 @@ class ParseConfig(_Strict):
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
     num_beams: int = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     linearize: Literal["paper", "pointer"] = "paper"  # the `linearized` column (MSE-AMR's AMR encoder input)

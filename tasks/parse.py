@@ -6,7 +6,7 @@ from functools import partial
 
 from prefect import task
 
-from amrsim.amr.parsing import ParserSpec, parse_frame
+from amrsim.amr.parsing import ParserSpec, batch_size_for, parse_frame
 from amrsim.config import LoadedConfig
 from amrsim.stages import parse_stage
 from amrsim.warehouse import Warehouse
@@ -29,7 +29,8 @@ def parse(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[s
     specs = parser_specs(cfg, pipeline)
     parser_id = next(iter(specs.values())).id if specs else p.backend
     ray_cfg = cfg.project.pipelines[pipeline].ray
+    per_batch = max([ray_cfg.batch_size, *(batch_size_for(s) for s in specs.values())])
     run = partial(map_batches, partial(parse_frame, specs=specs, linearize=p.linearize), cfg=ray_cfg,
-                  run_dir=cfg.run_dir, batch_size=max(ray_cfg.batch_size, p.batch_size),
+                  run_dir=cfg.run_dir, batch_size=per_batch,
                   gpu_actors=p.backend == "amrlib")
     return parse_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, p, parser_id, run_id, run).summary()

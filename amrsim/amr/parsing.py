@@ -23,7 +23,7 @@ class ParserSpec:
     backend: str  # ud | amrlib
     lang: str = "en"
     model_dir: str | None = None
-    batch_size: int = 64
+    batch_size: int | None = None  # None: the backend's default (ud 1000 sentences, amrlib 16)
     num_beams: int = 4
     device: str = "auto"
 
@@ -34,18 +34,26 @@ class ParserSpec:
         return self.backend
 
 
+DEFAULT_BATCH_SIZE = {"ud": 1000, "amrlib": 16}  # spaCy gains from big batches; a seq2seq beam batch is GPU memory
+
+
+def batch_size_for(spec: ParserSpec) -> int:
+    return spec.batch_size or DEFAULT_BATCH_SIZE.get(spec.backend, 64)
+
+
 @lru_cache(maxsize=8)
 def parser_for(spec: ParserSpec) -> AMRParser:
     if spec.backend == "ud":
         from amrsim.amr.ud import UDParser
 
-        return UDParser(spec.lang, batch_size=spec.batch_size)
+        return UDParser(spec.lang, batch_size=batch_size_for(spec))
     if spec.backend == "amrlib":
         from amrsim.amr.amrlib_parser import AmrlibParser
 
         if not spec.model_dir:
             raise ValueError("backend amrlib needs a model directory")
-        return AmrlibParser(spec.model_dir, device=spec.device, batch_size=spec.batch_size, num_beams=spec.num_beams)
+        return AmrlibParser(spec.model_dir, device=spec.device, batch_size=batch_size_for(spec),
+                            num_beams=spec.num_beams)
     raise ValueError(f"unknown parser backend '{spec.backend}': use ud or amrlib")
 
 

@@ -877,7 +877,7 @@ class UDParser:
 
     name = "ud"
 
-    def __init__(self, lang: str = "en", batch_size: int = 256):
+    def __init__(self, lang: str = "en", batch_size: int = 1000):
         if lang not in _MODELS:
             raise ValueError(f"UDParser: unsupported language {lang!r}; supported: {', '.join(sorted(_MODELS))}")
         import spacy
