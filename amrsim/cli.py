@@ -11,18 +11,19 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli_evaluate import evaluate_app, report_command
 from amrsim.errors import AmrsimError, ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Multilingual sentence similarity with AMR: pipelines over a Delta warehouse.")
-evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
-app.add_typer(evaluate_app, name="evaluate")
 bench_app = typer.Typer(no_args_is_help=True, help="GPU throughput benchmarks of the translation and parsing models.")
 app.add_typer(bench_app, name="bench")
 metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
 app.add_typer(metrics_app, name="metrics")
 
-ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="pipelines.yaml to use")]
+app.add_typer(evaluate_app, name="evaluate")
+app.command("report")(report_command)
 
 
 def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -72,7 +73,15 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
     results = results_table(out["results"])
     if results.height:
         console.print(frame_table(results, f"STS (x100) - pipeline '{name}'"))
+    from amrsim.cli_evaluate import print_scores
+
+    for title, rows in (out.get("tables") or {}).items():
+        print_scores(rows, f"{title} - pipeline '{name}'")
+    for note in out.get("notes") or []:
+        console.print(note)
     console.print(summary_table(out["stages"], f"Run {out['run_id']} summary"))
+    if out.get("report"):
+        console.print(f"report: {out['report']}")
     computed = sum(int(s["computed"]) for s in out["stages"])
     console.print(f"{computed} rows computed; warehouse: {cfg.warehouse_root}; "
                   f"{time.perf_counter() - t0:.1f}s. Query it: amrsim query \"SELECT * FROM eval.results\"")
@@ -87,7 +96,7 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.lineage import last_runs
 
-    wh = Warehouse(_warehouse_root(config))
+    wh = Warehouse(warehouse_root(config))
     rows = []
     for dataset, table in wh.tables():
         rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table),
@@ -116,83 +125,10 @@ def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset
     from amrsim.warehouse.query import query as run_query
 
     try:
-        frame = run_query(Warehouse(_warehouse_root(config)), sql)
+        frame = run_query(Warehouse(warehouse_root(config)), sql)
     except duckdb.Error as e:
         raise AmrsimError(f"query failed: {str(e).splitlines()[0]}") from None
     console.print(frame_table(frame.head(limit), f"{frame.height} rows", float_digits=4))
-
-
-def _warehouse_root(config: str) -> Path:
-    from amrsim.config import load_config
-
-    if Path(config).is_file():
-        return load_config(config).warehouse_root
-    return Path("warehouse").resolve()
-
-
-_S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
-_S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
-_SCORE = ("score", "relatedness_score", "similarity", "label", "gold")
-
-
-def _header(path: Path) -> list[str]:
-    if path.suffix in (".tsv", ".csv") and path.is_file():
-        with path.open(encoding="utf-8", errors="replace") as f:
-            first = f.readline().rstrip("\r\n")
-        return [c.strip() for c in first.split("\t" if path.suffix == ".tsv" else ",")]
-    return []
-
-
-def _pick(header: list[str], given: str | None, candidates: tuple[str, ...]) -> str:
-    if given:
-        return given
-    return next((c for c in candidates if c in header), candidates[0])
-
-
-@evaluate_app.command("sts")
-def evaluate_sts_cmd(
-        encoder: Annotated[str, typer.Option(help="minilm, muse or hf:<id|path>")],
-        file: Annotated[Path, typer.Option(help="TSV/CSV/JSONL/Parquet with two sentences and a gold score")],
-        sentence1_col: Annotated[str | None, typer.Option(help="default: sentence1 or sentence_A")] = None,
-        sentence2_col: Annotated[str | None, typer.Option(help="default: sentence2 or sentence_B")] = None,
-        score_col: Annotated[str | None, typer.Option(help="default: score or relatedness_score")] = None,
-        lang: Annotated[str, typer.Option(help="language of both sentences")] = "en",
-        split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
-        dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
-        batch_size: Annotated[int, typer.Option(min=1)] = 64,
-        device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
-        config: ConfigOpt = "pipelines.yaml") -> None:
-    """Spearman and Pearson (x100) of cosine similarity vs gold for one file; embeddings are cached."""
-    import re
-
-    from amrsim.config import DatasetConfig, StsEvalConfig, _check_encoder
-    from amrsim.ingest import ingest_tables
-    from amrsim.report import console, frame_table
-    from amrsim.stages import results_table, sts_stage
-    from amrsim.warehouse import Warehouse
-    from amrsim.warehouse.lineage import new_run_id
-
-    try:
-        _check_encoder(encoder)
-    except ValueError as e:
-        raise ConfigError(f"--encoder: {e}") from None
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    header = _header(file)
-    columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
-               "score": _pick(header, score_col, _SCORE)}
-    stem = file.name.split(".")[0].lower()
-    split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
-    name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
-    ds = DatasetConfig(path=str(file), kind="pairs", lang=lang, columns=columns, split=split)
-    wh = Warehouse(_warehouse_root(config))
-    run_id = new_run_id()
-    ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
-    sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split], lang_pairs=[f"{lang}-{lang}"])
-    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
-    table = results_table(rows)
-    if not table.height:
-        raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate")
-    console.print(frame_table(table, f"STS (x100) {file.name}"))
 
 
 @metrics_app.command("score")

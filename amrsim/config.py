@@ -15,7 +15,7 @@ from amrsim.errors import ConfigError
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
-RESERVED_DATASETS = {"eval", "meta", "models"}
+RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
 KNOWN_ENCODERS = ("minilm", "muse")
 
 
@@ -60,7 +60,9 @@ class DatasetConfig(_Strict):
     lang: str = "en"  # language of the text columns when no `lang` column is mapped
     target_lang: str | None = None  # parallel only: language of `target`
     columns: dict[str, str] = Field(default_factory=dict)  # role -> column name in the file
-    translations: dict[str, dict[str, str]] = Field(default_factory=dict)  # lang -> {role: column}
+    # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
+    # columns default to the main file's column names
+    translations: dict[str, dict[str, str]] = Field(default_factory=dict)
     score_range: tuple[float, float] | None = None
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
@@ -73,9 +75,12 @@ class DatasetConfig(_Strict):
             raise ValueError(f"columns has roles {sorted(unknown)} that kind '{self.kind}' does not use; "
                              f"allowed: {sorted(required + optional)}")
         for lang, mapping in self.translations.items():
-            bad = set(mapping) - set(TEXT_ROLES[self.kind])
+            bad = set(mapping) - set(TEXT_ROLES[self.kind]) - {"path", "format"}
             if bad:
-                raise ValueError(f"translations.{lang} maps {sorted(bad)}; allowed: {list(TEXT_ROLES[self.kind])}")
+                raise ValueError(f"translations.{lang} maps {sorted(bad)}; allowed: {list(TEXT_ROLES[self.kind])} "
+                                 f"and path/format (a row-aligned file)")
+            if "format" in mapping and "path" not in mapping:
+                raise ValueError(f"translations.{lang}.format needs translations.{lang}.path")
         if self.kind == "parallel" and not self.target_lang and "target_lang" not in self.columns:
             raise ValueError("kind 'parallel' needs target_lang (or a target_lang column)")
         return self
@@ -131,8 +136,48 @@ class StsEvalConfig(_Strict):
         return v
 
 
+class BitextEvalConfig(_Strict):
+    """Tatoeba-style bitext retrieval: two-column row-aligned TSVs whose header names the two languages."""
+
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    files: list[str] = Field(default_factory=list)  # paths or globs, relative to pipelines.yaml
+
+    _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
+
+
+class TransferTaskConfig(_Strict):
+    """One SentEval-style transfer task: train on `train` (English), pick C on the union of `dev`, test per
+    language. Columns are detected (SICK-E, XNLI, PAWS-X, MARC, MLDoc conventions)."""
+
+    train: str
+    dev: dict[str, str] = Field(default_factory=dict)  # lang -> file
+    test: dict[str, str] = Field(default_factory=dict)  # lang -> file
+    kind: Literal["single", "pair"] | None = None  # needed for a task name amrsim does not know
+
+
+class TransferEvalConfig(_Strict):
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    tasks: dict[str, TransferTaskConfig] = Field(default_factory=dict)
+
+    _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
+
+
+class AspectsEvalConfig(_Strict):
+    """Spearman of encoder similarity (or a decomposed model's aspect sub-embedding) vs each AMR metric aspect."""
+
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    datasets: list[str] = Field(default_factory=list)  # datasets with an amr_metrics table (the metrics stage)
+    split: str | None = None
+
+    _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
+
+
 class EvaluateConfig(_Strict):
     sts: StsEvalConfig | None = None
+    bitext: BitextEvalConfig | None = None
+    transfer: TransferEvalConfig | None = None
+    aspects: AspectsEvalConfig | None = None
+    report: bool = True  # write warehouse/reports/report.{html,md} after the evaluations
 
 
 class MetricsConfig(_Strict):
@@ -270,6 +315,8 @@ class PipelineConfig(_Strict):
             for d in self.evaluate.sts.datasets:
                 if d in self.datasets and self.datasets[d].kind != "pairs":
                     raise ValueError(f"evaluate.sts.datasets: '{d}' is kind '{self.datasets[d].kind}', needs 'pairs'")
+        if self.evaluate and self.evaluate.aspects:
+            refs += [("evaluate.aspects.datasets", d) for d in self.evaluate.aspects.datasets]
         for key, name in refs:
             if name not in known:
                 raise ValueError(f"{key}: unknown dataset '{name}'; defined: {sorted(known)}")
@@ -321,6 +368,21 @@ class LoadedConfig:
             if ds.resolved_format() != "hf" and not self.resolve_path(ds.path).is_file():
                 raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.path', "
                                   f"value '{ds.path}': file not found ({self.resolve_path(ds.path)})")
+            for lang, m in ds.translations.items():
+                if "path" in m and not self.resolve_path(m["path"]).is_file():
+                    raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.translations.{lang}"
+                                      f".path', value '{m['path']}': file not found ({self.resolve_path(m['path'])})")
+        ev = pipe.evaluate
+        eval_files = [(f"evaluate.transfer.tasks.{t}.{split}", p) for t, task in (ev.transfer.tasks.items() if ev and
+                      ev.transfer else []) for split, p in [("train", task.train),
+                                                            *((f"dev.{k}", v) for k, v in task.dev.items()),
+                                                            *((f"test.{k}", v) for k, v in task.test.items())]]
+        eval_files += [("evaluate.bitext.files", p) for p in (ev.bitext.files if ev and ev.bitext else [])
+                       if not any(ch in p for ch in "*?[")]
+        for key, value in eval_files:
+            if not self.resolve_path(value).is_file():
+                raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': file not found "
+                                  f"({self.resolve_path(value)})")
         model_paths = []
         if pipe.parse and pipe.parse.model_dir:
             model_paths.append(("parse.model_dir", pipe.parse.model_dir))

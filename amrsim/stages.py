@@ -11,7 +11,8 @@ from amrsim.config import PIVOT_LANG, LoadedConfig, ParseConfig, StsEvalConfig, 
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences
-from amrsim.evaluate.sts import EVAL, RESULTS, evaluate_sts, result_key, result_rows, select_pairs
+from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
+from amrsim.evaluate.sts import evaluate_sts, result_key, select_pairs
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
@@ -24,7 +25,7 @@ def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, 
     enc_cfg = cfg.project.pipelines[pipeline].encode
     assert enc_cfg is not None
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"encode:{encoder}", dataset=dataset,
-                   config_hash=config_hash({"model": model_id(encoder)}))
+                   config_hash=config_hash({"model": model_id(encoder, wh.models_root)}))
     with record_stage(wh, run):
         run.input_versions = {"sentences": wh.version(dataset, "sentences")}
         sentences = wh.read(dataset, "sentences", columns=["key", "text", "status"]).filter(pl.col("status") == OK)
@@ -47,7 +48,6 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
     frames = []
     with record_stage(wh, run):
         existing = wh.read(EVAL, RESULTS)
-        known = set(existing["key"].to_list()) if existing.height else set()
         for dataset in datasets or sts.datasets:
             pairs = wh.read(dataset, "pairs")
             run.input_versions[f"{dataset}.pairs"] = wh.version(dataset, "pairs")
@@ -60,17 +60,20 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             continue
                         run.rows_in += 1
                         key = result_key(encoder, dataset, split, lang_pair,
-                                         (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list())
-                        if f"{key}:spearman" in known:
-                            frames.append(existing.filter(pl.col("key").str.starts_with(key + ":")))
+                                         (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(),
+                                         wh.models_root)
+                        wanted = [row_key("sts", encoder, dataset, split, lang_pair, m, [key])
+                                  for m in ("spearman", "pearson")]
+                        done = existing.filter(pl.col("key").is_in(wanted))
+                        if done.height == len(wanted):
+                            frames.append(done)
                             continue
                         needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
                         sentences = wh.read(dataset, "sentences", columns=["key", "text"]).join(
                             needed.unique(), on="key", how="semi")
                         embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
-                        res = evaluate_sts(wh, dataset, encoder, split, lang_pair)
-                        assert res is not None
-                        rows = result_rows(res, key, run_id, run.config_hash)
+                        scores = evaluate_sts(wh, dataset, encoder, split, lang_pair)
+                        rows = score_rows(scores, run_id, run.config_hash, [key])
                         frames.append(rows)
                         wh.append(EVAL, RESULTS, rows)
                         run.rows_computed += 1

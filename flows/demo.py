@@ -22,4 +22,5 @@ def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
     if cfg.project.pipelines[name].train:
         stages += train(None, name, config, overrides, run_id)
     evaluated = evaluate(name, config, overrides, run_id)
-    return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"]}
+    return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"],
+            "tables": evaluated["tables"], "notes": evaluated["notes"], "report": evaluated["report"]}

@@ -1,4 +1,4 @@
-"""evaluate flow: the pipeline's evaluation stages; returns stage summaries and the results rows."""
+"""evaluate flow: the pipeline's evaluations, then the report; returns stage summaries, result rows, report path."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
 from flows.common import load
-from tasks.evaluate import evaluate_sts
+from tasks.evaluate import evaluate_others, evaluate_sts, write_report
 
 
 @flow(name="evaluate", validate_parameters=True)
@@ -17,11 +17,15 @@ def evaluate(pipeline: str | None = None, config: str = "pipelines.yaml",
              overrides: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     cfg, name = load(config, pipeline, overrides)
     run_id = run_id or new_run_id()
-    pipe = cfg.project.pipelines[name]
-    stages, results = [], []
-    if pipe.evaluate and pipe.evaluate.sts:
+    ev = cfg.project.pipelines[name].evaluate
+    stages, results, tables, notes, report = [], [], {}, [], None
+    if ev and ev.sts:
         summary, rows = evaluate_sts(cfg, name, run_id)
         stages.append(summary)
         results.append(rows)
+    if ev and (ev.bitext or ev.transfer or ev.aspects):
+        tables, notes = evaluate_others(cfg, name, run_id)
+    if ev and ev.report:
+        report = write_report(cfg)
     frame = pl.concat(results, how="vertical_relaxed") if results else pl.DataFrame()
-    return {"stages": stages, "results": frame}
+    return {"stages": stages, "results": frame, "tables": tables, "notes": notes, "report": report}

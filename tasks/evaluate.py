@@ -1,4 +1,4 @@
-"""Evaluation tasks: STS on the pipeline's pair datasets, results appended to eval/results."""
+"""Evaluation tasks: STS on the pipeline's pair datasets, the other configured evaluations, and the report."""
 
 from __future__ import annotations
 
@@ -11,11 +11,32 @@ from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 
 
+def _encode_options(cfg: LoadedConfig, pipeline: str) -> dict[str, object]:
+    enc = cfg.project.pipelines[pipeline].encode
+    return {"batch_size": enc.batch_size if enc else 64, "device": enc.device if enc else "auto"}
+
+
 @task(name="evaluate-sts", **TASK_OPTIONS)
 def evaluate_sts(cfg: LoadedConfig, pipeline: str, run_id: str) -> tuple[dict[str, object], pl.DataFrame]:
     pipe = cfg.project.pipelines[pipeline]
     assert pipe.evaluate and pipe.evaluate.sts
-    enc = pipe.encode
     run, results = sts_stage(Warehouse(cfg.warehouse_root), pipeline, pipe.evaluate.sts, run_id,
-                             batch_size=enc.batch_size if enc else 64, device=enc.device if enc else "auto")
+                             **_encode_options(cfg, pipeline))  # type: ignore[arg-type]
     return run.summary(), results
+
+
+@task(name="evaluate-suite", **TASK_OPTIONS)
+def evaluate_others(cfg: LoadedConfig, pipeline: str, run_id: str) -> tuple[dict[str, pl.DataFrame], list[str]]:
+    """bitext, transfer and aspects as configured (STS runs in its own task)."""
+    from amrsim.evaluate.suite import run_suite
+
+    out = run_suite(Warehouse(cfg.warehouse_root), cfg, pipeline, run_id=run_id, sts=False, report=False,
+                    **_encode_options(cfg, pipeline))  # type: ignore[arg-type]
+    return out.tables, out.notes
+
+
+@task(name="report", **TASK_OPTIONS)
+def write_report(cfg: LoadedConfig) -> str:
+    from amrsim.evaluate.runner import write_report as render
+
+    return str(render(Warehouse(cfg.warehouse_root)).html)

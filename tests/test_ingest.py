@@ -98,6 +98,42 @@ def test_translations_give_pairs_per_language_and_parallel_rows(write_tsv):
     assert set(parallel["target_lang"]) == {"de"}
 
 
+
+def test_row_aligned_translation_files_build_language_pairs(write_tsv, wh):
+    # stsb_multi_mt style: one file per language, same rows in the same order, same header
+    en = write_tsv("sts_en.tsv", ["sentence1", "sentence2", "score"], [
+        ["The dog runs.", "A dog is running.", "5"], ["I eat.", "It rains.", "1"], ["A cat.", "A cat.", "5"]])
+    de = write_tsv("sts_de.tsv", ["sentence1", "sentence2", "score"], [
+        ["Der Hund rennt.", "Ein Hund rennt.", "5"], ["Ich esse.", "Es regnet.", "1"], ["Eine Katze.", "", "5"]])
+    ds = DatasetConfig(path=str(en), kind="pairs", translations={"de": {"path": str(de)}})
+    tables = read_dataset(ds, en)
+    pairs = tables["pairs"]
+    de_ok = pairs.filter((pl.col("lang1") == "de") & (pl.col("status") == "ok")).sort("item_id")
+    assert de_ok["sentence2"].to_list() == ["Ein Hund rennt.", "Es regnet."]
+    assert de_ok["score"].to_list() == [5.0, 1.0]  # scores come from the main file's row
+    assert pairs.filter(pl.col("status") == "failed")["error"].to_list() == ["empty sentence2 (de)"]
+    # en-de is built by item id from row-aligned rows (the STS evaluator's cross-lingual construction)
+    from amrsim.evaluate.sts import select_pairs
+
+    wh.sync("d", "pairs", pairs)
+    wh.sync("d", "sentences", tables["sentences"])
+    cross = select_pairs(wh.read("d", "pairs"), None, "en-de").sort("item_id")
+    assert cross.height == 2
+    sent = dict(zip(tables["sentences"]["key"], tables["sentences"]["text"], strict=True))
+    assert [(sent[a], sent[b]) for a, b in zip(cross["sentence1_key"], cross["sentence2_key"], strict=True)] == [
+        ("The dog runs.", "Ein Hund rennt."), ("I eat.", "Es regnet.")]
+
+
+def test_row_aligned_translation_file_with_another_row_count_names_both_files(write_tsv, tmp_path):
+    en = write_tsv("a_en.tsv", ["s1", "s2", "score"], [["a", "b", "1"], ["c", "d", "2"]])
+    write_tsv("a_de.tsv", ["x1", "x2"], [["a", "b"]])
+    ds = DatasetConfig(path=str(en), kind="pairs", columns={"sentence1": "s1", "sentence2": "s2"},
+                       translations={"de": {"path": "a_de.tsv", "sentence1": "x1", "sentence2": "x2"}})
+    with pytest.raises(InputError, match=r"a_de\.tsv: translations\.de\.path has 1 rows but .*a_en\.tsv has 2"):
+        read_dataset(ds, en, resolve=lambda p: tmp_path / p)
+    with pytest.raises(ValueError, match="format needs translations.de.path"):
+        DatasetConfig(path=str(en), kind="pairs", translations={"de": {"format": "tsv"}})
+
 def test_triples_and_parallel_kinds(write_tsv):
     path = write_tsv("nli.tsv", ["premise", "entailment", "contradiction"], [
         ["A man sleeps.", "A person rests.", "A man runs."]])

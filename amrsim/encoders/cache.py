@@ -24,7 +24,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
                     on_progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed)."""
-    mid = model_id(encoder_name)
+    mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
         pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
     done = wh.keys(dataset, TABLE)
@@ -33,7 +33,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         return 0, 0
     # length-sorted batches pad less
     todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len", maintain_order=True)
-    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device)
+    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root)
     computed = failed = 0
     for start in range(0, todo.height, COMMIT_ROWS):
         chunk = todo.slice(start, COMMIT_ROWS)
@@ -64,7 +64,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
 
 def read_embeddings(wh: Warehouse, dataset: str, encoder_name: str, sentence_keys: list[str]) -> np.ndarray:
     """An (n, dim) float32 matrix aligned with `sentence_keys`; raises naming the first key without a vector."""
-    mid = model_id(encoder_name)
+    mid = model_id(encoder_name, wh.models_root)
     wanted = pl.DataFrame({"sentence_key": sentence_keys}).unique()
     table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status"])
     have = (table.filter((pl.col("model_id") == mid) & (pl.col("status") == OK))

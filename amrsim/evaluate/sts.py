@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import read_embeddings
+from amrsim.evaluate.results import EVAL, RESULTS, Score
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
 
-EVAL = "eval"
-RESULTS = "results"
+__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "evaluate_sts", "result_key", "select_pairs"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -23,8 +22,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", a, b)
 
 
-def correlations(pred: np.ndarray, gold: np.ndarray) -> dict[str, float]:
-    """spearman and pearson, both x 100."""
+def correlations(pred: np.ndarray, gold: np.ndarray) -> dict[str, float | None]:
+    """spearman and pearson, both x 100; None (undefined) when either side is constant or has a NaN."""
+    pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if (len(pred) < 2 or not (np.isfinite(pred).all() and np.isfinite(gold).all())
+            or np.ptp(pred) == 0 or np.ptp(gold) == 0):
+        return {"spearman": None, "pearson": None}
     from scipy.stats import pearsonr, spearmanr  # scipy.stats costs ~0.9 s to import: only when scoring
 
     return {"spearman": float(spearmanr(pred, gold)[0] * 100), "pearson": float(pearsonr(pred, gold)[0] * 100)}
@@ -47,38 +50,30 @@ def select_pairs(pairs: pl.DataFrame, split: str | None, lang_pair: str) -> pl.D
                                                                 "score")
 
 
-@dataclass
-class StsResult:
-    model: str
-    dataset: str
-    split: str
-    lang_pair: str
-    n: int
-    spearman: float
-    pearson: float
+def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pair_keys: list[str],
+               models_root: Path | None = None) -> str:
+    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, sorted(pair_keys))
 
 
-def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pair_keys: list[str]) -> str:
-    return content_key("sts", model_id(encoder), dataset, split, lang_pair, sorted(pair_keys))
-
-
-def evaluate_sts(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str) -> StsResult | None:
-    """Score one (dataset, split, language pair) with cached embeddings; None when it has no pairs."""
+def evaluate_sts(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str) -> list[Score]:
+    """Spearman and Pearson of one (dataset, split, language pair) with cached embeddings; [] without 2 pairs."""
     pairs = select_pairs(wh.read(dataset, "pairs"), split, lang_pair)
     if pairs.height < 2:
-        return None
+        return []
     keys1, keys2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
     both = read_embeddings(wh, dataset, encoder, keys1 + keys2)
     sims = cosine(both[: len(keys1)], both[len(keys1):])
     corr = correlations(sims, pairs["score"].to_numpy())
-    return StsResult(encoder, dataset, split, lang_pair, pairs.height, corr["spearman"], corr["pearson"])
+    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, pairs.height)
+            for metric, value in corr.items()]
 
 
-def result_rows(res: StsResult, key: str, run_id: str, cfg_hash: str) -> pl.DataFrame:
-    now = datetime.now(UTC)
-    return pl.DataFrame([
-        {"key": f"{key}:{metric}", "run_id": run_id, "created_at": now, "model": res.model, "dataset": res.dataset,
-         "split": res.split, "lang_pair": res.lang_pair, "metric": metric, "value": value, "n": res.n,
-         "config_hash": cfg_hash}
-        for metric, value in (("spearman", res.spearman), ("pearson", res.pearson))
-    ])
+def pair_similarities(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str) -> \
+        tuple[np.ndarray, np.ndarray]:
+    """(cosine, gold) per pair, for score-distribution plots."""
+    pairs = select_pairs(wh.read(dataset, "pairs"), split, lang_pair)
+    if pairs.height == 0:
+        return np.zeros(0), np.zeros(0)
+    keys1, keys2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
+    both = read_embeddings(wh, dataset, encoder, keys1 + keys2)
+    return cosine(both[: len(keys1)], both[len(keys1):]), pairs["score"].to_numpy()

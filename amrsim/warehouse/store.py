@@ -27,6 +27,7 @@ class Warehouse:
 
     def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
+        self.models_root = self.root / "models"  # warehouse/models/<method>/<run_id>/: trained models
 
     # -- naming -------------------------------------------------------------------------------------------------
     def table_path(self, dataset: str, table: str) -> Path:
@@ -163,5 +164,6 @@ class Warehouse:
             return 0
         path = self.table_path(dataset, table)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_deltalake(str(path), data, mode="append")
+        # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
+        write_deltalake(str(path), data, mode="append", schema_mode="merge")
         return data.num_rows

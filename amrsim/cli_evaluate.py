@@ -1,0 +1,249 @@
+"""`amrsim evaluate {sts,bitext,transfer,aspects,suite}` and `amrsim report`: every result goes to
+warehouse/eval/results (reused when its inputs are unchanged) and is printed as a table."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.errors import AmrsimError, ConfigError
+
+evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
+
+EncoderOpt = Annotated[str, typer.Option(help="minilm, muse, hf:<id|path>[#mean|#cls] or <method>:<run id|latest>")]
+BatchOpt = Annotated[int, typer.Option(min=1)]
+DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda")]
+
+_S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
+_S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
+_SCORE = ("score", "relatedness_score", "similarity", "label", "gold")
+
+
+def _header(path: Path) -> list[str]:
+    if path.suffix in (".tsv", ".csv") and path.is_file():
+        with path.open(encoding="utf-8", errors="replace") as f:
+            first = f.readline().rstrip("\r\n")
+        return [c.strip() for c in first.split("\t" if path.suffix == ".tsv" else ",")]
+    return []
+
+
+def _pick(header: list[str], given: str | None, candidates: tuple[str, ...]) -> str:
+    if given:
+        return given
+    return next((c for c in candidates if c in header), candidates[0])
+
+
+def _warehouse(config: str, encoder: str | None = None):
+    """The warehouse, after checking the encoder name resolves (unknown names list the known ones)."""
+    from amrsim.encoders import model_id
+    from amrsim.warehouse import Warehouse
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    wh = Warehouse(warehouse_root(config))
+    if encoder is not None:
+        try:
+            model_id(encoder, wh.models_root)
+        except ValueError as e:
+            raise ConfigError(f"--encoder: {e}") from None
+    return wh
+
+
+def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
+    """['de=path', ...] -> {'de': Path}; each file must exist."""
+    out: dict[str, Path] = {}
+    for item in items or []:
+        lang, sep, path = item.partition("=")
+        if not sep or not lang or not path:
+            raise ConfigError(f"{option} '{item}': expected LANG=PATH (e.g. {option} de=stsb_de_test.tsv)")
+        if not Path(path).is_file():
+            raise ConfigError(f"{option} '{item}': file not found ({Path(path).resolve()})")
+        out[lang] = Path(path)
+    return out
+
+
+def print_scores(rows, title: str) -> None:
+    import polars as pl
+
+    from amrsim.evaluate.results import UNDEFINED
+    from amrsim.report import console, frame_table
+
+    if not rows.height:
+        console.print(f"{title}: no results")
+        return
+    shown = rows.select("model", "dataset", "split", "lang_pair", "metric", "n",
+                        value=pl.col("value").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String)
+                        .fill_null(UNDEFINED))
+    console.print(frame_table(shown.sort("dataset", "lang_pair", "metric", "model"), title))
+
+
+@evaluate_app.command("sts")
+def evaluate_sts_cmd(
+        encoder: EncoderOpt,
+        file: Annotated[Path, typer.Option(help="TSV/CSV/JSONL/Parquet with two sentences and a gold score")],
+        sentence1_col: Annotated[str | None, typer.Option(help="default: sentence1 or sentence_A")] = None,
+        sentence2_col: Annotated[str | None, typer.Option(help="default: sentence2 or sentence_B")] = None,
+        score_col: Annotated[str | None, typer.Option(help="default: score or relatedness_score")] = None,
+        lang: Annotated[str, typer.Option(help="language of both sentences")] = "en",
+        translation: Annotated[list[str] | None, typer.Option(
+            help="LANG=PATH: a row-aligned file of the same pairs in LANG (stsb_multi_mt); repeatable")] = None,
+        lang_pairs: Annotated[str | None, typer.Option(
+            help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: LANG-LANG, and for "
+                 "each translation L: L-L and LANG-L")] = None,
+        split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
+        dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached."""
+    from amrsim.config import DatasetConfig, StsEvalConfig
+    from amrsim.ingest import ingest_tables
+    from amrsim.report import console, frame_table
+    from amrsim.stages import results_table, sts_stage
+    from amrsim.warehouse.lineage import new_run_id
+
+    wh = _warehouse(config, encoder)
+    header = _header(file)
+    columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
+               "score": _pick(header, score_col, _SCORE)}
+    translations = {tl: {"path": str(p.resolve())} for tl, p in _lang_files(translation, "--translation").items()}
+    stem = file.name.split(".")[0].lower()
+    split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
+    name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
+    if translations and not dataset:
+        name = re.sub(r"_(" + "|".join(map(re.escape, [lang, *translations])) + r")(?=_|$)", "", name) + "_multi"
+    pairs = (lang_pairs.split(",") if lang_pairs else
+             [f"{lang}-{lang}", *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang}-{tl}"))])
+    try:
+        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang, columns=columns, split=split,
+                           translations=translations)
+        sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split], lang_pairs=[p.strip() for p in pairs])
+    except ValueError as e:
+        raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+    run_id = new_run_id()
+    ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
+    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
+    table = results_table(rows)
+    if not table.height:
+        raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
+    console.print(frame_table(table, f"STS (x100) {file.name}"))
+    missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
+    if missing:
+        console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
+
+
+def _expand(patterns: list[str], base: Path | None = None) -> list[Path]:
+    files: list[Path] = []
+    for pattern in patterns:
+        full = str(base / pattern) if base is not None and not Path(pattern).is_absolute() else pattern
+        found = sorted(glob.glob(full))
+        if not found:
+            raise ConfigError(f"'{pattern}': no file matches ({Path(full).resolve()})")
+        files += [Path(f) for f in found]
+    return files
+
+
+@evaluate_app.command("bitext")
+def evaluate_bitext_cmd(
+        encoder: EncoderOpt,
+        file: Annotated[list[str], typer.Option(help="two-column row-aligned TSV whose header names the languages "
+                                                     "(tatoeba.deu-eng.tsv); a glob; repeatable")],
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """Tatoeba bitext retrieval: top-1 accuracy (x100) in both directions and their mean."""
+    import polars as pl
+
+    from amrsim.evaluate.runner import bitext_eval
+    from amrsim.warehouse.lineage import new_run_id
+
+    wh = _warehouse(config, encoder)
+    run_id = new_run_id()
+    rows = pl.concat([bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device)
+                      for f in _expand(file)], how="vertical_relaxed")
+    print_scores(rows, "Bitext retrieval accuracy (x100)")
+    means = rows.filter(pl.col("metric") == "accuracy")
+    if means.height > 1:
+        from amrsim.report import console
+
+        console.print(f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}")
+
+
+@evaluate_app.command("aspects")
+def evaluate_aspects_cmd(
+        encoder: EncoderOpt,
+        dataset: Annotated[str, typer.Option(help="warehouse dataset with an amr_metrics table")],
+        split: Annotated[str | None, typer.Option(help="only pairs of this split")] = None,
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """Spearman (x100) of the encoder's (aspect) similarity vs each AMR metric aspect (S3BERT Table 1)."""
+    from amrsim.evaluate.runner import aspects_eval
+    from amrsim.warehouse.lineage import new_run_id
+
+    wh = _warehouse(config, encoder)
+    rows = aspects_eval(wh, encoder, dataset, new_run_id(), split, batch_size=batch_size, device=device)
+    print_scores(rows, f"AMR aspects: Spearman (x100) - {dataset}")
+
+
+@evaluate_app.command("transfer")
+def evaluate_transfer_cmd(
+        encoder: EncoderOpt,
+        task: Annotated[str, typer.Option(help="sick_e, xnli, pawsx, mldoc, marc, or a name with --kind")],
+        train: Annotated[Path, typer.Option(help="English training file")],
+        dev: Annotated[list[str], typer.Option(help="LANG=PATH; C is chosen on all dev sets together; repeatable")],
+        test: Annotated[list[str], typer.Option(help="LANG=PATH; one accuracy per language; repeatable")],
+        kind: Annotated[str | None, typer.Option(help="single or pair, for a task amrsim does not know")] = None,
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """SentEval-style transfer: logistic regression on frozen embeddings, trained on English, zero-shot elsewhere."""
+    from amrsim.evaluate.runner import transfer_eval
+    from amrsim.report import console
+    from amrsim.warehouse.lineage import new_run_id
+
+    wh = _warehouse(config, encoder)
+    if not train.is_file():
+        raise ConfigError(f"--train: file not found ({train.resolve()})")
+    try:
+        rows, bad = transfer_eval(wh, encoder, task, train, _lang_files(dev, "--dev"), _lang_files(test, "--test"),
+                                  new_run_id(), kind=kind, batch_size=batch_size, device=device)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print_scores(rows, f"Transfer {task}: accuracy (x100)")
+    for path, rows_left in bad.items():
+        if rows_left:
+            first = ", ".join(f"line {b.line}: {b.reason}" for b in rows_left[:3])
+            console.print(f"{path}: {len(rows_left)} row(s) left out ({first}{', ...' if len(rows_left) > 3 else ''})")
+
+
+@evaluate_app.command("suite")
+def evaluate_suite_cmd(
+        encoder: EncoderOpt,
+        pipeline: Annotated[str | None, typer.Option(help="whose `evaluate:` data to use (default pipeline)")] = None,
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """Every evaluation the pipeline configures (sts, bitext, transfer, aspects) for one encoder, then the report."""
+    from amrsim.config import load_config
+    from amrsim.evaluate.suite import run_suite
+    from amrsim.report import console
+
+    cfg = load_config(config, pipeline=pipeline)
+    name, pipe = cfg.pipeline(pipeline)
+    if not pipe.evaluate:
+        raise ConfigError(f"{cfg.path}: pipeline '{name}' has no `evaluate:` section")
+    wh = _warehouse(config, encoder)
+    out = run_suite(wh, cfg, name, [encoder], batch_size=batch_size, device=device)
+    for title, rows in out.tables.items():
+        print_scores(rows, title)
+    for note in out.notes:
+        console.print(note)
+    if out.report is not None:
+        console.print(f"report: {out.report.html}")
+
+
+def report_command(
+        out: Annotated[Path | None, typer.Option(help="directory (default: <warehouse>/reports)")] = None,
+        config: ConfigOpt = "pipelines.yaml") -> None:
+    """Render warehouse/eval/results as report.html (self-contained) and report.md with figures."""
+    from amrsim.evaluate.runner import write_report
+    from amrsim.report import console
+
+    paths = write_report(_warehouse(config), out)
+    console.print(f"report: {paths.html}\nmarkdown: {paths.markdown} ({len(paths.figures)} figures)")

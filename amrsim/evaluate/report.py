@@ -1,0 +1,715 @@
+"""`amrsim report`: an HTML page and a Markdown file rendered from `eval/results` (plus `lineage`), so a reader sees
+the leaderboard, the per-language numbers, score distributions and which data versions and config made each number.
+
+matplotlib is imported inside the plotting functions only: the CLI imports this module and must stay fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import math
+import re
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import polars as pl
+
+from amrsim.evaluate.results import UNDEFINED
+
+GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]
+RESULT_SCHEMA: dict[str, Any] = {
+    "key": pl.String, "run_id": pl.String, "created_at": pl.Datetime("us", "UTC"), "task": pl.String,
+    "model": pl.String, "dataset": pl.String, "split": pl.String, "lang_pair": pl.String, "metric": pl.String,
+    "value": pl.Float64, "n": pl.Int64, "config_hash": pl.String,
+}
+REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
+TASK_ORDER = ("sts", "bitext", "bucc", "transfer", "aspects")
+TASK_LABEL = {"sts": "STS", "bitext": "Tatoeba", "bucc": "BUCC", "transfer": "Transfer", "aspects": "Aspects"}
+LANG_LABEL = {"transfer": "lang", "aspects": "aspect"}  # what lang_pair holds, per task, in detail tables
+SPLIT_PREFERENCE = ("test", "all")  # the leaderboard's split per (task, dataset); other splits sorted after these
+PANELS_PER_FIGURE = 12
+LANGS_PER_STRIP = 40  # Tatoeba heat strips wrap after this many languages so figures stay readable
+DPI = 100
+NO_RESULTS = "No results yet: the eval/results table has no rows."
+
+
+@dataclass
+class ScatterData:
+    """Per-pair predicted cosine vs gold score of one (model, dataset, split, lang_pair), for distribution plots."""
+
+    model: str
+    dataset: str
+    split: str
+    lang_pair: str
+    predicted: np.ndarray
+    gold: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.predicted = np.asarray(self.predicted, dtype=np.float64).reshape(-1)
+        self.gold = np.asarray(self.gold, dtype=np.float64).reshape(-1)
+        if self.predicted.shape != self.gold.shape:
+            raise ValueError(f"predicted and gold differ in length: {self.predicted.size} vs {self.gold.size}")
+
+
+@dataclass
+class ReportPaths:
+    html: Path
+    markdown: Path
+    figures: list[Path] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# results
+
+
+def infer_task(metric: str | None) -> str:
+    """Task of a row from a warehouse written before `task` existed: only STS wrote results then."""
+    return "sts" if metric in ("spearman", "pearson") else "unknown"
+
+
+def latest_results(results: pl.DataFrame) -> pl.DataFrame:
+    """The most recent row (by created_at) of each (task, model, dataset, split, lang_pair, metric), with the
+    standard results columns: a missing `task` is inferred, other missing optional columns are null, NaN values
+    become null (undefined). Sorted by the group columns so the report is deterministic."""
+    missing = [c for c in REQUIRED if c not in results.columns]
+    if results.height == 0 and missing:
+        return pl.DataFrame(schema=RESULT_SCHEMA)
+    if missing:
+        raise ValueError(f"results frame lacks required columns: {', '.join(missing)}")
+    frame = results.with_row_index("_order")
+    for name, dtype in RESULT_SCHEMA.items():
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(name))
+    inferred = pl.when(pl.col("metric").is_in(["spearman", "pearson"])).then(pl.lit("sts")).otherwise(
+        pl.lit("unknown"))
+    frame = frame.with_columns(
+        pl.coalesce(pl.col("task").cast(pl.String), inferred).alias("task"),
+        pl.col("value").cast(pl.Float64).fill_nan(None).alias("value"),
+    )
+    frame = frame.sort(["created_at", "_order"], nulls_last=False).unique(subset=GROUP, keep="last",
+                                                                           maintain_order=True)
+    return frame.select(list(RESULT_SCHEMA)).sort(GROUP)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# formatting
+
+
+def fmt_value(value: float | None, metric: str = "") -> str:
+    """How the report prints a number: 2 decimals (scores are x 100), `undefined` for null/NaN, never 0 or nan."""
+    if value is None or not math.isfinite(value):
+        return UNDEFINED
+    if metric in ("C", "threshold"):
+        return f"{value:.4g}"
+    return f"{value:.2f}"
+
+
+def run_anchor(run_id: str) -> str:
+    """The HTML id of a run's lineage section; links elsewhere in the report use `#` plus this."""
+    return "run-" + quote(run_id, safe="-_.~")
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """One table cell, rendered alike to HTML and Markdown: text, optionally bold, or a list of in-page links."""
+
+    text: str = ""
+    bold: bool = False
+    links: tuple[tuple[str, str], ...] = ()  # (text, href)
+    undefined: bool = False
+    code: bool = False
+
+
+def _value_cell(value: float | None, metric: str = "", bold: bool = False, suffix: str = "") -> _Cell:
+    if value is None:
+        return _Cell(UNDEFINED + suffix, undefined=True)
+    return _Cell(fmt_value(value, metric) + suffix, bold=bold)
+
+
+def _run_cell(run_ids: Iterable[str | None]) -> _Cell:
+    ids = sorted({r for r in run_ids if r})
+    return _Cell(links=tuple((r, "#" + run_anchor(r)) for r in ids)) if ids else _Cell("-")
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value), quote=False)
+
+
+def _attr(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _md_esc(value: object) -> str:
+    text = html.escape(str(value), quote=False)
+    return re.sub(r"([\\`*\[\]|])", r"\\\1", text).replace("\n", " ")
+
+
+def _html_cell(cell: _Cell, header: bool = False) -> str:
+    tag = "th" if header else "td"
+    if cell.links:
+        body = ", ".join(f'<a href="{_attr(href)}">{_esc(text)}</a>' for text, href in cell.links)
+    elif cell.undefined:
+        body = f'<span class="undef">{_esc(cell.text)}</span>'
+    elif cell.code:
+        body = f"<code>{_esc(cell.text)}</code>"
+    else:
+        body = _esc(cell.text)
+    if cell.bold:
+        body = f"<strong>{body}</strong>"
+    return f"<{tag}>{body}</{tag}>"
+
+
+def _md_cell(cell: _Cell) -> str:
+    if cell.links:
+        body = ", ".join(f"[{_md_esc(text)}]({href})" for text, href in cell.links)
+    elif cell.undefined:
+        body = f"*{_md_esc(cell.text)}*"
+    elif cell.code and cell.text:
+        body = "`" + str(cell.text).replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
+    else:
+        body = _md_esc(cell.text)
+    return f"**{body}**" if cell.bold and body else body
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[_Cell]], cls: str = "") -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = "\n".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
+    klass = f' class="{_attr(cls)}"' if cls else ""
+    return f"<table{klass}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[_Cell]]) -> str:
+    lines = ["| " + " | ".join(_md_esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# leaderboard
+
+
+@dataclass
+class _LeaderCell:
+    value: float | None
+    count: int
+    runs: set[str]
+    configs: set[str]
+
+
+@dataclass
+class _Column:
+    task: str
+    dataset: str
+    split: str
+    kind: str  # "mono" / "cross" for STS, "" otherwise
+    items: list[str]  # the lang_pairs (languages, aspects) any model has in this column
+    cells: dict[str, _LeaderCell]
+
+    @property
+    def header(self) -> str:
+        base = dataset_label(self.task, self.dataset)
+        if self.split != "test":
+            base += f" [{self.split}]"
+        unit = {"sts": "pairs", "bitext": "langs", "bucc": "pairs", "transfer": "langs", "aspects": "aspects"}
+        parts = [self.kind] if self.kind else []
+        if len(self.items) > 1:
+            parts.append(f"{len(self.items)} {unit.get(self.task, 'items')}")
+        return f"{base} ({', '.join(parts)})" if parts else base
+
+
+def dataset_label(task: str, dataset: str) -> str:
+    """"STS sample_sts", "Tatoeba" (not "Tatoeba tatoeba"): the task's label plus the dataset unless they agree."""
+    label = TASK_LABEL.get(task, task)
+    return label if dataset.lower() == label.lower() else f"{label} {dataset}"
+
+
+def _headline_metric(task: str) -> str | None:
+    return {"sts": "spearman", "bitext": "accuracy", "bucc": "f1", "transfer": "accuracy",
+            "aspects": "spearman"}.get(task)
+
+
+def _pick_split(splits: Iterable[str]) -> str:
+    present = sorted(set(splits))
+    return next((s for s in SPLIT_PREFERENCE if s in present), present[0])
+
+
+def _is_cross(lang_pair: str) -> bool:
+    parts = lang_pair.split("-")
+    return len(parts) == 2 and parts[0] != parts[1]
+
+
+def _task_order(tasks: Iterable[str]) -> list[str]:
+    known = [t for t in TASK_ORDER if t in set(tasks)]
+    return known + sorted(set(tasks) - set(TASK_ORDER))
+
+
+def _headline_rows(latest: pl.DataFrame, task: str) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Rows of the headline metric of `task` and the split chosen per dataset."""
+    metric = _headline_metric(task)
+    rows = latest.filter((pl.col("task") == task) & (pl.col("metric") == metric))
+    chosen = {ds: _pick_split(g["split"].to_list()) for (ds,), g in rows.group_by(["dataset"])}
+    return rows, chosen
+
+
+def leaderboard_columns(latest: pl.DataFrame) -> list[_Column]:
+    """Leaderboard columns, one per (task, dataset) and for STS per mono/cross-lingual half: each cell is the mean
+    of the headline metric over the column's lang_pairs; undefined when any of them is undefined."""
+    columns: list[_Column] = []
+    for task in _task_order(latest["task"].unique().to_list()):
+        if _headline_metric(task) is None:
+            continue
+        rows, chosen = _headline_rows(latest, task)
+        for dataset in sorted(chosen):
+            split = chosen[dataset]
+            sub = rows.filter((pl.col("dataset") == dataset) & (pl.col("split") == split))
+            kinds = ["mono", "cross"] if task == "sts" else [""]
+            for kind in kinds:
+                part = sub
+                if kind:
+                    part = sub.filter(pl.col("lang_pair").map_elements(_is_cross, return_dtype=pl.Boolean)
+                                      == (kind == "cross"))
+                if part.height == 0:
+                    continue
+                cells: dict[str, _LeaderCell] = {}
+                for (model,), g in part.group_by(["model"]):
+                    values = g["value"].to_list()
+                    mean = None if any(v is None for v in values) else float(np.mean(values))
+                    cells[str(model)] = _LeaderCell(mean, len(values), {r for r in g["run_id"].to_list() if r},
+                                                    {c for c in g["config_hash"].to_list() if c})
+                columns.append(_Column(task, dataset, split, kind, sorted(set(part["lang_pair"].to_list())), cells))
+    return columns
+
+
+def _leaderboard_table(columns: list[_Column], models: list[str]) -> tuple[list[str], list[list[_Cell]]]:
+    best: dict[int, float] = {}
+    for i, col in enumerate(columns):
+        full = [round(c.value, 2) for c in col.cells.values() if c.value is not None and c.count == len(col.items)]
+        if len(full) >= 2:
+            best[i] = max(full)
+    headers = ["model", *(c.header for c in columns), "runs", "config_hash"]
+    rows: list[list[_Cell]] = []
+    for model in models:
+        row = [_Cell(model)]
+        runs: set[str] = set()
+        configs: set[str] = set()
+        for i, col in enumerate(columns):
+            cell = col.cells.get(model)
+            if cell is None:
+                row.append(_Cell("-"))
+                continue
+            runs |= cell.runs
+            configs |= cell.configs
+            partial = cell.count < len(col.items)
+            bold = (not partial and cell.value is not None and i in best and round(cell.value, 2) == best[i])
+            suffix = f" ({cell.count} of {len(col.items)})" if partial else ""
+            row.append(_value_cell(cell.value, bold=bold, suffix=suffix))
+        row += [_run_cell(runs), _Cell(", ".join(sorted(configs)) or "-", code=bool(configs))]
+        rows.append(row)
+    return headers, rows
+
+
+LEADERBOARD_NOTES = [
+    "STS: mean Spearman x 100 over the dataset's monolingual (mono) or cross-lingual (cross) language pairs.",
+    "Tatoeba: mean accuracy x 100 (both directions) over languages. BUCC: F1 x 100 (mean over pairs if several).",
+    "Transfer: mean test accuracy x 100 over evaluation languages. Aspects: mean Spearman x 100 over aspects.",
+    "The count in a header is how many values a cell averages; a cell marked (k of N) averages only k of them "
+    "and is not ranked. A mean with an undefined component is undefined.",
+    "Each column uses the test split where there is one, else the split named in brackets. Best value per column "
+    "in bold. Runs link to the lineage section.",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# figures (matplotlib imported here only; Figure objects without pyplot: no global state)
+
+
+@dataclass
+class _Figure:
+    name: str  # file name under figures/
+    caption: str
+    png: bytes
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:limit] or "x"
+
+
+def _figure_name(prefix: str, label: str, png: bytes) -> str:
+    """Content-addressed name: a new report never overwrites a figure the previous report still references."""
+    return f"{prefix}-{_slug(label)}-{hashlib.sha256(png).hexdigest()[:10]}.png"
+
+
+def _new_figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    finally:
+        fig.clear()
+    return buf.getvalue()
+
+
+def _heatmap_axes(ax: Any, matrix: list[list[float | None]], present: list[list[bool]], row_labels: list[str],
+                  col_labels: list[str]) -> Any:
+    """imshow of a 0..100 matrix with the numbers written in; absent cells grey, undefined ones hatched."""
+    import matplotlib
+    from matplotlib.patches import Rectangle
+
+    data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=np.float64)
+    masked = np.ma.masked_invalid(data)
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#d9d9d9")
+    image = ax.imshow(masked, cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(len(col_labels)), col_labels, rotation=60, ha="right", fontsize=8, parse_math=False)
+    ax.set_yticks(range(len(row_labels)), row_labels, fontsize=8, parse_math=False)
+    for i, row in enumerate(matrix):
+        for j, value in enumerate(row):
+            if not present[i][j]:
+                continue
+            if value is None:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="white", edgecolor="#999999",
+                                       hatch="//", linewidth=0.5))
+                ax.text(j, i, "undef", ha="center", va="center", fontsize=7, color="black", parse_math=False)
+            else:
+                ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 60 else "black", parse_math=False)
+    return image
+
+
+def plot_sts_heatmap(model: str, dataset: str, split: str, langs: list[str],
+                     values: dict[tuple[str, str], float | None]) -> bytes:
+    """lang1 x lang2 matrix of Spearman x 100 of one (model, dataset) as PNG bytes."""
+    index = {lang: i for i, lang in enumerate(langs)}
+    matrix: list[list[float | None]] = [[None] * len(langs) for _ in langs]
+    present = [[False] * len(langs) for _ in langs]
+    for (l1, l2), value in values.items():
+        matrix[index[l1]][index[l2]] = value
+        present[index[l1]][index[l2]] = True
+    size = min(3.0 + 0.55 * len(langs), 20.0)
+    fig = _new_figure(size + 1.2, size)
+    ax = fig.add_subplot(1, 1, 1)
+    image = _heatmap_axes(ax, matrix, present, langs, langs)
+    ax.set_xlabel("sentence 2 language", fontsize=8)
+    ax.set_ylabel("sentence 1 language", fontsize=8)
+    ax.set_title(f"{model}\n{dataset} [{split}]: Spearman x 100", fontsize=9, parse_math=False)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_bitext_heatmap(dataset: str, split: str, models: list[str], pairs: list[str],
+                        values: dict[tuple[str, str], float | None]) -> bytes:
+    """models x languages strip of Tatoeba accuracy x 100 as PNG bytes."""
+    matrix = [[values.get((m, p)) for p in pairs] for m in models]
+    present = [[(m, p) in values for p in pairs] for m in models]
+    width = min(3.0 + 0.5 * len(pairs) + 0.05 * max(len(m) for m in models), 30.0)
+    fig = _new_figure(width, 1.6 + 0.45 * len(models))
+    ax = fig.add_subplot(1, 1, 1)
+    image = _heatmap_axes(ax, matrix, present, models, pairs)
+    ax.set_title(f"{dataset} [{split}]: accuracy x 100 per language", fontsize=9, parse_math=False)
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def scatter_spearman(data: ScatterData) -> float | None:
+    """Spearman x 100 of predicted vs gold; None (undefined) for fewer than 2 points or constant input."""
+    if data.predicted.size < 2 or np.ptp(data.predicted) == 0 or np.ptp(data.gold) == 0:
+        return None
+    from scipy.stats import spearmanr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = float(spearmanr(data.predicted, data.gold)[0])
+    return rho * 100 if math.isfinite(rho) else None
+
+
+def plot_scatter_panels(panels: Sequence[ScatterData]) -> bytes:
+    """Small multiples (up to PANELS_PER_FIGURE) of predicted cosine vs gold as PNG bytes."""
+    ncols = min(4, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _new_figure(3.2 * ncols, 3.0 * nrows)
+    for k, data in enumerate(panels):
+        ax = fig.add_subplot(nrows, ncols, k + 1)
+        ax.scatter(data.gold, data.predicted, s=6, alpha=0.4, linewidths=0)
+        rho = scatter_spearman(data)
+        shown = UNDEFINED if rho is None else f"{rho:.2f}"
+        title = f"{data.model}\n{data.dataset} [{data.split}] {data.lang_pair}\nSpearman {shown}, n={data.gold.size}"
+        ax.set_title(title, fontsize=8, parse_math=False)
+        ax.set_xlabel("gold", fontsize=8)
+        ax.set_ylabel("cosine", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def _sts_figures(latest: pl.DataFrame) -> list[_Figure]:
+    """One heat map per (model, dataset) whose STS rows span more than one language pair."""
+    rows, chosen = _headline_rows(latest, "sts")
+    figures: list[_Figure] = []
+    for dataset in sorted(chosen):
+        sub = rows.filter((pl.col("dataset") == dataset) & (pl.col("split") == chosen[dataset]))
+        split_pairs = {lp: (p[0], p[1]) for lp in set(sub["lang_pair"].to_list()) if len(p := lp.split("-")) == 2}
+        langs = sorted({lang for p in split_pairs.values() for lang in p})
+        for model in sorted(set(sub["model"].to_list())):
+            values = {split_pairs[lp]: v for lp, v in sub.filter(pl.col("model") == model)
+                      .select("lang_pair", "value").iter_rows() if lp in split_pairs}
+            if len(values) < 2:
+                continue
+            png = plot_sts_heatmap(model, dataset, chosen[dataset], langs, values)
+            caption = (f"{dataset_label('sts', dataset)} [{chosen[dataset]}], {model}: Spearman x 100 per language "
+                       "pair (rows: sentence 1, columns: sentence 2; grey: not evaluated; hatched: undefined)")
+            figures.append(_Figure(_figure_name("sts-heatmap", f"{dataset}-{model}", png), caption, png))
+    return figures
+
+
+def _bitext_figures(latest: pl.DataFrame) -> list[_Figure]:
+    """Per Tatoeba dataset a models x languages heat strip, wrapped every LANGS_PER_STRIP languages."""
+    rows, chosen = _headline_rows(latest, "bitext")
+    figures: list[_Figure] = []
+    for dataset in sorted(chosen):
+        sub = rows.filter((pl.col("dataset") == dataset) & (pl.col("split") == chosen[dataset]))
+        models = sorted(set(sub["model"].to_list()))
+        pairs = sorted(set(sub["lang_pair"].to_list()))
+        values = {(m, lp): v for m, lp, v in sub.select("model", "lang_pair", "value").iter_rows()}
+        for start in range(0, len(pairs), LANGS_PER_STRIP):
+            chunk = pairs[start:start + LANGS_PER_STRIP]
+            png = plot_bitext_heatmap(dataset, chosen[dataset], models, chunk,
+                                      {k: v for k, v in values.items() if k[1] in chunk})
+            caption = (f"{dataset_label('bitext', dataset)} [{chosen[dataset]}]: accuracy x 100 per language "
+                       f"({chunk[0]} .. {chunk[-1]})")
+            figures.append(_Figure(_figure_name("bitext-heatmap", dataset, png), caption, png))
+    return figures
+
+
+def _scatter_figures(scatters: Sequence[ScatterData]) -> list[_Figure]:
+    figures: list[_Figure] = []
+    for start in range(0, len(scatters), PANELS_PER_FIGURE):
+        chunk = list(scatters[start:start + PANELS_PER_FIGURE])
+        png = plot_scatter_panels(chunk)
+        figures.append(_Figure(_figure_name("scatter", f"{start // PANELS_PER_FIGURE + 1:02d}", png),
+                               f"Predicted cosine vs gold score, panels {start + 1}-{start + len(chunk)}", png))
+    return figures
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sections
+
+
+DETAIL_COLUMNS = ["model", "dataset", "split", "lang_pair", "metric", "value", "n", "run_id", "config_hash"]
+LINEAGE_COLUMNS = ["stage", "dataset", "table", "input_versions", "output_version", "config_hash", "code_version",
+                   "rows_in", "rows_computed", "rows_failed", "rows_out", "seconds", "status", "error"]
+
+
+def _detail_tables(latest: pl.DataFrame) -> list[tuple[str, list[str], list[list[_Cell]]]]:
+    tables = []
+    for task in _task_order(latest["task"].unique().to_list()):
+        sub = latest.filter(pl.col("task") == task).sort(["dataset", "split", "lang_pair", "metric", "model"])
+        headers = [LANG_LABEL.get(task, c) if c == "lang_pair" else c for c in DETAIL_COLUMNS]
+        rows = [[_Cell(r["model"]), _Cell(r["dataset"]), _Cell(r["split"]), _Cell(r["lang_pair"]),
+                 _Cell(r["metric"]), _value_cell(r["value"], r["metric"]),
+                 _Cell("" if r["n"] is None else str(r["n"])), _run_cell([r["run_id"]]),
+                 _Cell(r["config_hash"] or "-", code=bool(r["config_hash"]))] for r in sub.iter_rows(named=True)]
+        tables.append((TASK_LABEL.get(task, task), headers, rows))
+    return tables
+
+
+def _fmt_lineage(name: str, value: object) -> _Cell:
+    if value is None:
+        return _Cell("")
+    if name == "seconds" and isinstance(value, float):
+        return _Cell(f"{value:.2f}")
+    return _Cell(str(value), code=name in ("input_versions", "config_hash", "code_version"))
+
+
+def _lineage_sections(latest: pl.DataFrame, lineage: pl.DataFrame) -> list[tuple[str, list[str], list[list[_Cell]]]]:
+    """(run_id, headers, rows) for each run that produced a shown number, oldest run first where known."""
+    runs = [r for r in latest["run_id"].unique().to_list() if r]
+    cols = [c for c in LINEAGE_COLUMNS if c in lineage.columns]
+    first_seen = {r: t for r, t in latest.group_by("run_id").agg(pl.col("created_at").min()).iter_rows()}
+    sections = []
+    for run in sorted(runs, key=lambda r: (first_seen.get(r) is None, str(first_seen.get(r)), r)):
+        sub = lineage.filter(pl.col("run_id") == run) if "run_id" in lineage.columns else lineage.clear()
+        if "started_at" in sub.columns:
+            sub = sub.sort("started_at", nulls_last=True, maintain_order=True)
+        if "error" in cols and sub.height and sub["error"].null_count() == sub.height:
+            shown = [c for c in cols if c != "error"]
+        else:
+            shown = cols
+        rows = [[_fmt_lineage(c, r[c]) for c in shown] for r in sub.iter_rows(named=True)]
+        sections.append((run, shown, rows))
+    return sections
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# documents
+
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+td:not(:first-child) { font-variant-numeric: tabular-nums; }
+.undef { color: #888; font-style: italic; }
+figure { margin: 1em 0; } figure img { max-width: 100%; }
+figcaption { font-size: 0.85em; color: #555; }
+code { font-size: 0.85em; }
+.notes { font-size: 0.85em; color: #444; }
+"""
+
+
+@dataclass
+class _Doc:
+    """Builds the HTML and Markdown bodies side by side so both carry the same content."""
+
+    html: list[str] = field(default_factory=list)
+    md: list[str] = field(default_factory=list)
+
+    def heading(self, level: int, text: str, anchor: str | None = None) -> None:
+        ident = f' id="{_attr(anchor)}"' if anchor else ""
+        self.html.append(f"<h{level}{ident}>{_esc(text)}</h{level}>")
+        self.md.append((f'<a id="{_attr(anchor)}"></a>\n\n' if anchor else "") + "#" * level + " " + _md_esc(text))
+
+    def para(self, text: str, cls: str = "") -> None:
+        klass = f' class="{_attr(cls)}"' if cls else ""
+        self.html.append(f"<p{klass}>{_esc(text)}</p>")
+        self.md.append(_md_esc(text))
+
+    def bullets(self, items: Sequence[str], cls: str = "") -> None:
+        klass = f' class="{_attr(cls)}"' if cls else ""
+        self.html.append(f"<ul{klass}>" + "".join(f"<li>{_esc(i)}</li>" for i in items) + "</ul>")
+        self.md.append("\n".join(f"- {_md_esc(i)}" for i in items))
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[_Cell]], cls: str = "") -> None:
+        self.html.append(_html_table(headers, rows, cls))
+        self.md.append(_md_table(headers, rows))
+
+    def figure(self, fig: _Figure) -> None:
+        data = base64.b64encode(fig.png).decode("ascii")
+        self.html.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_attr(fig.caption)}">'
+                         f"<figcaption>{_esc(fig.caption)}</figcaption></figure>")
+        alt = fig.caption.replace("[", "(").replace("]", ")")
+        self.md.append(f"![{_md_esc(alt)}](figures/{fig.name})\n\n*{_md_esc(fig.caption)}*")
+
+
+def _build(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData],
+           title: str) -> tuple[str, str, list[_Figure]]:
+    """HTML text, Markdown text and the figures of one report."""
+    doc = _Doc()
+    figures: list[_Figure] = []
+    doc.heading(1, title)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if latest.height == 0:
+        doc.para(f"Generated {generated}.")
+        doc.para(NO_RESULTS)
+    else:
+        runs = latest["run_id"].drop_nulls().n_unique()
+        doc.para(f"Generated {generated} from {latest.height} result rows (latest per task, model, dataset, split, "
+                 f"lang_pair and metric) of {runs} run(s).")
+        columns = leaderboard_columns(latest)
+        doc.heading(2, "Leaderboard", "leaderboard")
+        if columns:
+            models = sorted(set(latest["model"].to_list()))
+            headers, rows = _leaderboard_table(columns, models)
+            doc.table(headers, rows, "leaderboard")
+            doc.bullets(LEADERBOARD_NOTES, "notes")
+        else:
+            doc.para("No headline metrics among the results: see the detail tables.")
+        heatmaps = _sts_figures(latest) + _bitext_figures(latest)
+        if heatmaps:
+            doc.heading(2, "Per-language heat maps", "heatmaps")
+            doc.para("Scale 0..100 for every map; grey cells were not evaluated, hatched cells are undefined.")
+            for fig in heatmaps:
+                doc.figure(fig)
+            figures += heatmaps
+    if scatters:
+        doc.heading(2, "Score distributions", "distributions")
+        scatter_figs = _scatter_figures(scatters)
+        for fig in scatter_figs:
+            doc.figure(fig)
+        figures += scatter_figs
+    if latest.height:
+        doc.heading(2, "Details", "details")
+        for label, headers, rows in _detail_tables(latest):
+            doc.heading(3, label, f"details-{_slug(label)}")
+            doc.table(headers, rows, "details")
+        doc.heading(2, "Run lineage", "lineage")
+        doc.para("Which data versions and config produced each number: the lineage rows of every run above.")
+        for run, headers, rows in _lineage_sections(latest, lineage):
+            doc.heading(3, f"Run {run}", run_anchor(run))
+            if rows:
+                doc.table(headers, rows, "lineage")
+            else:
+                doc.para("No lineage rows recorded for this run.")
+    body = "\n".join(doc.html)
+    page = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{_esc(title)}</title>\n'
+            f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+    return page, "\n\n".join(doc.md) + "\n", figures
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# writing
+
+
+def _commit(staging: Path, out_dir: Path, figure_names: set[str]) -> None:
+    """Move a finished report from `staging` into `out_dir`. A new out_dir is one rename. An existing one gets the
+    new (content-named) figures first, then report.md and report.html replaced atomically, then figures no longer
+    referenced removed: at every moment the visible report is complete; other files in out_dir are left alone."""
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    figures = out_dir / "figures"
+    if figures.exists() and not figures.is_dir():
+        figures.unlink()
+    figures.mkdir(exist_ok=True)
+    for path in sorted((staging / "figures").iterdir()):
+        path.replace(figures / path.name)
+    (staging / "report.md").replace(out_dir / "report.md")
+    (staging / "report.html").replace(out_dir / "report.html")
+    for path in figures.iterdir():
+        if path.is_file() and path.suffix == ".png" and path.name not in figure_names:
+            path.unlink()
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def render_report(results: pl.DataFrame, lineage: pl.DataFrame, out_dir: Path,
+                  scatters: Sequence[ScatterData] = (), title: str = "amrsim evaluation report") -> ReportPaths:
+    """Write report.html (self-contained, figures embedded), report.md and figures/*.png into out_dir. Everything
+    is built in a temporary sibling directory first, so a failure leaves the previous report as it was."""
+    out_dir = Path(out_dir)
+    latest = latest_results(results)
+    page, markdown, figures = _build(latest, lineage, scatters, title)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        (staging / "figures").mkdir()
+        for fig in figures:
+            (staging / "figures" / fig.name).write_bytes(fig.png)
+        (staging / "report.md").write_text(markdown, encoding="utf-8")
+        (staging / "report.html").write_text(page, encoding="utf-8")
+        _commit(staging, out_dir, {f.name for f in figures})
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    names = sorted({f.name for f in figures})
+    return ReportPaths(out_dir / "report.html", out_dir / "report.md", [out_dir / "figures" / n for n in names])

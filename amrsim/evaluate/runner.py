@@ -1,0 +1,209 @@
+"""Run an evaluation against the warehouse: embeddings through the cache, results appended to `eval/results` once
+per (evaluation, model, input content), a lineage row per run. The evaluators themselves (sts, bitext, transfer,
+aspects) are pure functions of vectors; this module feeds them and records what they return."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from amrsim.encoders import model_id
+from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows
+from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.lineage import StageRun, record_stage
+from amrsim.warehouse.store import OK, Warehouse
+
+
+def dataset_name(path: Path | str, prefix: str = "") -> str:
+    """A warehouse dataset name from a file name: tatoeba.deu-eng.tsv -> tatoeba_deu_eng."""
+    stem = Path(str(path)).name.lower()
+    for suffix in (".gz", ".tsv", ".csv", ".jsonl", ".txt", ".parquet"):
+        stem = stem.removesuffix(suffix)
+    name = re.sub(r"[^a-z0-9_]+", "_", prefix + stem).strip("_").lstrip("0123456789")
+    return name or "file"
+
+
+def embed_texts(wh: Warehouse, dataset: str, encoder: str, lang: str, texts: Sequence[str], batch_size: int = 64,
+                device: str = "auto") -> np.ndarray:
+    """Vectors for `texts` (row-aligned), cached in `<dataset>/embeddings`; the texts are registered in
+    `<dataset>/sentences` under the same content keys ingest gives them."""
+    keys = [content_key("sentence", lang, t) for t in texts]
+    frame = pl.DataFrame({"key": keys, "lang": [lang] * len(keys), "text": list(texts)}).unique(
+        "key", maintain_order=True).with_columns(status=pl.lit(OK), error=pl.lit(None, pl.String))
+    have = wh.keys(dataset, "sentences")
+    new = frame.filter(~pl.col("key").is_in(list(have)))
+    if new.height:
+        wh.upsert(dataset, "sentences", new)
+    embed_sentences(wh, dataset, encoder, frame.select("key", "text"), batch_size=batch_size, device=device)
+    return read_embeddings(wh, dataset, encoder, keys)
+
+
+def cached_scores(wh: Warehouse, task: str, model: str, dataset: str, split: str, lang_pair: str,
+                  metrics: Sequence[str], key_parts: Sequence[object]) -> pl.DataFrame | None:
+    """The stored rows of an evaluation whose inputs are unchanged, or None if any metric is missing."""
+    existing = wh.read(EVAL, RESULTS)
+    wanted = [row_key(task, model, dataset, split, lang_pair, m, key_parts) for m in metrics]
+    found = existing.filter(pl.col("key").is_in(wanted))
+    return found if found.height == len(wanted) else None
+
+
+def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: str, inputs: dict[str, object],
+           compute: Callable[[], list[Score]], key_parts: Sequence[object]) -> pl.DataFrame:
+    """Run `compute`, append its scores (those not stored already) and a lineage row; returns the rows."""
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage=stage, dataset=EVAL, config_hash=config_hash)
+    with record_stage(wh, run):
+        run.input_versions = dict(inputs)  # type: ignore[arg-type]
+        scores = compute()
+        rows = score_rows(scores, run_id, config_hash, key_parts)
+        known = wh.keys(EVAL, RESULTS, ok_only=False)
+        fresh = rows.filter(~pl.col("key").is_in(list(known)))
+        run.rows_in = rows.height
+        run.rows_computed = fresh.height
+        run.rows_out = rows.height
+        if fresh.height:
+            wh.append(EVAL, RESULTS, fresh)
+            run.outputs.append(RESULTS)
+    return rows
+
+
+def file_digest(path: Path | str) -> str:
+    """Content digest of an input file (size + sha256 of its bytes), part of a result's key."""
+    import hashlib
+
+    p = Path(str(path))
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"{p.stat().st_size}:{h.hexdigest()[:16]}"
+
+
+def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: str = "cli",
+                batch_size: int = 64, device: str = "auto", dataset: str | None = None) -> pl.DataFrame:
+    """Tatoeba accuracy (both directions) for a two-column row-aligned TSV whose header names the languages."""
+    from amrsim.evaluate.bitext import read_bitext, tatoeba_scores
+
+    src_lang, tgt_lang, src, tgt = read_bitext(path)
+    # tatoeba.deu-eng.tsv -> dataset "tatoeba": one collection, the language pair tells the files apart
+    stem = re.sub(rf"[._-]{re.escape(src_lang)}[-_]{re.escape(tgt_lang)}(?=\.|$)", "", Path(path).name)
+    name = dataset or dataset_name(stem if stem != Path(path).name else path)
+    parts = [model_id(encoder, wh.models_root), file_digest(path)]
+    metrics = ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy")
+    lang_pair = f"{src_lang}-{tgt_lang}"
+    stored = cached_scores(wh, "bitext", encoder, name, "test", lang_pair, metrics, parts)
+    if stored is not None:
+        return stored
+
+    def compute() -> list[Score]:
+        xs = embed_texts(wh, name, encoder, src_lang, src, batch_size, device)
+        ys = embed_texts(wh, name, encoder, tgt_lang, tgt, batch_size, device)
+        return tatoeba_scores(encoder, name, src_lang, tgt_lang, xs, ys)
+
+    return record(wh, "evaluate:bitext", pipeline, run_id, content_key("bitext"), {"file": str(path)}, compute,
+                  parts)
+
+
+def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: str | None = None,
+                 pipeline: str = "cli", batch_size: int = 64, device: str = "auto") -> pl.DataFrame:
+    """S3BERT-style aspect Spearman over the dataset's `amr_metrics` rows (ok rows of `split`, or all)."""
+    from amrsim.errors import AmrsimError
+    from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores, aspect_slices
+
+    metrics = wh.read(dataset, "amr_metrics").filter(pl.col("status") == OK)
+    if split and split != "all":
+        metrics = metrics.filter(pl.col("split") == split)
+    if metrics.height < 2:
+        raise AmrsimError(f"{dataset}/amr_metrics: fewer than 2 ok metric rows"
+                          f"{f' in split {split!r}' if split else ''}; run the metrics stage first")
+    metrics = metrics.unique(["sentence1_key", "sentence2_key"], keep="first", maintain_order=True)
+    version = wh.version(dataset, "amr_metrics")
+    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list())]
+    run_split = split or "all"
+    aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
+    wanted = [row_key("aspects", encoder, dataset, run_split, a, "spearman", parts) for a in aspects]
+    stored = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(wanted))
+    if aspects and stored.height == len(wanted):
+        return stored
+
+    def compute() -> list[Score]:
+        sentences = wh.read(dataset, "sentences", columns=["key", "text"])
+        needed = pl.concat([metrics.select(key="sentence1_key"), metrics.select(key="sentence2_key")]).unique()
+        embed_sentences(wh, dataset, encoder, sentences.join(needed, on="key", how="semi"), batch_size=batch_size,
+                        device=device)
+        k1, k2 = metrics["sentence1_key"].to_list(), metrics["sentence2_key"].to_list()
+        both = read_embeddings(wh, dataset, encoder, k1 + k2)
+        return aspect_scores(encoder, dataset, run_split, metrics, both[: len(k1)], both[len(k1):],
+                             aspect_slices(encoder, wh.models_root), aspects)
+
+    return record(wh, "evaluate:aspects", pipeline, run_id, content_key("aspects"),
+                  {f"{dataset}.amr_metrics": version}, compute, parts)
+
+
+def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs: dict[str, Path],
+                  tests: dict[str, Path], run_id: str, kind: str | None = None, pipeline: str = "cli",
+                  batch_size: int = 64, device: str = "auto") -> tuple[pl.DataFrame, dict[str, list]]:
+    """A SentEval-style transfer task from files; returns the result rows and the rows each file left out."""
+    from amrsim.evaluate.transfer import TASKS, TransferTask, run_transfer
+
+    if task_name in TASKS:
+        task = TASKS[task_name]
+    elif kind in ("single", "pair"):
+        task = TransferTask(task_name, kind)  # type: ignore[arg-type]
+    else:
+        raise ValueError(f"transfer task '{task_name}' is not built in ({', '.join(TASKS)}): give its kind "
+                         "(single or pair)")
+    dataset = dataset_name(task_name, "transfer_")
+    files = {"train": train, **{f"dev_{k}": v for k, v in devs.items()}, **{f"test_{k}": v for k, v in tests.items()}}
+    parts = [model_id(encoder, wh.models_root), task.name, task.kind,
+             sorted((k, file_digest(v)) for k, v in files.items())]
+    bad: dict[str, list] = {}
+    wanted = [row_key("transfer", encoder, task.name, "test", lang, "accuracy", parts) for lang in tests]
+    wanted += [row_key("transfer", encoder, task.name, "dev", "all", m, parts) for m in ("dev_accuracy", "C")]
+    stored = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(wanted))
+    if stored.height == len(wanted):
+        return stored, bad
+
+    def compute() -> list[Score]:
+        def encode(texts: list[str]) -> np.ndarray:
+            return embed_texts(wh, dataset, encoder, "mul", texts, batch_size, device)
+
+        out = run_transfer(task, encode, encoder, train, devs, tests, dataset=task.name)
+        bad.update(out.bad_rows)
+        return out.scores
+
+    rows = record(wh, "evaluate:transfer", pipeline, run_id, content_key("transfer", task.name),
+                  {k: str(v) for k, v in files.items()}, compute, parts)
+    return rows, bad
+
+
+def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int = 24):
+    """Render `eval/results` (latest row per result) into `warehouse/reports/report.{html,md}` with STS score
+    distributions from the cached embeddings; returns the ReportPaths."""
+    from amrsim.errors import WarehouseError
+    from amrsim.evaluate.report import ScatterData, latest_results, render_report
+    from amrsim.evaluate.sts import pair_similarities
+    from amrsim.warehouse.lineage import META
+
+    results = wh.read(EVAL, RESULTS)
+    lineage = wh.read(META, "lineage")
+    scatters = []
+    if results.height:
+        latest = latest_results(results)
+        sts = (latest.filter((pl.col("task") == "sts") & (pl.col("metric") == "spearman"))
+               .unique(["model", "dataset", "split", "lang_pair"], maintain_order=True)
+               .sort(["dataset", "lang_pair", "model"]))
+        for row in sts.head(max_scatters).iter_rows(named=True):
+            if not wh.exists(row["dataset"], "pairs"):
+                continue  # results of a warehouse dataset since removed
+            try:
+                pred, gold = pair_similarities(wh, row["dataset"], row["model"], row["split"], row["lang_pair"])
+            except (WarehouseError, ValueError):
+                continue  # embeddings no longer cached (or a trained model removed): no scatter for it
+            if len(pred):
+                scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
+    return render_report(results, lineage, out_dir or wh.root / "reports", scatters)

@@ -1,0 +1,239 @@
+"""`amrsim.evaluate.report`: leaderboard means, undefined values, figures, lineage, escaping, atomic writes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from amrsim.evaluate import report
+from amrsim.evaluate.report import ScatterData, fmt_value, latest_results, render_report, scatter_spearman
+from amrsim.evaluate.results import Score, score_rows
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EVIL = "<script>alert(1)</script>"
+INPUT_VERSIONS_A = json.dumps({"sample_sts/pairs": 3, "sample_sts/embeddings": 7})
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _scores(run_id: str, config_hash: str, scores: list[Score], at: datetime) -> pl.DataFrame:
+    return score_rows(scores, run_id, config_hash).with_columns(pl.lit(at, dtype=pl.Datetime("us", "UTC"))
+                                                                .alias("created_at"))
+
+
+def sts(model: str, pair: str, value: float | None, metric: str = "spearman") -> Score:
+    return Score("sts", model, "sample_sts", "test", pair, metric, value, 50)
+
+
+def bitext(model: str, pair: str, value: float) -> Score:
+    return Score("bitext", model, "tatoeba", "test", pair, "accuracy", value, 100)
+
+
+@pytest.fixture
+def results() -> pl.DataFrame:
+    run_a = [
+        sts("minilm", "en-en", 80.0), sts("minilm", "de-de", 70.0), sts("minilm", "fr-fr", 75.5),
+        sts("minilm", "en-de", 60.0), sts("minilm", "en-fr", 65.0), sts("minilm", "en-en", 81.0, "pearson"),
+        sts("muse", "en-en", 82.0), sts("muse", "de-de", 71.0), sts("muse", "fr-fr", 76.0),
+        sts("muse", "en-de", 64.0), sts("muse", "en-fr", None),  # undefined: e.g. constant predictions
+        bitext("minilm", "deu-eng", 90.0), bitext("minilm", "fra-eng", 85.0), bitext("minilm", "jpn-eng", 60.0),
+        bitext("muse", "deu-eng", 95.0), bitext("muse", "fra-eng", 88.0), bitext("muse", "jpn-eng", 70.0),
+        Score("bitext", "minilm", "tatoeba", "test", "deu-eng", "accuracy_src2tgt", 91.0, 100),
+    ]
+    run_b = [
+        Score("transfer", "minilm", "sick_e", "test", "en", "accuracy", 80.5, 500),
+        Score("transfer", "minilm", "sick_e", "dev", "all", "dev_accuracy", 79.0, 400),
+        Score("transfer", "minilm", "sick_e", "dev", "all", "C", 0.001, 400),
+        Score("aspects", "minilm", "sts_aspects", "test", "Frames", "spearman", 40.25, 30),
+        Score("aspects", EVIL, "sts_aspects", "test", "Frames", "spearman", 12.0, 30),
+    ]
+    old = [sts("minilm", "en-en", 10.0)]  # an older evaluation of the same number: latest_results drops it
+    return pl.concat([_scores("evalOld", "cfg-Old", old, T0 - timedelta(days=3)),
+                      _scores("evalA", "cfg-A", run_a, T0),
+                      _scores("evalB", "cfg-B", run_b, T0 + timedelta(hours=1))])
+
+
+@pytest.fixture
+def lineage() -> pl.DataFrame:
+    def row(run_id: str, stage: str, dataset: str, table: str, versions: str, version: int) -> dict:
+        return {"run_id": run_id, "pipeline": "eval", "stage": stage, "dataset": dataset, "table": table,
+                "input_versions": versions, "output_version": version, "config_hash": "cfg-" + run_id[4:],
+                "code_version": "abc1234", "rows_in": 10, "rows_computed": 10, "rows_failed": 0, "rows_out": 10,
+                "seconds": 1.25, "started_at": T0, "status": "ok", "error": None}
+
+    return pl.DataFrame([
+        row("evalA", "evaluate_sts", "eval", "results", INPUT_VERSIONS_A, 4),
+        row("evalB", "evaluate_transfer", "eval", "results", json.dumps({"sick_e/triples": 2}), 5),
+        row("evalZ", "ingest", "other", "pairs", "{}", 1),
+    ])
+
+
+def _strip_images(text: str) -> str:
+    return re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "data:", text)
+
+
+def _leaderboard(html_text: str) -> str:
+    return re.search(r'<table class="leaderboard">.*?</table>', html_text, re.S).group(0)
+
+
+def _row(table: str, model: str) -> str:
+    return next(r for r in re.findall(r"<tr>.*?</tr>", table, re.S) if f"<td>{model}</td>" in r)
+
+
+def test_latest_results_keeps_newest_row(results):
+    latest = latest_results(results)
+    en = latest.filter((pl.col("model") == "minilm") & (pl.col("lang_pair") == "en-en")
+                       & (pl.col("metric") == "spearman"))
+    assert en["value"].to_list() == [80.0] and en["run_id"].to_list() == ["evalA"]
+    assert latest.height == results.height - 1
+
+
+def test_latest_results_without_task_column():
+    old_rows = pl.DataFrame({
+        "key": ["k1", "k2", "k3", "k4"], "run_id": ["r1", "r2", "r1", "r1"],
+        "created_at": [T0, T0 + timedelta(days=1), T0, T0],
+        "model": ["m"] * 4, "dataset": ["d"] * 4, "split": ["test"] * 4,
+        "lang_pair": ["en-en", "en-en", "en-en", "en-en"], "metric": ["spearman", "spearman", "pearson", "acc"],
+        "value": [1.0, 2.0, float("nan"), 3.0], "n": [5] * 4, "config_hash": ["c"] * 4,
+    })
+    latest = latest_results(old_rows)
+    assert latest.columns == list(report.RESULT_SCHEMA)
+    by_metric = {r["metric"]: r for r in latest.iter_rows(named=True)}
+    assert by_metric["spearman"]["task"] == "sts" and by_metric["spearman"]["value"] == 2.0
+    assert by_metric["pearson"]["task"] == "sts" and by_metric["pearson"]["value"] is None  # NaN -> undefined
+    assert by_metric["acc"]["task"] == "unknown"
+    # an old frame lacking optional columns too (no created_at, n, config_hash): still fine, row order decides
+    minimal = old_rows.select("model", "dataset", "split", "lang_pair", "metric", "value")
+    assert latest_results(minimal).filter(pl.col("metric") == "spearman")["value"].to_list() == [2.0]
+    assert latest_results(pl.DataFrame()).height == 0
+
+
+def test_report_content(results, lineage, tmp_path):
+    out = tmp_path / "report"
+    paths = render_report(results, lineage, out)
+    assert paths.html == out / "report.html" and paths.markdown == out / "report.md"
+    assert paths.html.exists() and paths.markdown.exists()
+    page = paths.html.read_text(encoding="utf-8")
+    text = _strip_images(page)
+
+    board = _leaderboard(page)
+    for header in ("STS sample_sts (mono, 3 pairs)", "STS sample_sts (cross, 2 pairs)", "Tatoeba (3 langs)",
+                   "Transfer sick_e", "Aspects sts_aspects"):
+        assert f"<th>{header}</th>" in board
+    minilm, muse = _row(board, "minilm"), _row(board, "muse")
+    mono_minilm, mono_muse = (80.0 + 70.0 + 75.5) / 3, (82.0 + 71.0 + 76.0) / 3
+    assert f"{mono_minilm:.2f}" == "75.17" and f"{mono_muse:.2f}" == "76.33"
+    assert "<td>75.17</td>" in minilm and "<td><strong>76.33</strong></td>" in muse  # best mono in bold
+    assert "<td>62.50</td>" in minilm  # cross: mean of 60 and 65
+    assert '<span class="undef">undefined</span>' in muse  # cross for muse has an undefined component
+    assert f"<td>{(90 + 85 + 60) / 3:.2f}</td>" in minilm and "<td><strong>84.33</strong></td>" in muse
+    assert "<td>80.50</td>" in minilm and "<td><strong>40.25</strong></td>" in minilm
+    assert '<a href="#run-evalA">evalA</a>, <a href="#run-evalB">evalB</a>' in minilm and "cfg-A, cfg-B" in minilm
+    assert "10.00" not in board and "evalOld" not in text  # the older duplicate is gone
+    assert not re.search(r"\bnan\b", text, re.I)
+
+    # detail tables carry every number, its run and config; C keeps its precision
+    assert "<td>accuracy_src2tgt</td>" in page and "<td>91.00</td>" in page and "<td>0.001</td>" in page
+    assert "<th>aspect</th>" in page and "<td>Frames</td>" in page
+
+    # escaping
+    assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+    # figures: PNGs on disk, embedded in the HTML, referenced by the Markdown
+    assert paths.figures and all(p.read_bytes().startswith(PNG_MAGIC) for p in paths.figures)
+    names = [p.name for p in paths.figures]
+    assert sum(n.startswith("sts-heatmap-") for n in names) == 2  # one per model of sample_sts
+    assert sum(n.startswith("bitext-heatmap-") for n in names) == 1
+    uris = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(uris) == len(paths.figures)
+    assert {base64.b64decode(u) for u in uris} == {p.read_bytes() for p in paths.figures}
+    md = paths.markdown.read_text(encoding="utf-8")
+    refs = re.findall(r"\]\((figures/[^)]+\.png)\)", md)
+    assert sorted(refs) == sorted(f"figures/{n}" for n in names)
+    assert all((out / r).is_file() for r in refs)
+    assert "**76.33**" in md and "&lt;script&gt;" in md and EVIL not in md
+
+    # lineage: one section per run of the shown results, with its input versions
+    lineage_part = page[page.index('id="lineage"'):]
+    assert 'id="run-evalA"' in lineage_part and 'id="run-evalB"' in lineage_part
+    assert INPUT_VERSIONS_A in lineage_part and "evaluate_transfer" in lineage_part
+    assert "evalZ" not in page and "evalOld" not in page
+
+
+def test_empty_results(tmp_path):
+    empty = pl.DataFrame(schema=report.RESULT_SCHEMA)
+    paths = render_report(empty, pl.DataFrame(), tmp_path / "out")
+    assert report.NO_RESULTS in paths.html.read_text(encoding="utf-8")
+    assert report.NO_RESULTS.split(":")[0] in paths.markdown.read_text(encoding="utf-8")
+    assert paths.figures == []
+    assert render_report(pl.DataFrame(), pl.DataFrame(), tmp_path / "out2").html.exists()  # not even columns
+
+
+def test_scatter_panels(tmp_path):
+    rng = np.random.default_rng(0)
+    gold = rng.uniform(0, 5, 40)
+    good = ScatterData("minilm", "sample_sts", "test", "en-en", gold + rng.normal(0, 0.5, 40), gold)
+    constant = ScatterData("muse", "sample_sts", "test", "en-en", np.full(40, 0.5), gold)
+    assert scatter_spearman(constant) is None and fmt_value(scatter_spearman(constant)) == "undefined"
+    assert 50 < scatter_spearman(good) <= 100
+    with pytest.raises(ValueError):
+        ScatterData("m", "d", "s", "en-en", np.zeros(3), np.zeros(4))
+    paths = render_report(pl.DataFrame(), pl.DataFrame(), tmp_path / "out", scatters=[good] * 12 + [constant])
+    scatters = [p for p in paths.figures if p.name.startswith("scatter-")]
+    assert len(scatters) == 2  # 13 panels, at most 12 per figure
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in scatters)
+
+
+def test_failure_keeps_previous_report(results, lineage, tmp_path, monkeypatch):
+    out = tmp_path / "report"
+    first = render_report(results, lineage, out, title="first")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(report, "plot_sts_heatmap", broken)
+    with pytest.raises(RuntimeError, match="plotting failed"):
+        render_report(results, lineage, out, title="second")
+    monkeypatch.undo()
+
+    def broken_commit(*args, **kwargs):  # fails after the staging directory is fully written
+        raise OSError("disk full")
+
+    monkeypatch.setattr(report, "_commit", broken_commit)
+    with pytest.raises(OSError, match="disk full"):
+        render_report(results, lineage, out, title="third")
+    monkeypatch.undo()
+
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before and "<title>first</title>" in first.html.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]  # no temp dir left behind
+
+
+def test_rerender_replaces_report_and_stale_figures(results, lineage, tmp_path):
+    out = tmp_path / "report"
+    render_report(results, lineage, out)
+    (out / "notes.txt").write_text("mine", encoding="utf-8")  # a file of the user's: left alone
+    fewer = results.filter(pl.col("task") != "bitext")
+    paths = render_report(fewer, lineage, out, title="again")
+    assert "<title>again</title>" in paths.html.read_text(encoding="utf-8")
+    assert sorted((out / "figures").iterdir()) == sorted(paths.figures)
+    assert not any(p.name.startswith("bitext-") for p in paths.figures)
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+def test_report_module_does_not_import_matplotlib():
+    import subprocess
+    import sys
+
+    code = "import sys, amrsim.evaluate.report; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "False"
