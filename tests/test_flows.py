@@ -59,6 +59,10 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
     assert results.height == 2 * 2 * 7  # encoders x metrics x language pairs on the test split
     assert set(results["split"]) == {"test"} and set(results["n"]) == {30}
     assert "STS (x100)" in first.stdout and "Run " in first.stdout
+    report = tmp_path / "wh" / "reports" / "report.html"
+    assert f"report: {report}" in first.stdout.replace("\n", "")
+    html = report.read_text()
+    assert "Leaderboard" in html and "STS sample_sts (cross, 3 pairs)" in html and html.count("data:image/png") >= 2
     assert (tmp_path / "run" / "prefect").is_dir(), "Prefect state lives under the run dir"
 
     versions = {t: wh.version(*t) for t in wh.tables() if t[0] != "meta"}

