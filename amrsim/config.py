@@ -275,12 +275,27 @@ class TrainConfig(_Strict):
         return v
 
 
+class AugmentConfig(_Strict):
+    """Silver pairs from bi-encoder nearest neighbours (Augmented SBERT / PEAR kNN re-sampling)."""
+
+    datasets: list[str] = Field(default_factory=list)  # pairs datasets; their sentences of `lang` are the pool
+    lang: str = "en"
+    encoder: str = "minilm"
+    k: int = Field(default=5, ge=1)
+    index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
+    scorer: Literal["cosine"] = "cosine"  # the bi-encoder's cosine until a cross-encoder is trained (PEAR)
+    splits: list[str] | None = ["train"]  # sentences of pairs in these splits (None: all); eval data stays unseen
+
+    _enc = field_validator("encoder")(lambda cls, v: _check_encoder(v))
+
+
 class PipelineConfig(_Strict):
     """A named pipeline: its datasets and the parameters of each stage."""
 
     description: str = ""
     datasets: dict[str, DatasetConfig] = Field(default_factory=dict)
     encode: EncodeConfig | None = None
+    augment: AugmentConfig | None = None
     evaluate: EvaluateConfig | None = None
     metrics: MetricsConfig | None = None
     parse: ParseConfig | None = None
@@ -315,6 +330,11 @@ class PipelineConfig(_Strict):
             for d in self.evaluate.sts.datasets:
                 if d in self.datasets and self.datasets[d].kind != "pairs":
                     raise ValueError(f"evaluate.sts.datasets: '{d}' is kind '{self.datasets[d].kind}', needs 'pairs'")
+        if self.augment:
+            refs += [("augment.datasets", d) for d in self.augment.datasets]
+            for d in self.augment.datasets:
+                if d in self.datasets and self.datasets[d].kind != "pairs":
+                    raise ValueError(f"augment.datasets: '{d}' is kind '{self.datasets[d].kind}', needs 'pairs'")
         if self.evaluate and self.evaluate.aspects:
             refs += [("evaluate.aspects.datasets", d) for d in self.evaluate.aspects.datasets]
         for key, name in refs:

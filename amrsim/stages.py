@@ -7,15 +7,15 @@ from typing import Any
 
 import polars as pl
 
-from amrsim.config import PIVOT_LANG, LoadedConfig, ParseConfig, StsEvalConfig, TranslateConfig
+from amrsim.config import PIVOT_LANG, AugmentConfig, LoadedConfig, ParseConfig, StsEvalConfig, TranslateConfig
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
-from amrsim.encoders.cache import embed_sentences
+from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
 from amrsim.evaluate.sts import evaluate_sts, result_key, select_pairs
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
+from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS, SCHEMAS
 from amrsim.warehouse.store import OK, Warehouse
 
 
@@ -223,4 +223,40 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
             run.rows_computed = rows.height
             run.rows_failed = rows.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
+    return run
+
+
+def augment_stage(wh: Warehouse, pipeline: str, dataset: str, aug: AugmentConfig, run_id: str) -> StageRun:
+    """Silver pairs for a pairs dataset: each pool sentence's k nearest neighbours by the bi-encoder, weak-labelled,
+    gold pairs left out. Rows depend on the whole pool, so their keys include its digest; an unchanged pool
+    rewrites nothing (embeddings come from the cache)."""
+    from amrsim.augment import CosineScorer, augment_pairs
+
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"augment:{aug.encoder}", dataset=dataset,
+                   config_hash=config_hash(aug))
+    with record_stage(wh, run):
+        run.input_versions = {"pairs": wh.version(dataset, "pairs"), "sentences": wh.version(dataset, "sentences")}
+        pairs = wh.read(dataset, "pairs").filter(pl.col("status") == OK)
+        labelled = set(zip(pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list(), strict=True))
+        pool = pairs.filter((pl.col("lang1") == aug.lang) & (pl.col("lang2") == aug.lang))
+        if aug.splits is not None:
+            pool = pool.filter(pl.col("split").is_in(aug.splits))
+        keys = sorted(set(pool["sentence1_key"].to_list()) | set(pool["sentence2_key"].to_list()))
+        run.rows_in = len(keys)
+        if len(keys) < 2:
+            frame = pl.from_arrow(SCHEMAS["augmented_pairs"].empty_table())
+        else:
+            sentences = wh.read(dataset, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
+            embed_sentences(wh, dataset, aug.encoder, sentences)
+            vectors = read_embeddings(wh, dataset, aug.encoder, keys)
+            frame = augment_pairs(keys, vectors, aug.k, labelled, aug.index, CosineScorer(aug.encoder))
+            pool_digest = content_key("pool", model_id(aug.encoder, wh.models_root), keys)
+            frame = frame.with_columns(pl.col("key").map_elements(lambda k: content_key(pool_digest, k),
+                                                                  return_dtype=pl.String))
+        added, removed = wh.sync(dataset, "augmented_pairs", frame)
+        run.rows_computed = added
+        run.rows_failed = frame.filter(pl.col("status") != OK).height
+        run.rows_out = frame.height
+        if added or removed:
+            run.outputs.append("augmented_pairs")
     return run

@@ -1,5 +1,5 @@
 """refresh-dataset flow: ingest every dataset of a pipeline, then the derived stages (translate, parse, encode,
-AMR metrics)."""
+kNN augmentation, AMR metrics)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
 from flows.common import load
+from tasks.augment import augment
 from tasks.encode import encode
 from tasks.ingest import ingest
 from tasks.metrics import metrics
@@ -28,6 +29,8 @@ def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
     for ds in pipe.encode_datasets():
         for encoder in pipe.encode.encoders if pipe.encode else []:
             stages.append(encode(cfg, name, ds, encoder, run_id))
+    if pipe.augment:
+        stages += [augment(cfg, name, ds, run_id) for ds in pipe.augment.datasets]
     if pipe.metrics:
         for ds in pipe.metrics.datasets:
             stages.append(metrics(cfg, name, ds, run_id))

@@ -59,6 +59,11 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
     assert results.height == 2 * 2 * 7  # encoders x metrics x language pairs on the test split
     assert set(results["split"]) == {"test"} and set(results["n"]) == {30}
     assert "STS (x100)" in first.stdout and "Run " in first.stdout
+    silver = wh.read("sample_sts", "augmented_pairs")
+    gold = set(zip(pairs["sentence1_key"], pairs["sentence2_key"], strict=True))
+    assert silver.height > 0 and set(silver["status"]) == {"ok"} and set(silver["scorer"]) == {"cosine:minilm"}
+    assert not {(a, b) for a, b in zip(silver["sentence1_key"], silver["sentence2_key"], strict=True)} & gold
+    assert not {(b, a) for a, b in zip(silver["sentence1_key"], silver["sentence2_key"], strict=True)} & gold
     report = tmp_path / "wh" / "reports" / "report.html"
     assert f"report: {report}" in first.stdout.replace("\n", "")
     html = report.read_text()
@@ -71,8 +76,8 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
     assert "0 rows computed" in second.stdout
     assert {t: wh.version(*t) for t in wh.tables() if t[0] != "meta"} == versions
     lineage = wh.read("meta", "lineage")
-    last = lineage.sort("started_at").tail(7)
-    assert last["rows_computed"].to_list() == [0] * 7 and len(set(last["run_id"])) == 1
+    last = lineage.sort("started_at").tail(8)
+    assert last["rows_computed"].to_list() == [0] * 8 and len(set(last["run_id"])) == 1
 
     status = _amrsim(tmp_path, "status")
     assert status.returncode == 0 and "sample_sts.embeddings" in status.stdout

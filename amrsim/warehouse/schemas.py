@@ -55,6 +55,11 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("target_lang", pa.string()), pa.field("source", pa.string()), pa.field("text", pa.string()),
         pa.field("model", pa.string()), pa.field("flags", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
     ]),
+    "augmented_pairs": pa.schema([
+        pa.field("key", pa.string()), pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
+        pa.field("rank", pa.int64()), pa.field("cosine", pa.float64()), pa.field("weak_label", pa.float64()),
+        pa.field("scorer", pa.string()), pa.field("k", pa.int64()), pa.field("index_kind", pa.string()), *_STATUS,
+    ]),
     "amr_metrics": pa.schema([
         pa.field("key", pa.string()), pa.field("pair_key", pa.string()), pa.field("item_id", pa.string()),
         pa.field("split", pa.string()), pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
