@@ -4,9 +4,10 @@ In one process, with the encoder loaded once (model loading is excluded from bot
   encode  - `encoder.encode(sentence1)` + `encoder.encode(sentence2)`, all 1379 pairs, batch 64 (what a script does)
   eval    - the `amrsim evaluate sts` code path on a fresh warehouse: ingest the file into Delta tables, embed the
             distinct sentences into the embeddings table, read them back, correlate, append the results, lineage
-Each is run --repeat times, alternating; the ratio of medians is printed (target: eval / encode <= 1.2).
+Each is run --repeat times, alternating, after one untimed-in-the-median evaluate call that pays the process's
+one-time imports; the ratio of medians is printed (target: eval / encode <= 1.2).
 
-    .venv/bin/python benchmarks/bench_eval_overhead.py [--encoder muse|minilm] [--repeat 3]
+    .venv/bin/python benchmarks/bench_eval_overhead.py [--encoder muse|minilm] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb_en" / "st
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--encoder", default="muse")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     args = ap.parse_args()
 
@@ -60,6 +61,7 @@ def main() -> None:
             elapsed = time.perf_counter() - t0
         return elapsed, rows.filter(pl.col("metric") == "spearman")["value"][0]
 
+    first, _ = evaluate()  # one-time imports (scipy.stats ~0.9 s, deltalake) are paid once per process
     enc_times, eval_times = [], []
     for _ in range(args.repeat):
         enc_times.append(encode_only())
@@ -71,6 +73,7 @@ def main() -> None:
     print(f"  encode both columns : median {enc:.2f} s  ({' '.join(f'{t:.2f}' for t in enc_times)})")
     print(f"  amrsim evaluate sts : median {ev:.2f} s  ({' '.join(f'{t:.2f}' for t in eval_times)}), "
           f"Spearman {spearman:.2f}")
+    print(f"  first evaluate call (one-time imports included, not in the median): {first:.2f} s")
     print(f"  eval / encode = {ev / enc:.2f}x")
 
 

