@@ -248,3 +248,21 @@ def test_cli_unknown_encoder_and_mismatched_translation_file(tmp_path, write_tsv
 def test_report_of_an_empty_warehouse_says_so(wh):
     paths = write_report(wh)
     assert "No results yet" in paths.html.read_text()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_cross_lingual_sts_from_row_aligned_files_reproduces_the_baseline(tmp_path):
+    from tests.conftest import shared
+
+    en, de = shared("stsb_multi_mt", "stsb_en_test.tsv"), shared("stsb_multi_mt", "stsb_de_test.tsv")
+    (tmp_path / "pipelines.yaml").write_text("warehouse: wh\npipelines: {demo: {}}\n")
+    proc = _cli("evaluate", "sts", "--encoder", "muse", "--file", str(en), "--translation", f"de={de}",
+                "--lang-pairs", "de-de,en-de", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from amrsim.warehouse import Warehouse
+
+    rows = Warehouse(tmp_path / "wh").read("eval", "results").filter(pl.col("metric") == "spearman")
+    got = dict(zip(rows["lang_pair"], rows["value"], strict=True))
+    assert got["de-de"] == pytest.approx(74.80, abs=0.1)  # ../shared/BASELINES.md, stsb_multi_mt de test
+    assert 60 < got["en-de"] < got["de-de"]  # cross-lingual pairs: muse aligns languages, a little below mono
