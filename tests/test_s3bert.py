@@ -35,7 +35,7 @@ from amrsim.methods.s3bert import (
 
 
 def test_aspects_follow_the_reference_config_order_as_amr_metric_columns():
-    paper = ["Concepts", "Frames", "Named Ent.", "Negation", "Reentrancies", "SRL", "Smatch", "Unlabeled",
+    paper = ["Concepts", "Frames", "Named Ent.", "Negations", "Reentrancies", "SRL", "Smatch", "Unlabeled",
              "max_indegree_sim", "max_outdegree_sim", "max_degree_sim", "root_sim", "quant_sim", "score_wlk",
              "score_wwlk"]
     assert list(s3bert.PAPER_FEATURES) == paper

@@ -35,6 +35,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from amrsim.errors import AmrsimError, ConfigError
+from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,14 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The paper's features in its code's order (config.FEATURES of flipz357/S3BERT), as amr_metrics columns.
-PAPER_FEATURES: dict[str, str] = {
-    "Concepts": "concepts", "Frames": "frames", "Named Ent.": "named_entities", "Negation": "negation",
-    "Reentrancies": "reentrancies", "SRL": "srl", "Smatch": "smatch_f1", "Unlabeled": "unlabeled",
-    "max_indegree_sim": "max_indegree_sim", "max_outdegree_sim": "max_outdegree_sim",
-    "max_degree_sim": "max_degree_sim", "root_sim": "root_sim", "quant_sim": "quant_sim",
-    "score_wlk": "wlk", "score_wwlk": "wwlk",
-}
+# The paper's features in its code's order (config.FEATURES of flipz357/S3BERT), as amr_metrics columns: one
+# mapping for the project, kept with the metrics.
+PAPER_FEATURES: dict[str, str] = dict(_METRIC_ASPECTS)
 S3BERT_ASPECTS: list[str] = list(PAPER_FEATURES.values())
 RESIDUAL = "residual"
 CONSTANT_TARGET = 0.5  # a column with no spread carries no ranking: its midpoint, not the reference's 0/0 = NaN
