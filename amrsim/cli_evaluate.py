@@ -170,6 +170,39 @@ def evaluate_bitext_cmd(
         console.print(f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}")
 
 
+@evaluate_app.command("bucc")
+def evaluate_bucc_cmd(
+        encoder: EncoderOpt,
+        src_lang: Annotated[str, typer.Option(help="source language code (e.g. de)")],
+        tgt_lang: Annotated[str, typer.Option(help="target language code (e.g. en)")],
+        src_train: Annotated[Path, typer.Option(help="BUCC corpus: id<TAB>sentence per line")],
+        tgt_train: Annotated[Path, typer.Option()],
+        gold_train: Annotated[Path, typer.Option(help="gold alignment: src_id<TAB>tgt_id per line")],
+        src_test: Annotated[Path, typer.Option()],
+        tgt_test: Annotated[Path, typer.Option()],
+        gold_test: Annotated[Path, typer.Option()],
+        k: Annotated[int, typer.Option(min=1, help="neighbours in the ratio margin")] = 4,
+        mode: Annotated[str, typer.Option(help="forward | backward | intersect | max")] = "max",
+        dataset: Annotated[str, typer.Option(help="warehouse dataset for the embeddings and results")] = "bucc",
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """BUCC-style mining with ratio-margin scores: threshold chosen on train by F1, precision/recall/F1 on test."""
+    from amrsim.evaluate.runner import bucc_eval
+    from amrsim.warehouse.lineage import new_run_id
+
+    wh = _warehouse(config, encoder)
+    files = {"src_train": src_train, "tgt_train": tgt_train, "gold_train": gold_train, "src_test": src_test,
+             "tgt_test": tgt_test, "gold_test": gold_test}
+    for name, path in files.items():
+        if not path.is_file():
+            raise ConfigError(f"--{name.replace('_', '-')}: file not found ({path.resolve()})")
+    try:
+        rows = bucc_eval(wh, encoder, files, src_lang, tgt_lang, new_run_id(), k, mode, dataset,
+                         batch_size=batch_size, device=device)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    print_scores(rows, f"BUCC mining {src_lang}-{tgt_lang} (x100; threshold = margin)")
+
+
 @evaluate_app.command("aspects")
 def evaluate_aspects_cmd(
         encoder: EncoderOpt,

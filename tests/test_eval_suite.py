@@ -266,3 +266,37 @@ def test_cross_lingual_sts_from_row_aligned_files_reproduces_the_baseline(tmp_pa
     got = dict(zip(rows["lang_pair"], rows["value"], strict=True))
     assert got["de-de"] == pytest.approx(74.80, abs=0.1)  # ../shared/BASELINES.md, stsb_multi_mt de test
     assert 60 < got["en-de"] < got["de-de"]  # cross-lingual pairs: muse aligns languages, a little below mono
+
+
+def test_bucc_eval_from_files_matches_direct_mining_and_is_reused(wh, tmp_path, fake_encoder):
+    from amrsim.evaluate.bitext import bucc_scores
+    from amrsim.evaluate.runner import bucc_eval
+
+    def corpus(name, rows):
+        (tmp_path / name).write_text("".join(f"{i}\t{t}\n" for i, t in rows))
+        return tmp_path / name
+
+    src = [("de-1", "the cat sat on the mat"), ("de-2", "dogs bark loudly"), ("de-3", "rain falls today"),
+           ("de-4", "zebras run")]
+    tgt = [("en-1", "the cat sat on a mat"), ("en-2", "dogs bark loud"), ("en-3", "snow falls today"),
+           ("en-4", "quiet library"), ("en-5", "yellow boats")]
+    gold = [("de-1", "en-1"), ("de-2", "en-2"), ("de-3", "en-3")]
+    files = {"src_train": corpus("s.train", src), "tgt_train": corpus("t.train", tgt),
+             "gold_train": corpus("g.train", gold), "src_test": corpus("s.test", src[::-1]),
+             "tgt_test": corpus("t.test", tgt[::-1]), "gold_test": corpus("g.test", gold)}
+    rows = bucc_eval(wh, "minilm", files, "de", "en", "r1")
+    got = dict(zip(rows["metric"], rows["value"], strict=True))
+    enc = CountingEncoder()
+
+    def split(s, t):
+        ids_s, ids_t = [i for i, _ in s], [i for i, _ in t]
+        pairs = {(ids_s.index(a), ids_t.index(b)) for a, b in gold}
+        return enc.encode([x for _, x in s]), enc.encode([x for _, x in t]), pairs
+
+    direct = {x.metric: x.value for x in bucc_scores("minilm", "bucc", "de-en", split(src, tgt),
+                                                      split(src[::-1], tgt[::-1]))}
+    assert got == pytest.approx(direct) and got["f1"] is not None
+    seen = len(fake_encoder.seen)
+    assert bucc_eval(wh, "minilm", files, "de", "en", "r2").height == 4 and len(fake_encoder.seen) == seen
+    with pytest.raises(ValueError, match="mining mode 'best' unknown"):
+        bucc_eval(wh, "minilm", files, "de", "en", "r3", mode="best")

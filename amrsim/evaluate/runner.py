@@ -207,3 +207,37 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
             if len(pred):
                 scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
     return render_report(results, lineage, out_dir or wh.root / "reports", scatters)
+
+
+def bucc_eval(wh: Warehouse, encoder: str, files: dict[str, Path], src_lang: str, tgt_lang: str, run_id: str,
+              k: int = 4, mode: str = "max", dataset: str = "bucc", pipeline: str = "cli", batch_size: int = 64,
+              device: str = "auto") -> pl.DataFrame:
+    """BUCC-style mining from BUCC files: `files` has src_train, tgt_train, gold_train, src_test, tgt_test,
+    gold_test (`id<TAB>sentence` corpora, `src_id<TAB>tgt_id` gold); threshold chosen on train, P/R/F1 on test."""
+    from amrsim.evaluate.bitext import MODES, bucc_scores, read_bucc_sentences, read_gold_alignment
+
+    if mode not in MODES:
+        raise ValueError(f"mining mode '{mode}' unknown; use one of {', '.join(MODES)}")
+    needed = ("src_train", "tgt_train", "gold_train", "src_test", "tgt_test", "gold_test")
+    missing = [n for n in needed if n not in files]
+    if missing:
+        raise ValueError(f"BUCC evaluation needs files {', '.join(missing)}")
+    parts = [model_id(encoder, wh.models_root), k, mode, sorted((n, file_digest(files[n])) for n in needed)]
+    lang_pair = f"{src_lang}-{tgt_lang}"
+    metrics = ("precision", "recall", "f1", "threshold")
+    stored = cached_scores(wh, "bucc", encoder, dataset, "test", lang_pair, metrics, parts)
+    if stored is not None:
+        return stored
+
+    def compute() -> list[Score]:
+        splits = {}
+        for split in ("train", "test"):
+            src_ids, src = read_bucc_sentences(files[f"src_{split}"])
+            tgt_ids, tgt = read_bucc_sentences(files[f"tgt_{split}"])
+            gold = read_gold_alignment(files[f"gold_{split}"], src_ids, tgt_ids)
+            splits[split] = (embed_texts(wh, dataset, encoder, src_lang, src, batch_size, device),
+                             embed_texts(wh, dataset, encoder, tgt_lang, tgt, batch_size, device), gold)
+        return bucc_scores(encoder, dataset, lang_pair, splits["train"], splits["test"], k, mode)
+
+    return record(wh, "evaluate:bucc", pipeline, run_id, content_key("bucc", k, mode),
+                  {n: str(p) for n, p in files.items()}, compute, parts)
