@@ -149,8 +149,13 @@ def _expand(patterns: list[str], base: Path | None = None) -> list[Path]:
 @evaluate_app.command("bitext")
 def evaluate_bitext_cmd(
         encoder: EncoderOpt,
-        file: Annotated[list[str], typer.Option(help="two-column row-aligned TSV whose header names the languages "
-                                                     "(tatoeba.deu-eng.tsv); a glob; repeatable")],
+        file: Annotated[list[str] | None, typer.Option(
+            help="two-column row-aligned TSV whose header names the languages (tatoeba.deu-eng.tsv); a glob; "
+                 "repeatable")] = None,
+        src: Annotated[Path | None, typer.Option(help="or: a plain-text file, one sentence per line")] = None,
+        tgt: Annotated[Path | None, typer.Option(help="its line-aligned translations")] = None,
+        src_lang: Annotated[str | None, typer.Option(help="language of --src")] = None,
+        tgt_lang: Annotated[str | None, typer.Option(help="language of --tgt")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Tatoeba bitext retrieval: top-1 accuracy (x100) in both directions and their mean."""
     import polars as pl
@@ -158,10 +163,21 @@ def evaluate_bitext_cmd(
     from amrsim.evaluate.runner import bitext_eval
     from amrsim.warehouse.lineage import new_run_id
 
+    pair = (src, tgt, src_lang, tgt_lang)
+    if not file and not any(pair):
+        raise ConfigError("give --file TSV (repeatable) or --src, --tgt, --src-lang and --tgt-lang")
+    if any(pair) and not all(pair):
+        raise ConfigError("two plain-text files need all of --src, --tgt, --src-lang and --tgt-lang")
     wh = _warehouse(config, encoder)
     run_id = new_run_id()
-    rows = pl.concat([bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device)
-                      for f in _expand(file)], how="vertical_relaxed")
+    frames = [bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device) for f in _expand(file or [])]
+    if src is not None and tgt is not None and src_lang and tgt_lang:
+        for path, option in ((src, "--src"), (tgt, "--tgt")):
+            if not path.is_file():
+                raise ConfigError(f"{option}: file not found ({path.resolve()})")
+        frames.append(bitext_eval(wh, encoder, src, run_id, batch_size=batch_size, device=device, tgt_path=tgt,
+                                  langs=(src_lang, tgt_lang)))
+    rows = pl.concat(frames, how="vertical_relaxed")
     print_scores(rows, "Bitext retrieval accuracy (x100)")
     means = rows.filter(pl.col("metric") == "accuracy")
     if means.height > 1:

@@ -300,3 +300,24 @@ def test_bucc_eval_from_files_matches_direct_mining_and_is_reused(wh, tmp_path, 
     assert bucc_eval(wh, "minilm", files, "de", "en", "r2").height == 4 and len(fake_encoder.seen) == seen
     with pytest.raises(ValueError, match="mining mode 'best' unknown"):
         bucc_eval(wh, "minilm", files, "de", "en", "r3", mode="best")
+
+
+def test_bitext_from_two_plain_files_equals_the_tsv_form_and_mismatches_are_rejected(wh, tmp_path, fake_encoder,
+                                                                                     write_tsv):
+    src, tgt = ["der hund", "die katze", "guten tag"], ["the dog", "the cat", "good day"]
+    tsv = tmp_path / "tatoeba.deu-eng.tsv"
+    tsv.write_text("deu\teng\n" + "".join(f"{a}\t{b}\n" for a, b in zip(src, tgt, strict=True)))
+    (tmp_path / "tatoeba.deu-eng.deu").write_text("\n".join(src) + "\n")
+    (tmp_path / "tatoeba.deu-eng.eng").write_text("\n".join(tgt) + "\n")
+    plain = bitext_eval(wh, "minilm", tmp_path / "tatoeba.deu-eng.deu", "r1",
+                        tgt_path=tmp_path / "tatoeba.deu-eng.eng", langs=("deu", "eng"))
+    from_tsv = bitext_eval(wh, "minilm", tsv, "r2")
+    assert set(plain["dataset"]) == {"tatoeba"}
+    assert sorted(plain["value"].to_list()) == sorted(from_tsv["value"].to_list())
+    (tmp_path / "short.eng").write_text("the dog\n")
+    (tmp_path / "pipelines.yaml").write_text("warehouse: wh\npipelines: {demo: {}}\n")
+    proc = _cli("evaluate", "bitext", "--encoder", "muse", "--src", str(tmp_path / "tatoeba.deu-eng.deu"), "--tgt",
+                str(tmp_path / "short.eng"), "--src-lang", "deu", "--tgt-lang", "eng", cwd=tmp_path)
+    assert proc.returncode == 2 and "has 3 lines but" in proc.stderr and "short.eng has 1 lines" in proc.stderr
+    proc = _cli("evaluate", "bitext", "--encoder", "muse", "--src", "x.txt", cwd=tmp_path)
+    assert proc.returncode == 2 and "need all of --src, --tgt, --src-lang and --tgt-lang" in proc.stderr

@@ -84,15 +84,25 @@ def file_digest(path: Path | str) -> str:
 
 
 def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: str = "cli",
-                batch_size: int = 64, device: str = "auto", dataset: str | None = None) -> pl.DataFrame:
-    """Tatoeba accuracy (both directions) for a two-column row-aligned TSV whose header names the languages."""
-    from amrsim.evaluate.bitext import read_bitext, tatoeba_scores
+                batch_size: int = 64, device: str = "auto", dataset: str | None = None,
+                tgt_path: Path | None = None, langs: tuple[str, str] | None = None) -> pl.DataFrame:
+    """Tatoeba accuracy (both directions) for a two-column row-aligned TSV whose header names the languages, or for
+    two line-aligned plain-text files (`path` = source, `tgt_path` = target, `langs` = their languages)."""
+    from amrsim.evaluate.bitext import read_bitext, read_bitext_pair, tatoeba_scores
 
-    src_lang, tgt_lang, src, tgt = read_bitext(path)
-    # tatoeba.deu-eng.tsv -> dataset "tatoeba": one collection, the language pair tells the files apart
-    stem = re.sub(rf"[._-]{re.escape(src_lang)}[-_]{re.escape(tgt_lang)}(?=\.|$)", "", Path(path).name)
-    name = dataset or dataset_name(stem if stem != Path(path).name else path)
-    parts = [model_id(encoder, wh.models_root), file_digest(path)]
+    if tgt_path is None:
+        src_lang, tgt_lang, src, tgt = read_bitext(path)
+    else:
+        if langs is None:
+            raise ValueError("two plain-text bitext files need their languages (src_lang, tgt_lang)")
+        src_lang, tgt_lang = langs
+        src, tgt = read_bitext_pair(path, tgt_path)
+    # tatoeba.deu-eng.tsv (or LASER's tatoeba.deu-eng.deu) -> dataset "tatoeba": the language pair tells files apart
+    base = re.sub(rf"\.{re.escape(src_lang)}$", "", Path(path).name)
+    stem = re.sub(rf"[._-]{re.escape(src_lang)}[-_]{re.escape(tgt_lang)}(?=\.|$)", "", base)
+    name = dataset or dataset_name(stem if stem != base else path)
+    inputs = [path] if tgt_path is None else [path, tgt_path]
+    parts = [model_id(encoder, wh.models_root), *(file_digest(p) for p in inputs)]
     metrics = ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy")
     lang_pair = f"{src_lang}-{tgt_lang}"
     stored = cached_scores(wh, "bitext", encoder, name, "test", lang_pair, metrics, parts)
@@ -104,8 +114,8 @@ def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: 
         ys = embed_texts(wh, name, encoder, tgt_lang, tgt, batch_size, device)
         return tatoeba_scores(encoder, name, src_lang, tgt_lang, xs, ys)
 
-    return record(wh, "evaluate:bitext", pipeline, run_id, content_key("bitext"), {"file": str(path)}, compute,
-                  parts)
+    return record(wh, "evaluate:bitext", pipeline, run_id, content_key("bitext"),
+                  {f"file{i}": str(p) for i, p in enumerate(inputs)}, compute, parts)
 
 
 def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: str | None = None,
