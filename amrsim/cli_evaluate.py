@@ -135,13 +135,12 @@ def evaluate_sts_cmd(
         console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
 
 
-def _expand(patterns: list[str], base: Path | None = None) -> list[Path]:
+def _expand(patterns: list[str]) -> list[Path]:
     files: list[Path] = []
     for pattern in patterns:
-        full = str(base / pattern) if base is not None and not Path(pattern).is_absolute() else pattern
-        found = sorted(glob.glob(full))
+        found = sorted(glob.glob(pattern))
         if not found:
-            raise ConfigError(f"'{pattern}': no file matches ({Path(full).resolve()})")
+            raise ConfigError(f"'{pattern}': no file matches ({Path(pattern).resolve()})")
         files += [Path(f) for f in found]
     return files
 

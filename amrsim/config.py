@@ -354,6 +354,25 @@ class PipelineConfig(_Strict):
         return list(self.encode.datasets or self.datasets)
 
 
+def _input_files(pipe: PipelineConfig) -> list[tuple[str, str]]:
+    """(config key, path) of every input file a pipeline names (bitext globs are expanded when used)."""
+    files = []
+    for ds_name, ds in pipe.datasets.items():
+        if ds.resolved_format() != "hf":
+            files.append((f"datasets.{ds_name}.path", ds.path))
+        files += [(f"datasets.{ds_name}.translations.{lang}.path", m["path"])
+                  for lang, m in ds.translations.items() if "path" in m]
+    ev = pipe.evaluate
+    if ev and ev.transfer:
+        for t, task in ev.transfer.tasks.items():
+            files.append((f"evaluate.transfer.tasks.{t}.train", task.train))
+            files += [(f"evaluate.transfer.tasks.{t}.{split}.{lang}", path)
+                      for split, paths in (("dev", task.dev), ("test", task.test)) for lang, path in paths.items()]
+    if ev and ev.bitext:
+        files += [("evaluate.bitext.files", p) for p in ev.bitext.files if not any(ch in p for ch in "*?[")]
+    return files
+
+
 class ProjectConfig(_Strict):
     """The whole pipelines.yaml."""
 
@@ -384,22 +403,7 @@ class LoadedConfig:
         if name not in self.project.pipelines:
             raise ConfigError(f"{self.path}: pipeline '{name}' not found; defined: {sorted(self.project.pipelines)}")
         pipe = self.project.pipelines[name]
-        for ds_name, ds in pipe.datasets.items():
-            if ds.resolved_format() != "hf" and not self.resolve_path(ds.path).is_file():
-                raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.path', "
-                                  f"value '{ds.path}': file not found ({self.resolve_path(ds.path)})")
-            for lang, m in ds.translations.items():
-                if "path" in m and not self.resolve_path(m["path"]).is_file():
-                    raise ConfigError(f"{self.path}: pipeline '{name}', key 'datasets.{ds_name}.translations.{lang}"
-                                      f".path', value '{m['path']}': file not found ({self.resolve_path(m['path'])})")
-        ev = pipe.evaluate
-        eval_files = [(f"evaluate.transfer.tasks.{t}.{split}", p) for t, task in (ev.transfer.tasks.items() if ev and
-                      ev.transfer else []) for split, p in [("train", task.train),
-                                                            *((f"dev.{k}", v) for k, v in task.dev.items()),
-                                                            *((f"test.{k}", v) for k, v in task.test.items())]]
-        eval_files += [("evaluate.bitext.files", p) for p in (ev.bitext.files if ev and ev.bitext else [])
-                       if not any(ch in p for ch in "*?[")]
-        for key, value in eval_files:
+        for key, value in _input_files(pipe):
             if not self.resolve_path(value).is_file():
                 raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': file not found "
                                   f"({self.resolve_path(value)})")

@@ -50,6 +50,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
         existing = wh.read(EVAL, RESULTS)
         for dataset in datasets or sts.datasets:
             pairs = wh.read(dataset, "pairs")
+            texts = wh.read(dataset, "sentences", columns=["key", "text"])
             run.input_versions[f"{dataset}.pairs"] = wh.version(dataset, "pairs")
             run.input_versions[f"{dataset}.embeddings"] = wh.version(dataset, EMBEDDINGS)
             for encoder in encoders or sts.encoders:
@@ -69,10 +70,9 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             frames.append(done)
                             continue
                         needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
-                        sentences = wh.read(dataset, "sentences", columns=["key", "text"]).join(
-                            needed.unique(), on="key", how="semi")
+                        sentences = texts.join(needed.unique(), on="key", how="semi")
                         embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
-                        scores = evaluate_sts(wh, dataset, encoder, split, lang_pair)
+                        scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
                         rows = score_rows(scores, run_id, run.config_hash, [key])
                         frames.append(rows)
                         wh.append(EVAL, RESULTS, rows)

@@ -48,8 +48,7 @@ def model_id(name: str, models_root: Path | str | None = None) -> str:
         split_hf_name(name)  # validates the pooling suffix, which stays part of the id
         return name
     if ":" in name:
-        model = find_trained(name, models_root)
-        return f"trained:{model.method}/{model.run_id}"
+        return find_trained(name, models_root).model_id
     raise ValueError(unknown_encoder_message(name, models_root))
 
 
@@ -78,6 +77,10 @@ class TrainedModel:
     run_id: str
     path: Path
     meta: dict
+
+    @property
+    def model_id(self) -> str:
+        return f"trained:{self.method}/{self.run_id}"
 
 
 def list_trained(models_root: Path | str | None = None) -> dict[str, list[str]]:
@@ -211,8 +214,8 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
     if name in PACKAGED or name.startswith("hf:"):
         return _load_named(name, batch_size, device)
     model = find_trained(name, models_root)
-    return _load_trained(name, model_id(name, models_root), str(model.path), model.meta.get("encoder", "encoder"),
-                         batch_size, device)
+    return _load_trained(name, model.model_id, str(model.path), model.meta.get("encoder", "encoder"), batch_size,
+                         device)
 
 
 @lru_cache(maxsize=4)

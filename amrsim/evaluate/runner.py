@@ -43,13 +43,16 @@ def embed_texts(wh: Warehouse, dataset: str, encoder: str, lang: str, texts: Seq
     return read_embeddings(wh, dataset, encoder, keys)
 
 
+def stored_rows(wh: Warehouse, keys: Sequence[str]) -> pl.DataFrame | None:
+    """The stored result rows with these keys, or None unless every one is there (then nothing is recomputed)."""
+    found = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(list(keys)))
+    return found if keys and found.height == len(keys) else None
+
+
 def cached_scores(wh: Warehouse, task: str, model: str, dataset: str, split: str, lang_pair: str,
                   metrics: Sequence[str], key_parts: Sequence[object]) -> pl.DataFrame | None:
-    """The stored rows of an evaluation whose inputs are unchanged, or None if any metric is missing."""
-    existing = wh.read(EVAL, RESULTS)
-    wanted = [row_key(task, model, dataset, split, lang_pair, m, key_parts) for m in metrics]
-    found = existing.filter(pl.col("key").is_in(wanted))
-    return found if found.height == len(wanted) else None
+    """The stored rows of one evaluation whose inputs are unchanged, or None if any metric is missing."""
+    return stored_rows(wh, [row_key(task, model, dataset, split, lang_pair, m, key_parts) for m in metrics])
 
 
 def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: str, inputs: dict[str, object],
@@ -135,9 +138,8 @@ def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: 
     parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list())]
     run_split = split or "all"
     aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
-    wanted = [row_key("aspects", encoder, dataset, run_split, a, "spearman", parts) for a in aspects]
-    stored = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(wanted))
-    if aspects and stored.height == len(wanted):
+    stored = stored_rows(wh, [row_key("aspects", encoder, dataset, run_split, a, "spearman", parts) for a in aspects])
+    if stored is not None:
         return stored
 
     def compute() -> list[Score]:
@@ -174,8 +176,8 @@ def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs
     bad: dict[str, list] = {}
     wanted = [row_key("transfer", encoder, task.name, "test", lang, "accuracy", parts) for lang in tests]
     wanted += [row_key("transfer", encoder, task.name, "dev", "all", m, parts) for m in ("dev_accuracy", "C")]
-    stored = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(wanted))
-    if stored.height == len(wanted):
+    stored = stored_rows(wh, wanted)
+    if stored is not None:
         return stored, bad
 
     def compute() -> list[Score]:
@@ -196,7 +198,7 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
     distributions from the cached embeddings; returns the ReportPaths."""
     from amrsim.errors import WarehouseError
     from amrsim.evaluate.report import ScatterData, latest_results, render_report
-    from amrsim.evaluate.sts import pair_similarities
+    from amrsim.evaluate.sts import pair_similarities, select_pairs
     from amrsim.warehouse.lineage import META
 
     results = wh.read(EVAL, RESULTS)
@@ -210,8 +212,9 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
         for row in sts.head(max_scatters).iter_rows(named=True):
             if not wh.exists(row["dataset"], "pairs"):
                 continue  # results of a warehouse dataset since removed
+            chosen = select_pairs(wh.read(row["dataset"], "pairs"), row["split"], row["lang_pair"])
             try:
-                pred, gold = pair_similarities(wh, row["dataset"], row["model"], row["split"], row["lang_pair"])
+                pred, gold = pair_similarities(wh, row["dataset"], row["model"], chosen)
             except (WarehouseError, ValueError):
                 continue  # embeddings no longer cached (or a trained model removed): no scatter for it
             if len(pred):

@@ -55,25 +55,22 @@ def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pair_keys
     return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, sorted(pair_keys))
 
 
-def evaluate_sts(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str) -> list[Score]:
-    """Spearman and Pearson of one (dataset, split, language pair) with cached embeddings; [] without 2 pairs."""
-    pairs = select_pairs(wh.read(dataset, "pairs"), split, lang_pair)
-    if pairs.height < 2:
-        return []
-    keys1, keys2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
-    both = read_embeddings(wh, dataset, encoder, keys1 + keys2)
-    sims = cosine(both[: len(keys1)], both[len(keys1):])
-    corr = correlations(sims, pairs["score"].to_numpy())
-    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, pairs.height)
-            for metric, value in corr.items()]
-
-
-def pair_similarities(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str) -> \
+def pair_similarities(wh: Warehouse, dataset: str, encoder: str, pairs: pl.DataFrame) -> \
         tuple[np.ndarray, np.ndarray]:
-    """(cosine, gold) per pair, for score-distribution plots."""
-    pairs = select_pairs(wh.read(dataset, "pairs"), split, lang_pair)
+    """(cosine, gold) per row of `pairs` (as `select_pairs` returns them), from the cached embeddings."""
     if pairs.height == 0:
         return np.zeros(0), np.zeros(0)
     keys1, keys2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
     both = read_embeddings(wh, dataset, encoder, keys1 + keys2)
     return cosine(both[: len(keys1)], both[len(keys1):]), pairs["score"].to_numpy()
+
+
+def evaluate_sts(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str,
+                 pairs: pl.DataFrame) -> list[Score]:
+    """Spearman and Pearson of one (dataset, split, language pair) whose pairs were selected by the caller;
+    [] without 2 pairs."""
+    if pairs.height < 2:
+        return []
+    sims, gold = pair_similarities(wh, dataset, encoder, pairs)
+    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, pairs.height)
+            for metric, value in correlations(sims, gold).items()]
