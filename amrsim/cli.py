@@ -13,6 +13,7 @@ import yaml
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
 from amrsim.cli_evaluate import evaluate_app, report_command
+from amrsim.cli_train import explain_command, train_command
 from amrsim.errors import AmrsimError, ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -24,6 +25,8 @@ app.add_typer(metrics_app, name="metrics")
 
 app.add_typer(evaluate_app, name="evaluate")
 app.command("report")(report_command)
+app.command("train")(train_command)
+app.command("explain")(explain_command)
 
 
 def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:

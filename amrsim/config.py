@@ -51,6 +51,34 @@ TEXT_ROLES = {
 }
 
 
+class PairsToTriplesConfig(_Strict):
+    """`kind: triples` read from an NLI-labelled *pairs* file (SICK): every entailment pair (A, B) becomes the triple
+    (A, B, C), C a sentence labelled contradiction with A (either direction), else one labelled contradiction with
+    B (A entails B, so A contradicts it too), else (`fallback: random`) a seeded random sentence of another pair.
+    The item id records where C came from: `<id>/C<id>` (labelled with A), `/I<id>` (inferred via B), `/R<id>`."""
+
+    sentence1: str = "sentence1"  # file column of A
+    sentence2: str = "sentence2"  # file column of B
+    label: str = "label"  # file column of the NLI label
+    entailment: list[str] = Field(default_factory=lambda: ["entailment"], min_length=1)  # label values (any case)
+    contradiction: list[str] = Field(default_factory=lambda: ["contradiction"], min_length=1)
+    neutral: list[str] = Field(default_factory=lambda: ["neutral"])  # other valid labels; any other is a failed row
+    infer: bool = True  # also take contradictions of B
+    fallback: Literal["random", "skip"] = "random"  # no contradiction found: a random sentence, or a failed row
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _labels(self) -> PairsToTriplesConfig:
+        groups = {"entailment": self.entailment, "contradiction": self.contradiction, "neutral": self.neutral}
+        seen: dict[str, str] = {}
+        for group, values in groups.items():
+            for v in values:
+                if v.strip().lower() in seen:
+                    raise ValueError(f"label '{v}' is listed under both {seen[v.strip().lower()]} and {group}")
+                seen[v.strip().lower()] = group
+        return self
+
+
 class DatasetConfig(_Strict):
     """One input file and how its columns map onto a canonical table."""
 
@@ -66,10 +94,20 @@ class DatasetConfig(_Strict):
     score_range: tuple[float, float] | None = None
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
+    from_pairs: PairsToTriplesConfig | None = None  # kind triples only: derive triples from NLI-labelled pairs
 
     @model_validator(mode="after")
     def _columns_match_kind(self) -> DatasetConfig:
         required, optional = KIND_COLUMNS[self.kind]
+        if self.from_pairs is not None:
+            if self.kind != "triples":
+                raise ValueError(f"from_pairs builds triples; kind is '{self.kind}'")
+            derived = sorted(set(self.columns) & set(required))
+            if derived:
+                raise ValueError(f"from_pairs: columns must not map {derived} (they are derived from "
+                                 f"from_pairs.sentence1/sentence2/label)")
+            if self.translations:
+                raise ValueError("from_pairs: translations are not supported")
         unknown = set(self.columns) - set(required) - set(optional)
         if unknown:
             raise ValueError(f"columns has roles {sorted(unknown)} that kind '{self.kind}' does not use; "
@@ -200,6 +238,13 @@ class MetricsConfig(_Strict):
             raise ValueError(f"unknown aspect(s) {bad}; choose from {list(ALL_ASPECTS)}")
         return v
 
+    def options(self) -> Any:
+        """The engine's MetricsOptions for this config (part of every amr_metrics row's key)."""
+        from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
+
+        return MetricsOptions(aspects=tuple(self.aspects or ALL_ASPECTS), convention=self.convention,
+                              vectors=self.vectors, seed=self.seed, extra={"parser": self.parser})
+
 
 PARSER_LANGS = {"ud": ("en", "fr"), "amrlib": ("en",), "provided": ()}
 PIVOT_LANG = "en"
@@ -262,6 +307,8 @@ def looks_like_path(model: str) -> bool:
 
 
 class TrainConfig(_Strict):
+    """One training run of a registered method; `params` are checked against the method's own `Params` model."""
+
     method: str
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -273,6 +320,13 @@ class TrainConfig(_Strict):
         if v not in METHODS:
             raise ValueError(f"unknown training method '{v}'; available: {', '.join(sorted(METHODS)) or 'none yet'}")
         return v
+
+    @model_validator(mode="after")
+    def _params(self) -> TrainConfig:
+        from amrsim.methods import method_params
+
+        method_params(self.method, self.params)  # a ValidationError here names the bad key under train.params
+        return self
 
 
 class AugmentConfig(_Strict):
@@ -337,6 +391,11 @@ class PipelineConfig(_Strict):
                     raise ValueError(f"augment.datasets: '{d}' is kind '{self.datasets[d].kind}', needs 'pairs'")
         if self.evaluate and self.evaluate.aspects:
             refs += [("evaluate.aspects.datasets", d) for d in self.evaluate.aspects.datasets]
+        for t in self.train:
+            from amrsim.methods import method_params
+
+            refs += [(f"train.{t.method}.params.{key}", d)
+                     for key, d in method_params(t.method, t.params).dataset_refs()]
         for key, name in refs:
             if name not in known:
                 raise ValueError(f"{key}: unknown dataset '{name}'; defined: {sorted(known)}")

@@ -20,7 +20,7 @@ def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
     run_id = new_run_id()
     stages = list(refresh_dataset(name, config, overrides, run_id))
     if cfg.project.pipelines[name].train:
-        stages += train(None, name, config, overrides, run_id)
+        stages += train(None, name, config, overrides, run_id, refresh=False)
     evaluated = evaluate(name, config, overrides, run_id)
     return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"],
             "tables": evaluated["tables"], "notes": evaluated["notes"], "report": evaluated["report"]}

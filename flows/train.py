@@ -1,4 +1,4 @@
-"""train flow: run one method (or each `train` entry of the pipeline) on pinned warehouse tables."""
+"""train flow: refresh the pipeline's tables, then run one method (or each `train` entry of the pipeline)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,30 @@ from typing import Any
 
 from prefect import flow
 
+from amrsim.errors import ConfigError
 from amrsim.warehouse.lineage import new_run_id
 from flows.common import load
+from flows.refresh_dataset import refresh_dataset
 from tasks.train import train as train_task
 
 
 @flow(name="train", validate_parameters=True)
 def train(method: str | None = None, pipeline: str | None = None, config: str = "pipelines.yaml",
-          overrides: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+          overrides: dict[str, Any] | None = None, run_id: str | None = None,
+          refresh: bool = True, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """`method` given: that method with the pipeline's params for it (if it has a `train` entry for it, else the
+    method's defaults); otherwise every `train` entry in order. `refresh` first brings the pipeline's tables up to
+    date (incremental: a no-op when they are). A resumed run passes its `run_id`; `params` override the method's
+    params (with `method` only)."""
     cfg, name = load(config, pipeline, overrides)
     run_id = run_id or new_run_id()
     entries = cfg.project.pipelines[name].train
-    jobs = [(method, {})] if method else [(t.method, t.params) for t in entries]
-    return [train_task(cfg, name, m, params, run_id) for m, params in jobs]
+    if method:
+        base = next((t.params for t in entries if t.method == method), {})
+        jobs = [(method, {**base, **(params or {})})]
+    else:
+        jobs = [(t.method, t.params) for t in entries]
+    if not jobs:
+        raise ConfigError(f"{cfg.path}: pipeline '{name}' has no train entries; name a method")
+    stages: list[dict[str, Any]] = list(refresh_dataset(name, config, overrides, run_id)) if refresh else []
+    return stages + [train_task(cfg, name, m, params, run_id) for m, params in jobs]

@@ -7,7 +7,7 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import LoadedConfig
-from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs
+from amrsim.metrics.engine import MetricsOptions, score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
@@ -17,8 +17,7 @@ from tasks.ray_map import map_batches
 def options_for(cfg: LoadedConfig, pipeline: str) -> MetricsOptions:
     m = cfg.project.pipelines[pipeline].metrics
     assert m is not None
-    return MetricsOptions(aspects=tuple(m.aspects or ALL_ASPECTS), convention=m.convention, vectors=m.vectors,
-                          seed=m.seed, extra={"parser": m.parser})
+    return m.options()
 
 
 @task(name="metrics", **TASK_OPTIONS)

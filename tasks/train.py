@@ -5,17 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import task
+from pydantic import ValidationError
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
-from amrsim.methods import get_method
+from amrsim.methods import get_method, method_params
 from tasks.common import TASK_OPTIONS
 
 
 @task(name="train", **(TASK_OPTIONS | {"retries": 0}))
 def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any], run_id: str) -> dict[str, object]:
     try:
-        fn = get_method(method)
+        checked = method_params(method, params)
     except KeyError as e:
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
-    return fn(cfg, pipeline, params, run_id)
+    except ValidationError as e:
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train {method} params: {e}") from None
+    return get_method(method)(cfg, pipeline, checked, run_id)

@@ -214,8 +214,25 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
     if name in PACKAGED or name.startswith("hf:"):
         return _load_named(name, batch_size, device)
     model = find_trained(name, models_root)
+    if model.meta.get("method") in TRAINED_LOADERS:
+        return _load_method(model.meta["method"], name, model.model_id, str(model.path), batch_size, device,
+                            None if models_root is None else str(models_root))
     return _load_trained(name, model.model_id, str(model.path), model.meta.get("encoder", "encoder"), batch_size,
                          device)
+
+
+# methods whose trained model is not a sentence-transformers directory: method -> "module:function(name, model_id,
+# run_dir, batch_size, device, models_root)"
+TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr_encoder:load_trained"}
+
+
+@lru_cache(maxsize=4)
+def _load_method(method: str, name: str, mid: str, path: str, batch_size: int, device: str,
+                 models_root: str | None) -> Encoder:
+    import importlib
+
+    module, _, func = TRAINED_LOADERS[method].partition(":")
+    return getattr(importlib.import_module(module), func)(name, mid, path, batch_size, device, models_root)
 
 
 @lru_cache(maxsize=4)

@@ -23,7 +23,9 @@ def embedding_key(mid: str, sentence_key: str) -> str:
 def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
                     on_progress: Callable[[int], None] | None = None) -> tuple[int, int]:
-    """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed)."""
+    """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed). An encoder with
+    `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
+    the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts."""
     mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
         pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
@@ -36,23 +38,34 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root)
     computed = failed = 0
     per_call = max(batch_size, int(getattr(model, "call_batch", batch_size)))  # texts per encode() call
+    by_row = getattr(model, "encode_sentences", None)
     for start in range(0, todo.height, COMMIT_ROWS):
         chunk = todo.slice(start, COMMIT_ROWS)
         parts: list[pl.DataFrame] = []
         for b in range(0, chunk.height, per_call):
             batch = chunk.slice(b, per_call)
             try:
-                vecs = np.asarray(model.encode(batch["text"].to_list()), dtype=np.float32)
+                if by_row is not None:
+                    vecs, errors = by_row(wh, dataset, batch.select("key", "text"))
+                    vecs = np.asarray(vecs, dtype=np.float32)
+                else:
+                    vecs, errors = np.asarray(model.encode(batch["text"].to_list()), dtype=np.float32), None
                 if vecs.shape[0] != batch.height:
                     raise ValueError(f"encoder returned {vecs.shape[0]} vectors for {batch.height} texts")
                 vector = pl.Series("vector", vecs).cast(pl.List(pl.Float32))  # columnar: no per-float Python
-                status, error, dim = OK, None, vecs.shape[1]
+                status, error, dim = pl.lit(OK), pl.lit(None, pl.String), pl.lit(vecs.shape[1], pl.Int32)
+                if errors is not None and any(e is not None for e in errors):
+                    bad = pl.Series([e is not None for e in errors])
+                    vector = vector.zip_with(~bad, pl.Series([None] * batch.height, dtype=pl.List(pl.Float32)))
+                    status = pl.Series("status", [OK if e is None else FAILED for e in errors])
+                    error = pl.Series("error", [None if e is None else e[:500] for e in errors], pl.String)
+                    dim = pl.Series("dim", [vecs.shape[1] if e is None else None for e in errors], pl.Int32)
             except Exception as e:  # a model error fails these rows, kept with the reason; others go on
                 vector = pl.Series("vector", [None] * batch.height, dtype=pl.List(pl.Float32))
-                status, error, dim = FAILED, f"{type(e).__name__}: {e}"[:500], None
+                status, error, dim = pl.lit(FAILED), pl.lit(f"{type(e).__name__}: {e}"[:500]), pl.lit(None, pl.Int32)
             parts.append(batch.select(key="emb_key", sentence_key="key").with_columns(
-                encoder=pl.lit(encoder_name), model_id=pl.lit(mid), dim=pl.lit(dim, pl.Int32), vector=vector,
-                status=pl.lit(status), error=pl.lit(error, pl.String)))
+                encoder=pl.lit(encoder_name), model_id=pl.lit(mid), dim=dim, vector=vector,
+                status=status, error=error))
             if on_progress:
                 on_progress(batch.height)
         out = pl.concat(parts, how="vertical_relaxed")
@@ -66,13 +79,15 @@ def read_embeddings(wh: Warehouse, dataset: str, encoder_name: str, sentence_key
     """An (n, dim) float32 matrix aligned with `sentence_keys`; raises naming the first key without a vector."""
     mid = model_id(encoder_name, wh.models_root)
     wanted = pl.DataFrame({"sentence_key": sentence_keys}).unique()
-    table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status"])
-    have = (table.filter((pl.col("model_id") == mid) & (pl.col("status") == OK))
-            .join(wanted, on="sentence_key", how="semi").unique("sentence_key"))
+    table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status", "error"])
+    mine = table.filter(pl.col("model_id") == mid).join(wanted, on="sentence_key", how="semi")
+    have = mine.filter(pl.col("status") == OK).unique("sentence_key")
     index = {k: i for i, k in enumerate(have["sentence_key"].to_list())}
     missing = [k for k in sentence_keys if k not in index]
     if missing:
+        failed = mine.filter((pl.col("status") != OK) & (pl.col("sentence_key") == missing[0]))
+        why = (f"its embedding failed: {failed['error'][0]}" if failed.height else "run the encode stage first")
         raise WarehouseError(f"{dataset}/{TABLE}: no '{encoder_name}' vector for sentence key {missing[0]} "
-                             f"({len(missing)} missing); run the encode stage first")
+                             f"({len(set(missing))} missing); {why}")
     matrix = have["vector"].list.to_array(int(have["vector"].list.len().max())).to_numpy().astype(np.float32)
     return matrix[[index[k] for k in sentence_keys]]

@@ -23,6 +23,11 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
                  resolve: Callable[[str], Path | str] = Path) -> dict[str, pl.DataFrame]:
     """Read and normalise one dataset's file (and its row-aligned translation files); raises InputError (nothing
     written) on a structurally bad file. `resolve` turns a configured path into a readable one."""
+    if ds.from_pairs is not None:
+        from amrsim.ingest import derive
+
+        frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split)
+        return normalise(derive.normalise_config(ds), derive.triples_from_pairs(ds, frame), Path(str(path)).name)
     aligned = {lang: m for lang, m in ds.translations.items() if "path" in m}
     if not aligned:
         frame = read_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split)

@@ -15,6 +15,8 @@ from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import FAILED, OK
 
+DERIVED_ERROR = "__error"  # column a derived frame (amrsim.ingest.derive) may carry: the row fails with it
+
 
 @lru_cache(maxsize=4096)
 def normalise_lang(code: str | None) -> str | None:
@@ -117,8 +119,11 @@ def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[
                 reasons.append(why)
 
         base_texts = {r: (get(r) or "").strip() for r in roles}
+        derived_error = rec.get(DERIVED_ERROR)  # a reason found while deriving the row (from_pairs)
+        if derived_error:
+            reasons.append(derived_error)
         for r, t in base_texts.items():
-            if not t:
+            if not t and not derived_error:
                 reasons.append(f"empty {r}")
         # without an id column the line is the id: benchmark files legitimately repeat a pair (STSb test does)
         item_id = (get("id") or "").strip() or f"L{line}"

@@ -219,6 +219,14 @@ def explain(model: _Encodes, text1: str, text2: str, layout: Mapping[str, tuple[
     return out
 
 
+def contributions(emb1: np.ndarray, emb2: np.ndarray, layout: Mapping[str, tuple[int, int]]) -> dict[str, float]:
+    """How much each sub-embedding adds to the overall cosine: a_k.b_k / (|a||b|); over a layout that covers the
+    embedding (aspects + residual) they sum to the overall cosine."""
+    a, b = np.asarray(emb1, dtype=np.float64), np.asarray(emb2, dtype=np.float64)
+    denom = max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12)
+    return {name: float(a[s:e] @ b[s:e] / denom) for name, (s, e) in layout.items()}
+
+
 # ---------------------------------------------------------------------------------------------------- training
 
 
@@ -305,7 +313,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
                  trainable_layers: int = 2, seed: int = 0, device: str = "auto", max_steps: int | None = None,
                  resume: bool = True, n_aspects: int = 15, aspect_dim: int = 16, decomposition_weight: float = 1.0,
                  consistency_weight: float = 1.0, consistency_scale: float = CONSISTENCY_SCALE,
-                 similarity: str = "cosine", weight_decay: float = 0.01, max_grad_norm: float = 1.0) -> dict[str, Any]:
+                 similarity: str = "cosine", weight_decay: float = 0.01, max_grad_norm: float = 1.0,
+                 extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train S3BERT from a sentence-transformers model on (texts1, texts2, targets (n, n_aspects) in [0, 1]).
 
     Every `eval_every` steps and at the end: dev loss (decomposition + consistency, weighted), the best weights kept,
@@ -313,7 +322,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     from when `resume` (same data and settings, else an error). `max_steps` stops the run early, checkpointed, as an
     interruption would: the LR schedule still spans `epochs`, so resuming continues the same run. A finished run
     writes `out_dir/encoder/` (the best dev weights, or the last without dev) and `out_dir/model.json`, then removes
-    the checkpoint. Returns a summary; `completed` is False when `max_steps` stopped it.
+    the checkpoint. Returns a summary; `completed` is False when `max_steps` stopped it. `extra_meta` (what the data
+    was: table versions, counts) goes into model.json.
     """
     from safetensors.torch import load_model, save_model
     from sentence_transformers import SentenceTransformer
@@ -391,21 +401,28 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     out_dir.mkdir(parents=True, exist_ok=True)
 
     weights = (decomposition_weight, consistency_weight)
-    teacher_dev: list[tuple[torch.Tensor, torch.Tensor]] = []
+    # The teacher is frozen and in eval mode: a sentence's embedding never changes, so each is computed once (a
+    # sentence recurs in its pair, in a negative and in every epoch: this removes most of the teacher's forwards).
+    teacher_cache: dict[str, torch.Tensor] = {}
+
+    def teacher_embed(texts: list[str]) -> torch.Tensor:
+        missing = [t for t in dict.fromkeys(texts) if t not in teacher_cache]
+        if missing:
+            with torch.no_grad(), _autocast(device):
+                emb = _embed(teacher, missing, device)
+            teacher_cache.update(zip(missing, emb, strict=True))
+        return torch.stack([teacher_cache[t] for t in texts])
 
     def dev_loss() -> float:
-        """Weighted loss over dev batches in fixed order, averaged by batch size; teacher dev embeddings once."""
+        """Weighted loss over dev batches in fixed order, averaged by batch size."""
         assert dev is not None and dev_y is not None
         student.eval()
         total_loss, count = 0.0, 0
         with torch.no_grad():
-            for k, sl in enumerate(_batches(len(dev_y), batch_size)):
+            for sl in _batches(len(dev_y), batch_size):
                 with _autocast(device):
-                    if len(teacher_dev) <= k:
-                        teacher_dev.append((_embed(teacher, dev[0][sl], device),
-                                            _embed(teacher, dev[1][sl], device)))
                     u, v = _embed(student, dev[0][sl], device), _embed(student, dev[1][sl], device)
-                ta, tb = teacher_dev[k]
+                ta, tb = teacher_embed(list(dev[0][sl])), teacher_embed(list(dev[1][sl]))
                 target = torch.as_tensor(dev_y[sl], device=device)
                 loss = (weights[0] * decomposition(u, v, target)
                         + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale))
@@ -458,9 +475,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
         with _autocast(device):
             u = _embed(student, [texts1[i] for i in rows], device)
             v = _embed(student, [texts2[i] for i in rows], device)
-            with torch.no_grad():
-                ta = _embed(teacher, [texts1[i] for i in rows], device)
-                tb = _embed(teacher, [texts2[i] for i in rows], device)
+        ta, tb = teacher_embed([texts1[i] for i in rows]), teacher_embed([texts2[i] for i in rows])
         target = torch.as_tensor(y[rows], device=device)
         loss = (weights[0] * decomposition(u, v, target)
                 + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale))
@@ -499,7 +514,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
             "encoder": "encoder", "aspects": aspects, RESIDUAL: list(layout[RESIDUAL]),
             "aspect_scales": dict(zip(aspects, scales, strict=True)), "base": model_path, "params": params,
             "seed": seed, "device": device, "metrics": {k: v for k, v in summary.items() if k != "completed"},
-            "history": state["history"]}
+            "history": state["history"], **(extra_meta or {})}
     _atomic_json(out_dir / "model.json", meta)
     shutil.rmtree(ckpt, ignore_errors=True)
     best_path.unlink(missing_ok=True)

@@ -1,0 +1,94 @@
+"""`amrsim train` (a method's training flow) and `amrsim explain` (an S3BERT model's aspect similarities)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.errors import ConfigError
+
+
+def train_command(
+    method: Annotated[str, typer.Argument(help="s3bert or mse_amr")],
+    pipeline: Annotated[str | None, typer.Option(
+        help="pipeline whose data and params to use (default: the CPU recipe, the pipeline named like the method)")
+    ] = None,
+    config: ConfigOpt = "pipelines.yaml",
+    param: Annotated[list[str] | None, typer.Option("--param", help="override a method param, key=value "
+                                                                   "(e.g. --param max_steps=20)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value in the pipeline")] = None,
+    run_id: Annotated[str | None, typer.Option(help="train under this run id (resumes its checkpoint if any)")] = None,
+    resume: Annotated[bool, typer.Option(help="resume the newest interrupted run of this method")] = False,
+    refresh: Annotated[bool, typer.Option(help="bring the pipeline's tables up to date first")] = True,
+) -> None:
+    """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
+    from amrsim.cli import _parse_overrides, _prefect_env
+    from amrsim.config import load_config
+    from amrsim.methods import METHODS
+    from amrsim.methods.common import unfinished_runs
+    from amrsim.report import console, summary_table
+    from amrsim.warehouse import Warehouse
+
+    if method not in METHODS:
+        raise ConfigError(f"unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
+    t0 = time.perf_counter()
+    overrides = _parse_overrides(set_)
+    cfg = load_config(config, overrides=overrides)
+    name = pipeline or (method if method in cfg.project.pipelines else None)
+    name, _ = cfg.pipeline(name)
+    if resume and not run_id:
+        runs = unfinished_runs(Warehouse(cfg.warehouse_root), method)
+        if not runs:
+            raise ConfigError(f"--resume: no interrupted {method} run under {cfg.warehouse_root / 'models' / method}")
+        run_id = runs[0]
+        console.print(f"resuming {method} run {run_id}")
+    _prefect_env(cfg.run_dir)
+    from flows.train import train  # Prefect only here: the library stays Prefect-free
+
+    out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
+                params=_parse_overrides(param) or None)
+    console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
+    for stage in out:
+        if stage.get("model"):
+            done = stage.get("status") == "ok"
+            console.print(f"{stage['model']}: {'trained' if done else 'stopped early (checkpoint kept; --resume)'} "
+                          f"in {stage['seconds']}s -> {stage.get('model_dir', '')}")
+    console.print(f"{time.perf_counter() - t0:.1f}s")
+
+
+def explain_command(
+    sentence1: Annotated[str, typer.Argument(help="first sentence")],
+    sentence2: Annotated[str, typer.Argument(help="second sentence")],
+    model: Annotated[str, typer.Option(help="a trained S3BERT model")] = "s3bert:latest",
+    config: ConfigOpt = "pipelines.yaml",
+) -> None:
+    """Overall similarity of two sentences and the similarity of each AMR aspect's sub-embedding (S3BERT)."""
+    import polars as pl
+
+    from amrsim.encoders import find_trained, load_encoder
+    from amrsim.methods.s3bert import RESIDUAL, contributions, explain, layout_from_meta
+    from amrsim.report import console, frame_table
+
+    root = warehouse_root(config) / "models"
+    try:
+        trained = find_trained(model, root)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    layout = layout_from_meta(trained.meta)
+    if not layout:
+        raise ConfigError(f"{trained.path / 'model.json'}: '{model}' has no aspect layout (not an S3BERT model)")
+    encoder = load_encoder(model, models_root=root)
+    sims = explain(encoder, sentence1, sentence2, layout)
+    emb = encoder.encode([sentence1, sentence2])
+    parts = contributions(emb[0], emb[1], layout)
+    rows = [{"aspect": "overall", "similarity": sims["overall"], "adds to overall": sims["overall"]}]
+    rows += [{"aspect": name, "similarity": sims[name], "adds to overall": parts[name]} for name in layout
+             if name != RESIDUAL]
+    rows.append({"aspect": RESIDUAL, "similarity": sims[RESIDUAL], "adds to overall": parts[RESIDUAL]})
+    frame = pl.DataFrame(rows).with_columns(pl.col("similarity", "adds to overall").round(4))
+    console.print(frame_table(frame, f"{model} ({trained.run_id})"))
+    console.print("similarity: cosine of the two sub-embeddings; adds to overall: a_k.b_k/(|a||b|), these sum to "
+                  "the overall cosine")

@@ -1,0 +1,128 @@
+"""Triples derived from an NLI-labelled pairs file (`from_pairs:`, e.g. SICK's entailment_judgment).
+
+Each entailment pair (A, B) gives one triple (A, B, C). C, the hard negative, is in order of preference:
+
+1. ``C`` a sentence the file labels *contradiction* with A, in either direction (SICK's contradiction label is
+   symmetric in practice);
+2. ``I`` (with `infer`) a sentence labelled contradiction with B: A entails B and B contradicts C, so A and C cannot
+   both hold;
+3. ``R`` (`fallback: random`) a sentence of another pair, drawn with a seed, never A, B or a sentence the file says A
+   entails; it is a plain negative, not a hard one. With `fallback: skip` the row fails instead (kept, with reason).
+
+Among several candidates of the same kind one is drawn with ``random.Random(f"{seed}:{id}")``: the choice depends on
+the row and the file's contents, not on the row order. The item id is ``<A-B pair id>/<kind><pair id C came from>``
+(``1234/C567``), so every triple names both input rows; `source_line` is the entailment pair's line. Rows with a label
+outside the configured groups become failed rows with the reason; neutral and contradiction rows only feed step 1-3.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Any
+
+import polars as pl
+
+from amrsim.config import DatasetConfig, PairsToTriplesConfig
+from amrsim.ingest.normalise import DERIVED_ERROR as ERROR
+from amrsim.ingest.readers import LINE
+
+ID = "__id"
+
+
+def source_columns(ds: DatasetConfig) -> list[str]:
+    """File columns a `from_pairs` dataset reads: id/split/lang where mapped, the two sentences and the label."""
+    fp = ds.from_pairs
+    assert fp is not None
+    cols = [ds.columns.get(r) for r in ("id", "split", "lang")] + [fp.sentence1, fp.sentence2, fp.label]
+    return list(dict.fromkeys(c for c in cols if c))
+
+
+def normalise_config(ds: DatasetConfig) -> DatasetConfig:
+    """The triples config the derived frame is normalised with: roles in their own columns, the id in `__id`."""
+    return ds.model_copy(update={"columns": {**ds.columns, "id": ID}, "from_pairs": None})
+
+
+def _group(fp: PairsToTriplesConfig) -> dict[str, str]:
+    groups = {"entailment": fp.entailment, "contradiction": fp.contradiction, "neutral": fp.neutral}
+    return {v.strip().lower(): g for g, values in groups.items() for v in values}
+
+
+def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
+    """The read pairs (columns of `source_columns` + `__line`) -> one row per entailment pair with premise,
+    entailment, contradiction, `__id`, `__error`, `__line` and the id/split/lang columns of the pair."""
+    fp = ds.from_pairs
+    assert fp is not None
+    groups = _group(fp)
+    id_col = ds.columns.get("id")
+    rows = frame.to_dicts()
+
+    def pair_id(rec: dict[str, Any]) -> str:
+        return ((rec.get(id_col) or "") if id_col else "").strip() or f"L{rec[LINE]}"
+
+    contra: dict[str, dict[str, str]] = defaultdict(dict)  # sentence -> {contradicting sentence: pair id}
+    entails: dict[str, set[str]] = defaultdict(set)
+    pool: dict[str, str] = {}  # every sentence -> id of the first pair it occurs in (file order)
+    for rec in rows:
+        a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
+        group = groups.get((rec.get(fp.label) or "").strip().lower())
+        if not a or not b or group is None:
+            continue
+        pid = pair_id(rec)
+        pool.setdefault(a, pid)
+        pool.setdefault(b, pid)
+        if group == "contradiction":
+            contra[a].setdefault(b, pid)
+            contra[b].setdefault(a, pid)
+        elif group == "entailment":
+            entails[a].add(b)
+    pool_list = list(pool)
+
+    allowed = ", ".join(f"{g} {sorted(set(v))}" for g, v in (("entailment", fp.entailment),
+                                                              ("contradiction", fp.contradiction),
+                                                              ("neutral", fp.neutral)))
+    keep = [c for c in (id_col, ds.columns.get("split"), ds.columns.get("lang")) if c]
+    out: list[dict[str, Any]] = []
+    for rec in rows:
+        raw_label = (rec.get(fp.label) or "").strip()
+        group = groups.get(raw_label.lower())
+        a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
+        pid = pair_id(rec)
+        base = {c: rec.get(c) for c in keep} | {LINE: rec[LINE], "premise": a, "entailment": b}
+        if group is None:
+            why = f"label '{raw_label[:40]}' is not one of {allowed}" if raw_label else "empty label"
+            out.append(base | {"contradiction": None, ID: pid, ERROR: why})
+            continue
+        if group != "entailment":
+            continue
+        if not a or not b:
+            why = "; ".join(f"empty {role} ({col})" for role, col, text in
+                            (("premise", fp.sentence1, a), ("entailment", fp.sentence2, b)) if not text)
+            out.append(base | {"contradiction": None, ID: pid, ERROR: why})
+            continue
+        rng = random.Random(f"{fp.seed}:{pid}")
+        chosen: tuple[str, str, str] | None = None
+        kinds = [("C", contra.get(a, {}))] + ([("I", contra.get(b, {}))] if fp.infer else [])
+        for kind, found in kinds:
+            candidates = sorted((c, i) for c, i in found.items() if c not in (a, b))
+            if candidates:
+                c, i = rng.choice(candidates)
+                chosen = (kind, c, i)
+                break
+        if chosen is None and fp.fallback == "random":
+            banned = {a, b} | entails.get(a, set())
+            if len(pool_list) > len(banned):
+                while chosen is None:
+                    c = pool_list[rng.randrange(len(pool_list))]
+                    if c not in banned:
+                        chosen = ("R", c, pool[c])
+        if chosen is None:
+            why = (f"no contradiction for the premise in the file (from_pairs.fallback: {fp.fallback})"
+                   if fp.fallback == "skip" else "no other sentence to draw a negative from")
+            out.append(base | {"contradiction": None, ID: pid, ERROR: why})
+            continue
+        kind, c, i = chosen
+        out.append(base | {"contradiction": c, ID: f"{pid}/{kind}{i}", ERROR: None})
+    schema = {c: pl.String for c in keep} | {LINE: pl.Int64, "premise": pl.String, "entailment": pl.String,
+                                             "contradiction": pl.String, ID: pl.String, ERROR: pl.String}
+    return pl.DataFrame(out, schema=schema)

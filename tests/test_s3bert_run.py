@@ -1,0 +1,182 @@
+"""S3BERT through the warehouse: pairs with provided graphs -> metrics stage -> `s3bert_run.train` -> a model the
+encoders load, naming the table versions it saw; config errors before any training; graph failures counted."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import numpy as np
+import polars as pl
+import pytest
+from pydantic import ValidationError
+
+from amrsim.config import load_config
+from amrsim.encoders import find_trained, load_encoder
+from amrsim.errors import ConfigError
+from amrsim.ingest import ingest_dataset
+from amrsim.methods import get_method, method_params, s3bert_run
+from amrsim.metrics.engine import score_pairs
+from amrsim.stages import metrics_stage
+from amrsim.warehouse import Warehouse
+from tests.test_s3bert import ANIMALS, COLOURS, VERBS, one_thread, tiny_model  # noqa: F401 (fixtures)
+
+ASPECTS = ["concepts", "frames", "named_entities"]  # n_aspects=3: the first three of the paper's order
+
+
+def graph(colour: str, animal: str, verb: str) -> str:
+    return f"(v / {verb}-01 :ARG0 (a / {animal} :mod (c / {colour})))"
+
+
+def pair_rows(seed: int, n: int, split: str) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        a, b = rng.integers(4, size=3), rng.integers(4, size=3)
+        w1 = (COLOURS[a[1]], ANIMALS[a[0]], VERBS[a[2]])
+        w2 = (COLOURS[b[1]], ANIMALS[b[0]], VERBS[b[2]])
+        rows.append({"idx": f"{split}{i}", "split": split, "gold": float(rng.random() * 5),
+                     "sentence1": "the {} {} {}".format(*w1), "sentence2": "the {} {} {}".format(*w2),
+                     "amr1": graph(*w1), "amr2": graph(*w2)})
+    return rows
+
+
+CONFIG = """
+default_pipeline: toy
+warehouse: warehouse
+run_dir: .amrsim
+pipelines:
+  toy:
+    datasets:
+      toy_pairs:
+        path: pairs.jsonl
+        kind: pairs
+        columns: {{id: idx, split: split, score: gold, amr1: amr1, amr2: amr2}}
+    metrics:
+      datasets: [toy_pairs]
+      parser: provided
+      vectors: random
+      aspects: {aspects}
+    train:
+      - method: s3bert
+        params: {{datasets: [toy_pairs], base_model: {model}, n_aspects: 3, batch_size: 8, epochs: 1, warmup: 0,
+                  lr: 1.0e-3, eval_every: 3, workers: 1, device: cpu}}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, write_config, tiny_model):  # noqa: F811
+    rows = pair_rows(0, 24, "train") + pair_rows(1, 8, "dev")
+    rows[3].update(sentence2="the cat", amr2="(a / b")  # a graph that does not parse: left out, counted
+    (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+
+    def make(aspects: list[str] = ASPECTS):
+        path = write_config(CONFIG.format(aspects=json.dumps(aspects), model=json.dumps(tiny_model)))
+        cfg = load_config(path)
+        wh = Warehouse(cfg.warehouse_root)
+        ingest_dataset(wh, cfg, "toy", "toy_pairs", "r0")
+        options = cfg.project.pipelines["toy"].metrics.options()
+        metrics_stage(wh, "toy", "toy_pairs", options, "r0", partial(score_pairs, options=options))
+        params = cfg.project.pipelines["toy"].train[0].params
+        return cfg, wh, params
+
+    return make
+
+
+def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):  # noqa: F811
+    cfg, wh, params = project()
+    summary = get_method("s3bert")(cfg, "toy", params, "run1")
+    assert summary["status"] == "ok" and summary["model"] == "s3bert:run1"
+    # the broken graph is ingested as given and fails in the metrics stage: its pair is skipped, not a crash
+    assert summary["left_out"] == {"failed pair rows": 0, "graph failed or missing": 0,
+                                   "metrics failed or missing": 1, "negatives failed to score": 0}
+    # 23 usable train pairs + one scored negative each
+    assert summary["computed"] == 46 and summary["total_steps"] == 6
+    meta = json.loads((wh.models_root / "s3bert" / "run1" / "model.json").read_text())
+    assert meta["data"]["table_versions"] == {f"toy_pairs.{t}": wh.version("toy_pairs", t)
+                                              for t in ("pairs", "amr", "amr_metrics")}
+    assert meta["data"]["train_positives"] == 23 and meta["data"]["dev"]["positives"] == 8
+    assert meta["data"]["dev"]["rows"] == 16
+    assert list(meta["aspects"]) == ["concepts", "frames", "named_entities"]
+    assert meta["metrics"]["best_step"] in (3, 6) and meta["seed"] == 0
+    model = find_trained("s3bert:latest", wh.models_root)
+    assert model.run_id == "run1"
+    vectors = load_encoder("s3bert:latest", models_root=wh.models_root).encode(["the red cat runs"])
+    assert vectors.shape == (1, 64)
+    lineage = wh.read("meta", "lineage").filter(pl.col("stage") == "train:s3bert")
+    assert lineage.height == 1 and lineage["rows_computed"][0] == 46 and lineage["status"][0] == "ok"
+
+
+def test_negatives_are_scored_graph1_of_one_pair_vs_graph2_of_another(project):
+    cfg, wh, params = project()
+    checked = method_params("s3bert", params)
+    options = cfg.project.pipelines["toy"].metrics.options()
+    columns = s3bert_run.required_columns(3)
+    rows, _ = s3bert_run.scored_pairs(wh, "toy_pairs", "train", ["en"], "provided", options, columns)
+    t1, t2, raw, dropped = s3bert_run.with_scored_negatives(rows, columns, options, checked.seed, 1)
+    n = rows.height
+    assert dropped == 0 and len(t1) == len(t2) == raw.shape[0] == 2 * n
+    s1, s2 = rows["sentence1"].to_list(), rows["sentence2"].to_list()
+    amr1, amr2 = rows["amr1"].to_list(), rows["amr2"].to_list()
+    for i in range(n):
+        k = n + i
+        assert t1[k] == s1[i]
+        j = s2.index(t2[k])  # a graph is a function of its sentence here, so any j with that sentence will do
+        expected = score_pairs(pl.DataFrame({"amr1": [amr1[i]], "amr2": [amr2[j]]}), options)
+        assert np.allclose(raw[k], expected.select(columns).to_numpy()[0])
+    assert np.allclose(raw[:n], rows.select(columns).to_numpy())
+
+
+def test_an_aspect_the_metrics_stage_leaves_out_is_a_config_error_before_training(project, monkeypatch):
+    cfg, wh, params = project(aspects=["concepts", "frames"])  # no `named_entities`
+
+    def no_training(*a, **k):
+        raise AssertionError("training must not start")
+
+    monkeypatch.setattr("amrsim.methods.s3bert.train_s3bert", no_training)
+    with pytest.raises(ConfigError, match="named_entities"):
+        get_method("s3bert")(cfg, "toy", params, "run2")
+
+
+def test_params_are_validated_with_the_config(write_config, tmp_path):
+    (tmp_path / "p.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n")
+    body = """
+    default_pipeline: p
+    pipelines:
+      p:
+        datasets:
+          d: {path: p.tsv, kind: pairs}
+        train:
+          - method: s3bert
+            params: %s
+    """
+    with pytest.raises(Exception, match="no_such_key"):
+        load_config(write_config(body % "{datasets: [d], no_such_key: 1}"))
+    with pytest.raises(Exception, match="unknown dataset 'missing'"):
+        load_config(write_config(body % "{datasets: [missing]}"))
+    with pytest.raises(ValidationError):
+        method_params("s3bert", {"datasets": []})
+    assert method_params("s3bert", {"datasets": ["d"]}).epochs == 2  # the paper's defaults
+
+
+def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_thread):  # noqa: F811
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+    from amrsim.methods.s3bert import contributions, explain, layout_from_meta
+
+    cfg, wh, params = project()
+    get_method("s3bert")(cfg, "toy", {**params, "max_steps": None, "epochs": 1}, "run3")
+    result = CliRunner().invoke(app, ["explain", "the red cat runs", "the blue dog runs", "--config", str(cfg.path)])
+    assert result.exit_code == 0, result.output
+    for name in ("overall", "concepts", "frames", "named_entities", "residual"):
+        assert name in result.output
+    model = find_trained("s3bert:latest", wh.models_root)
+    layout = layout_from_meta(model.meta)
+    encoder = load_encoder("s3bert:latest", models_root=wh.models_root)
+    emb = encoder.encode(["the red cat runs", "the blue dog runs"])
+    parts = contributions(emb[0], emb[1], layout)
+    assert sum(parts.values()) == pytest.approx(explain(encoder, "the red cat runs", "the blue dog runs",
+                                                        layout)["overall"], abs=1e-5)
+    missing = CliRunner().invoke(app, ["explain", "a", "b", "--model", "s3bert:nope", "--config", str(cfg.path)])
+    assert missing.exit_code != 0 and "nope" in str(missing.exception)
