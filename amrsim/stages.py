@@ -80,7 +80,8 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
         if run.rows_computed:
             run.outputs.append(RESULTS)
         run.rows_out = len(frames)
-    table = pl.concat(frames, how="vertical_relaxed") if frames else existing.clear()
+    # diagonal: rows read back from an older table (a column added later sits last, or is missing) meet new ones
+    table = pl.concat(frames, how="diagonal_relaxed") if frames else existing.clear()
     return run, table
 
 

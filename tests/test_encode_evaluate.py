@@ -154,3 +154,25 @@ def test_evaluate_cli_bad_input_is_one_line_and_nonzero(tmp_path, content, expec
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0] and expected in lines[0], proc.stderr
     assert not (tmp_path / "wh" / "bad").exists(), "nothing may be written for a rejected file"
+
+
+def test_sts_stage_mixes_stored_and_new_results_from_an_older_table(wh, write_tsv, monkeypatch):
+    import shutil
+
+    from deltalake import write_deltalake
+
+    rows = [[f"i{i}", str(s), a, b, a.upper(), b.upper()] for i, (s, a, b) in enumerate([
+        (5.0, "the cat sat", "the cat sat"), (1.0, "the cat sat", "zzz qqq"), (0.0, "xyz", "abc mnop")])]
+    path = write_tsv("p.tsv", ["id", "score", "s1", "s2", "s1_de", "s2_de"], rows)
+    ds = DatasetConfig(path=str(path), kind="pairs", split="test",
+                       columns={"id": "id", "sentence1": "s1", "sentence2": "s2"},
+                       translations={"de": {"sentence1": "s1_de", "sentence2": "s2_de"}})
+    ingest_tables(wh, "d", ds, path, "r0")
+    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: CountingEncoder())
+    sts_stage(wh, "p", StsEvalConfig(encoders=["minilm"], datasets=["d"], lang_pairs=["en-en"]), "r1")
+    stored = wh.read("eval", "results")  # a table written before `task` was added to the schema
+    shutil.rmtree(wh.table_path("eval", "results"))
+    write_deltalake(str(wh.table_path("eval", "results")), stored.drop("task").to_arrow())
+    run, results = sts_stage(wh, "p", StsEvalConfig(encoders=["minilm"], datasets=["d"],
+                                                    lang_pairs=["en-en", "de-de"]), "r2")
+    assert run.rows_computed == 1 and set(results["lang_pair"]) == {"en-en", "de-de"}

@@ -41,6 +41,16 @@ def get_method(name: str) -> Callable[..., dict[str, Any]]:
     module = _module(name)
 
     def run(cfg: Any, pipeline: str, params: dict[str, Any] | BaseModel | None, run_id: str) -> dict[str, Any]:
-        return module.train(cfg, pipeline, method_params(name, params), run_id)
+        from amrsim.methods.common import finished_run_with, request_key, write_request
+
+        checked = method_params(name, params)
+        key = request_key(cfg, pipeline, name, checked)
+        done = finished_run_with(cfg, name, key)
+        if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
+            return done
+        summary = module.train(cfg, pipeline, checked, run_id)
+        if summary.get("status") == "ok":
+            write_request(cfg, name, run_id, key, summary)
+        return summary
 
     return run

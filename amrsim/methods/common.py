@@ -70,3 +70,34 @@ def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params:
 
     return record_stage(wh, StageRun(run_id=run_id, pipeline=pipeline, stage=f"train:{method}", dataset="models",
                                      config_hash=config_hash(params.model_dump(mode="json"))))
+
+
+REQUEST = "request.json"  # what a finished run was asked to do: its key, for incremental reruns
+
+
+def request_key(cfg: Any, pipeline: str, method: str, params: BaseModel) -> str:
+    """Method, params and the versions of every table of the datasets the method reads: equal keys, equal run."""
+    from amrsim.warehouse.keys import content_key
+
+    wh = Warehouse(cfg.warehouse_root)
+    names = {d for _, d in params.dataset_refs()}
+    versions = {f"{d}.{t}": wh.version(d, t) for d, t in wh.tables() if d in names}
+    return content_key("train", method, params.model_dump(mode="json"), sorted(versions.items()))
+
+
+def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
+    """The summary of a finished run of `method` made with `key`, marked as reused, or None."""
+    root = Warehouse(cfg.warehouse_root).models_root / method
+    for request in sorted(root.glob(f"*/{REQUEST}")) if root.is_dir() else []:
+        saved = json.loads(request.read_text(encoding="utf-8"))
+        if saved.get("key") == key and (request.parent / "model.json").exists():
+            summary = dict(saved["summary"])
+            return {**summary, "computed": 0, "failed": 0, "seconds": 0.0, "status": "ok (reused)"}
+    return None
+
+
+def write_request(cfg: Any, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
+    path = run_dir(Warehouse(cfg.warehouse_root), method, run_id) / REQUEST
+    tmp = path.with_name(REQUEST + ".tmp")
+    tmp.write_text(json.dumps({"key": key, "summary": summary}, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

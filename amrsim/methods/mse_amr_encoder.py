@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from amrsim.ingest.normalise import normalise_lang
 from amrsim.methods.mse_amr_data import ENGLISH, english_sources, parse_now, sentence_graphs
 from amrsim.warehouse.store import OK, Warehouse
 
@@ -100,6 +101,7 @@ class MseAmrEncoder:
         wanted: list[tuple[str, str, str | None, str]] = []
         for key, text in zip(keys, texts, strict=True):
             lang = langs.get(key)
+            lang = (normalise_lang(lang) or lang) if lang else None  # Tatoeba's 'eng' is 'en'
             if lang not in self.graph_langs and key in sources:
                 src_key, src_text = sources[key]
                 wanted.append((src_key, src_text, ENGLISH, "pivot:en"))

@@ -60,6 +60,7 @@ class Params(MethodParams):
     weight_decay: float = Field(default=0.0, ge=0)
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    keep_checkpoint: bool = False  # a finished run keeps only amr_encoder/ + model.json (the checkpoint: ~400 MB)
 
     def dataset_refs(self) -> list[tuple[str, str]]:
         refs = [("datasets", d) for d in self.datasets]
@@ -185,7 +186,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
             eval_every=params.eval_every, max_steps=params.max_steps, resume=True, min_count=params.min_count,
             p_graph=params.p_graph, temperature=params.temperature, symmetric_loss=params.symmetric_loss,
             pooling=params.pooling, warmup_ratio=params.warmup_ratio, weight_decay=params.weight_decay,
-            base_encoder=params.base_encoder, integration=params.integration, extra_meta=meta)
+            keep_checkpoint=params.keep_checkpoint, base_encoder=params.base_encoder, integration=params.integration,
+            extra_meta=meta)
         run.rows_out = len(data.triples) if result["completed"] else 0
     return train_summary(METHOD, run_id, data.rows, len(data.triples), skipped, started, result["completed"],
                          model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
