@@ -53,3 +53,15 @@ def write_tsv(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module of tiny models: tiny matmuls on a shared 2-core box run many times faster, and
+    results are reproducible. Restored when the module ends."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -36,6 +36,8 @@ OBJECTS = ["apple", "ball", "cat", "dog"]
 VERBS = [("want-01", "wants", "want"), ("eat-01", "eats", "eat"), ("see-01", "sees", "see"),
          ("like-01", "likes", "like"), ("chase-01", "chases", "chase")]
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest)
+
 
 def _tiny_bert(dropout: float = 0.1):
     from transformers import BertConfig, BertModel, BertTokenizerFast
@@ -49,13 +51,6 @@ def _tiny_bert(dropout: float = 0.1):
     return tokenizer, BertModel(config)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """A 32-wide model runs ~10x faster on one thread than on two contended ones; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,8 @@ SICK_ROWS = [
 FROM_PAIRS = {"sentence1": "sentence_A", "sentence2": "sentence_B", "label": "entailment_judgment",
               "entailment": ["ENTAILMENT"], "contradiction": ["CONTRADICTION"], "neutral": ["NEUTRAL"]}
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one torch thread (conftest)
+
 
 def sick_config(path: Path, **kw) -> DatasetConfig:
     return DatasetConfig(path=str(path), kind="triples", split="train", columns={"id": "pair_id"},
@@ -135,12 +137,6 @@ def tiny_bert(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def write_amr(wh: Warehouse, dataset: str, pivot_langs: dict[str, str | None] | None = None) -> None:

@@ -220,15 +220,6 @@ def tiny_model(tmp_path_factory) -> str:
     return str(root / "st")
 
 
-@pytest.fixture
-def one_thread():
-    """One torch thread: tiny matmuls on a shared 2-core box run many times faster, and results are reproducible."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
     """'the <colour> <animal> <verb>' pairs; aspect targets 1/0: same animal, same colour, same verb."""
     rng = np.random.default_rng(seed)

@@ -19,7 +19,7 @@ from amrsim.methods import get_method, method_params, s3bert_run
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.warehouse import Warehouse
-from tests.test_s3bert import ANIMALS, COLOURS, VERBS, one_thread, tiny_model  # noqa: F401 (fixtures)
+from tests.test_s3bert import ANIMALS, COLOURS, VERBS, tiny_model  # noqa: F401 (fixture)
 
 ASPECTS = ["concepts", "frames", "named_entities"]  # n_aspects=3: the first three of the paper's order
 
@@ -83,7 +83,7 @@ def project(tmp_path, write_config, tiny_model):  # noqa: F811
     return make
 
 
-def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):  # noqa: F811
+def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):
     cfg, wh, params = project()
     summary = get_method("s3bert")(cfg, "toy", params, "run1")
     assert summary["status"] == "ok" and summary["model"] == "s3bert:run1"
@@ -159,7 +159,7 @@ def test_params_are_validated_with_the_config(write_config, tmp_path):
     assert method_params("s3bert", {"datasets": ["d"]}).epochs == 2  # the paper's defaults
 
 
-def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_thread):  # noqa: F811
+def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_thread):
     from typer.testing import CliRunner
 
     from amrsim.cli import app
