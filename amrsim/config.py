@@ -227,6 +227,7 @@ class MetricsConfig(_Strict):
     convention: Literal["amr", "smatch"] = "amr"
     vectors: str = "minilm"
     seed: int = 0
+    commit_rows: int = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
 
     @field_validator("aspects")
     @classmethod
@@ -258,6 +259,7 @@ class ParseConfig(_Strict):
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
+    commit_rows: int = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
     batch_size: int | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
     num_beams: int = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -362,7 +364,7 @@ class PipelineConfig(_Strict):
     @classmethod
     def _names(cls, v: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
         for name in v:
-            if not NAME_RE.match(name) or name in RESERVED_DATASETS:
+            if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
                 raise ValueError(f"dataset name '{name}' must match {NAME_RE.pattern} and not be one of "
                                  f"{sorted(RESERVED_DATASETS)}")
         return v

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import polars as pl
@@ -105,32 +105,81 @@ def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame
             .join(graphs.rename({"sentence_key": "sentence2_key", "penman": "amr2"}), on="sentence2_key"))
 
 
+GRAPH_PAIRS_SQL = """
+WITH g AS (SELECT sentence_key, arg_min(penman, key) AS penman FROM amr
+           WHERE status = 'ok' AND parser = $parser GROUP BY sentence_key)
+SELECT p.key AS pair_key, p.item_id, p.split, p.sentence1_key, p.sentence2_key, p.score,
+       g1.penman AS amr1, g2.penman AS amr2
+FROM pairs p JOIN g g1 ON g1.sentence_key = p.sentence1_key JOIN g g2 ON g2.sentence_key = p.sentence2_key
+WHERE p.status = 'ok'
+"""
+
+
+def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, rows: int,
+                       memory_limit: str = "512MB") -> Iterator[pl.DataFrame]:
+    """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified): DuckDB joins the pairs
+    and amr tables out of core, so memory is bounded by `rows` and `memory_limit`, not by the table sizes."""
+    import tempfile
+
+    from amrsim.warehouse.query import scan_connection
+
+    with tempfile.TemporaryDirectory(prefix="amrsim-duckdb-") as spill:
+        con = scan_connection(wh, {"pairs": (dataset, "pairs"), "amr": (dataset, "amr")}, memory_limit, spill)
+        try:
+            reader = con.sql(GRAPH_PAIRS_SQL, params={"parser": parser}).to_arrow_reader(rows)
+            buffered: list[pl.DataFrame] = []
+            size = 0
+            for batch in reader:  # DuckDB hands out vectors of ~2048 rows: regroup them into `rows`-row frames
+                frame = pl.from_arrow(batch)
+                assert isinstance(frame, pl.DataFrame)
+                buffered.append(frame)
+                size += frame.height
+                if size >= rows:
+                    yield pl.concat(buffered)
+                    buffered, size = [], 0
+            if buffered:
+                yield pl.concat(buffered)
+        finally:
+            con.close()
+
+
 def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
-                  score_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
-    """AMR metrics for every graph pair of a dataset lacking them; `score_batches` may distribute the work."""
+                  score_batches: Callable[[pl.DataFrame], pl.DataFrame], commit_rows: int = 20_000) -> StageRun:
+    """AMR metrics for every graph pair of a dataset lacking them; `score_batches` may distribute the work. Pairs
+    stream through in chunks of `commit_rows`, each scored chunk one Delta commit: memory does not grow with the
+    table, and a crash loses at most the chunk in flight (a rerun computes only what no commit holds)."""
     import json
     from dataclasses import asdict
 
+    from amrsim.warehouse.query import existing_keys
+
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="metrics", dataset=dataset,
                    config_hash=config_hash(asdict(options)))
+    options_json = json.dumps(asdict(options), sort_keys=True)
     with record_stage(wh, run):
         run.input_versions = {"pairs": wh.version(dataset, "pairs"), "amr": wh.version(dataset, "amr")}
-        todo = metric_graph_pairs(wh, dataset, options.extra.get("parser", "provided"))
-        run.rows_in = todo.height
-        todo = todo.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
-                                                   zip(todo["amr1"], todo["amr2"], strict=True)], pl.String))
-        # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done
-        done = wh.keys(dataset, "amr_metrics", ok_only=False)
-        todo = todo.filter(~pl.col("key").is_in(list(done))).unique("key")
-        if todo.height:
+        parser = options.extra.get("parser", "provided")
+        for chunk in stream_graph_pairs(wh, dataset, parser, commit_rows):
+            run.rows_in += chunk.height
+            chunk = chunk.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
+                                                         zip(chunk["amr1"], chunk["amr2"], strict=True)], pl.String))
+            chunk = chunk.unique("key", keep="first", maintain_order=True)
+            # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done. The
+            # check sees this run's earlier commits too, so a key repeated across chunks is computed once.
+            done = existing_keys(wh, dataset, "amr_metrics", chunk["key"].to_list())
+            todo = chunk.filter(~pl.col("key").is_in(list(done))) if done else chunk
+            if not todo.height:
+                continue
             scored = score_batches(todo.drop("key"))
             scored = scored.with_columns(
-                pl.lit(json.dumps(asdict(options), sort_keys=True)).alias("options"),
+                pl.lit(options_json).alias("options"),
                 *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns])
-            wh.upsert(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
-            run.outputs.append("amr_metrics")
-            run.rows_computed = scored.height
-            run.rows_failed = scored.filter(pl.col("status") != OK).height
+            # every key was checked absent just now: an append (one commit) needs no merge against the whole table
+            wh.append(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
+            if "amr_metrics" not in run.outputs:
+                run.outputs.append("amr_metrics")
+            run.rows_computed += scored.height
+            run.rows_failed += scored.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
     return run
 
@@ -170,18 +219,21 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
         run.rows_in = todo.height
         # parsers are deterministic per sentence: a failed row would fail again, so failed keys count as done
         todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr", ok_only=False))))
-        if todo.height:
-            runnable = todo.filter(pl.col("reason").is_null())
-            parsed = parse_batches(runnable.drop("reason")) if runnable.height else None
-            unparsable = todo.filter(pl.col("reason").is_not_null()).select(
-                pl.exclude("reason"), pl.lit(None, pl.String).alias("penman"), pl.lit("failed").alias("status"),
-                pl.col("reason").alias("error"), pl.lit(None, pl.Float64).alias("seconds"),
-                pl.lit(None, pl.String).alias("linearized"))
-            rows = pl.concat([f for f in (parsed, unparsable) if f is not None], how="diagonal_relaxed")
+        unparsable = todo.filter(pl.col("reason").is_not_null()).select(
+            pl.exclude("reason"), pl.lit(None, pl.String).alias("penman"), pl.lit("failed").alias("status"),
+            pl.col("reason").alias("error"), pl.lit(None, pl.Float64).alias("seconds"),
+            pl.lit(None, pl.String).alias("linearized"))
+        runnable = todo.filter(pl.col("reason").is_null()).drop("reason")
+        # one commit per chunk: a crash loses at most the chunk in flight, and the rerun parses only the rest
+        chunks = [unparsable] if unparsable.height else []
+        chunks += [runnable.slice(i, parse.commit_rows) for i in range(0, runnable.height, parse.commit_rows)]
+        for i, chunk in enumerate(chunks):
+            rows = chunk if i == 0 and unparsable.height else parse_batches(chunk)
             wh.upsert(dataset, "amr", rows.drop("parse_lang", strict=False))
-            run.outputs.append("amr")
-            run.rows_computed = rows.height
-            run.rows_failed = rows.filter(pl.col("status") != OK).height
+            if "amr" not in run.outputs:
+                run.outputs.append("amr")
+            run.rows_computed += rows.height
+            run.rows_failed += rows.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
     return run
 

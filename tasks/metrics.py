@@ -25,4 +25,6 @@ def metrics(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict
     options = options_for(cfg, pipeline)
     ray_cfg = cfg.project.pipelines[pipeline].ray
     score = partial(map_batches, partial(score_pairs, options=options), cfg=ray_cfg, run_dir=cfg.run_dir)
-    return metrics_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, options, run_id, score).summary()
+    commit_rows = cfg.project.pipelines[pipeline].metrics.commit_rows  # type: ignore[union-attr]
+    return metrics_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, options, run_id, score,
+                         commit_rows).summary()

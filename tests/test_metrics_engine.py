@@ -192,3 +192,50 @@ def test_a_300_node_pair_is_scored_within_the_bound():
     out = score_pairs(frame, MetricsOptions(aspects=("smatch", "srl", "reentrancies", "wlk"), vectors="random"))
     assert out["status"].to_list() == ["ok", "ok"], out["error"].to_list()
     assert 0.0 < out["smatch_f1"][0] < 1.0 and out["smatch_f1"][1] == pytest.approx(1.0)
+
+
+def test_metrics_stage_that_fails_mid_way_keeps_its_committed_chunks_and_the_rerun_scores_only_the_rest(wh,
+                                                                                                        tmp_path):
+    from functools import partial
+
+    from amrsim.config import DatasetConfig
+    from amrsim.ingest import ingest_tables
+    from amrsim.stages import metrics_stage
+    from amrsim.synthetic import HEADER, write_pairs
+
+    write_pairs(tmp_path / "pairs.tsv", 0, 25)
+    ds = DatasetConfig(path=str(tmp_path / "pairs.tsv"), kind="pairs", score_range=(0, 5),
+                       columns={c: c for c in HEADER})
+    ingest_tables(wh, "syn", ds, tmp_path / "pairs.tsv", "r0")
+    options = MetricsOptions(aspects=("smatch", "negation"), vectors="random")
+    calls: list[int] = []
+
+    def crashes_on_the_third_chunk(frame):
+        calls.append(frame.height)
+        if len(calls) == 3:
+            raise RuntimeError("worker lost")
+        return score_pairs(frame, options)
+
+    with pytest.raises(RuntimeError, match="worker lost"):
+        metrics_stage(wh, "p", "syn", options, "r1", crashes_on_the_third_chunk, commit_rows=10)
+    assert calls == [10, 10, 5] and wh.read("syn", "amr_metrics").height == 20  # two whole chunks, one commit each
+    assert wh.version("syn", "amr_metrics") == 1
+    rerun = metrics_stage(wh, "p", "syn", options, "r2", partial(score_pairs, options=options), commit_rows=10)
+    assert (rerun.rows_in, rerun.rows_computed) == (25, 5)
+    whole = metrics_stage(_same_dataset_elsewhere(tmp_path, ds), "p", "syn", options, "r3",
+                          partial(score_pairs, options=options), commit_rows=7)
+    assert whole.rows_computed == 25
+    cols = ["key", "pair_key", "smatch_f1", "negation", "status"]
+    assert wh.read("syn", "amr_metrics").select(cols).sort("key").equals(
+        _same_dataset_elsewhere(tmp_path, ds).read("syn", "amr_metrics").select(cols).sort("key"))
+
+
+def _same_dataset_elsewhere(tmp_path, ds):
+    """A second warehouse holding the same ingested dataset (created on first use)."""
+    from amrsim.ingest import ingest_tables
+    from amrsim.warehouse import Warehouse
+
+    other = Warehouse(tmp_path / "other")
+    if not other.exists("syn", "pairs"):
+        ingest_tables(other, "syn", ds, ds.path, "r0")
+    return other

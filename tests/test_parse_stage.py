@@ -197,3 +197,28 @@ def test_bench_commands_check_mechanics_on_cpu_and_refuse_a_missing_gpu():
         done = subprocess.run([sys.executable, "-m", "amrsim.cli", "bench", "parse"], capture_output=True, text=True,
                               cwd=ROOT, timeout=120)
         assert done.returncode == 2 and "no CUDA device" in done.stderr
+
+
+def test_a_parse_that_fails_mid_stage_keeps_its_committed_chunks_and_the_rerun_parses_the_rest(wh, sample,
+                                                                                              fake_parsers):
+    from amrsim.amr.parsing import ParserSpec, parse_frame
+    from amrsim.stages import parse_stage
+
+    cfg = ParseConfig(backend="ud", commit_rows=3)
+    specs = {lang: ParserSpec(cfg.backend, lang) for lang in cfg.direct_langs()}
+    parse = partial(parse_frame, specs=specs, linearize="paper")
+    calls: list[int] = []
+
+    def crashes_on_the_second_chunk(frame):
+        calls.append(frame.height)
+        if len(calls) == 2:
+            raise RuntimeError("parser process died")
+        return parse(frame)
+
+    with pytest.raises(RuntimeError, match="parser process died"):
+        parse_stage(wh, "p", "s", cfg, "ud", "r1", crashes_on_the_second_chunk)
+    assert wh.read("s", "amr").height == 3  # the first chunk, committed whole
+    total = wh.read("s", "sentences").height
+    rerun = parse_stage(wh, "p", "s", cfg, "ud", "r2", parse)
+    assert (rerun.rows_in, rerun.rows_computed) == (total, total - 3)
+    assert wh.read("s", "amr")["sentence_key"].sort().equals(wh.read("s", "sentences")["key"].sort())

@@ -324,6 +324,63 @@ def test_interrupted_run_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     assert not (part / "checkpoint").exists()
 
 
+KILLED_CHILD = """
+import json, sys, time
+import torch
+torch.set_num_threads(1)
+from amrsim.methods.s3bert import train_s3bert
+from tests.test_s3bert import toy_pairs
+model, out, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+step = torch.optim.AdamW.step
+def slow_step(self, *a, **k):  # a tiny model trains in milliseconds: slow it so the kill lands mid-run
+    time.sleep(0.3)
+    return step(self, *a, **k)
+torch.optim.AdamW.step = slow_step
+train_s3bert(model, *toy_pairs(3, 20), None, out, **kwargs)
+"""
+
+
+@pytest.mark.slow
+def test_a_training_process_killed_mid_epoch_resumes_from_its_last_checkpoint(tiny_model, tmp_path, one_thread):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    kwargs = dict(batch_size=8, lr=1e-3, warmup=1, epochs=4, eval_every=2, n_aspects=N_ASPECTS,
+                  aspect_dim=ASPECT_DIM, device="cpu", seed=7)  # 3 steps an epoch, 12 in all
+    part = tmp_path / "part"
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, tiny_model, str(part), json.dumps(kwargs)],
+                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE)
+    state = part / "checkpoint" / "state.json"
+    deadline = time.monotonic() + 240
+    while not state.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        assert child.poll() is None, child.stderr.read().decode()[-2000:] if child.stderr else ""
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        if child.stderr:
+            child.stderr.close()
+    assert not (part / "model.json").exists()
+    checkpoint_step = json.loads(state.read_text(encoding="utf-8"))["step"]
+    assert checkpoint_step < 12 and checkpoint_step % 2 == 0  # killed mid-run, after a whole checkpoint
+
+    resumed = train_s3bert(tiny_model, *toy_pairs(3, 20), None, part, **kwargs)
+    assert resumed["completed"] and resumed["resumed_from"] == checkpoint_step and resumed["steps"] == 12
+    whole = train_s3bert(tiny_model, *toy_pairs(3, 20), None, tmp_path / "whole", **kwargs)
+    assert whole["completed"] and whole["resumed_from"] is None
+    a = load_file(tmp_path / "whole" / "encoder" / "model.safetensors")
+    b = load_file(part / "encoder" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_model, tmp_path, one_thread,
                                                                         monkeypatch):
     train = toy_pairs(4, 20)

@@ -29,3 +29,33 @@ def query(wh: Warehouse, sql: str) -> pl.DataFrame:
     frame = pl.from_arrow(relation.to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_limit: str = "512MB",
+                    spill_dir: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection where each `name -> (dataset, table)` is a view over that table's current snapshot.
+    DuckDB streams the Arrow datasets and spills joins to `spill_dir` beyond `memory_limit`, so a stage can join
+    tables of any size in bounded memory. An absent table is an empty view of its schema."""
+    from amrsim.warehouse.schemas import SCHEMAS
+
+    con = duckdb.connect(config={"memory_limit": memory_limit, "preserve_insertion_order": False})
+    if spill_dir:
+        con.execute(f"SET temp_directory = '{spill_dir}'")
+    for name, (dataset, table) in tables.items():
+        path = wh.table_path(dataset, table)
+        source = (DeltaTable(str(path)).to_pyarrow_dataset() if wh.exists(dataset, table)
+                  else SCHEMAS[table].empty_table())
+        con.register(name, source)
+    return con
+
+
+def existing_keys(wh: Warehouse, dataset: str, table: str, keys: list[str]) -> set[str]:
+    """Which of `keys` the table's current snapshot holds: a semi-join that streams the table's key column, so the
+    memory it needs is that of `keys`, not of the table."""
+    if not keys or not wh.exists(dataset, table):
+        return set()
+    con = duckdb.connect()
+    con.register("t", DeltaTable(str(wh.table_path(dataset, table))).to_pyarrow_dataset())
+    con.register("k", pl.DataFrame({"key": keys}).to_arrow())
+    found = con.execute("SELECT t.key FROM t SEMI JOIN k ON t.key = k.key").fetchall()
+    return {row[0] for row in found}
