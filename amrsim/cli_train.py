@@ -39,6 +39,10 @@ def train_command(
     cfg = load_config(config, overrides=overrides)
     name = pipeline or (method if method in cfg.project.pipelines else None)
     name, _ = cfg.pipeline(name)
+    if run_id:
+        from amrsim.methods.common import check_run_name
+
+        check_run_name(method, run_id)  # before the refresh stages run, not after
     if resume and not run_id:
         runs = unfinished_runs(Warehouse(cfg.warehouse_root), method)
         if not runs:

@@ -120,6 +120,16 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     return TrainedModel(method, run_id, path, meta)
 
 
+def model_subdir(run_dir: Path | str, sub: str) -> Path:
+    """A directory a trained run's model.json names (`encoder`, `amr_encoder`): must lie inside the run directory,
+    so an edited model.json cannot point the loader elsewhere."""
+    run_dir = Path(run_dir)
+    path = run_dir / sub
+    if not sub or run_dir.resolve() not in path.resolve().parents:
+        raise ValueError(f"{run_dir / 'model.json'}: model directory '{sub}' is not inside {run_dir}")
+    return path
+
+
 def resolve_device(device: str = "auto") -> str:
     if device != "auto":
         return device
@@ -137,11 +147,13 @@ class SentenceTransformerEncoder:
     path: str
     batch_size: int = 64
     device: str = "auto"
+    safetensors_only: bool = False  # a trained model in the warehouse: never a pickled pytorch_model.bin
 
     def __post_init__(self) -> None:
         from sentence_transformers import SentenceTransformer
 
-        self._model = SentenceTransformer(self.path, device=resolve_device(self.device))
+        kwargs = {"model_kwargs": {"use_safetensors": True}} if self.safetensors_only else {}
+        self._model = SentenceTransformer(self.path, device=resolve_device(self.device), **kwargs)
         self.dim = int(self._model.get_embedding_dimension())
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -252,6 +264,7 @@ def _load_named(name: str, batch_size: int, device: str) -> Encoder:
 
 @lru_cache(maxsize=4)
 def _load_trained(name: str, mid: str, path: str, sub: str, batch_size: int, device: str) -> Encoder:
-    if not (Path(path) / sub).is_dir():
+    encoder_dir = model_subdir(path, sub)
+    if not encoder_dir.is_dir():
         raise ValueError(f"{Path(path) / 'model.json'}: encoder directory '{sub}' not found in {path}")
-    return SentenceTransformerEncoder(name, mid, str(Path(path) / sub), batch_size, device)
+    return SentenceTransformerEncoder(name, mid, str(encoder_dir), batch_size, device, safetensors_only=True)

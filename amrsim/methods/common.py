@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,7 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from amrsim.errors import WarehouseError
+from amrsim.secrets import redact_obj
 from amrsim.warehouse import Warehouse
+
+METHOD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+# run ids become directories under warehouse/models/<method>/: no '/', no '..', nothing hidden
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 class MethodParams(BaseModel):
@@ -24,8 +31,39 @@ class MethodParams(BaseModel):
         return []
 
 
+def check_run_name(method: str, run_id: str) -> None:
+    """Method names and run ids are single path components (`--run-id ../../x` cannot leave the models root)."""
+    if not METHOD_RE.fullmatch(method):
+        raise WarehouseError(f"invalid method name '{method}': must match {METHOD_RE.pattern}")
+    if not RUN_ID_RE.fullmatch(run_id):
+        raise WarehouseError(f"invalid run id '{run_id}': must match {RUN_ID_RE.pattern} (letters, digits, '_', "
+                             f"'-', '.'; no '/')")
+
+
 def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
-    return wh.models_root / method / run_id
+    """`<models root>/<method>/<run_id>`, checked to lie inside the models root (also through symlinks)."""
+    check_run_name(method, run_id)
+    path = wh.models_root / method / run_id
+    if wh.models_root.resolve() not in path.resolve().parents:
+        raise WarehouseError(f"model directory '{method}/{run_id}' resolves outside {wh.models_root}")
+    return path
+
+
+def load_state(path: Path) -> Any:
+    """A checkpoint's training state (a `torch.save` of tensors and plain data: optimizer, scheduler, RNG, step),
+    read with weights_only=True: a file crafted to run code when unpickled is refused, never executed."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch's message suggests weights_only=False; keep only the line naming what was refused
+        lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+        why = next((x for x in lines if "unsupported" in x.lower()), lines[0] if lines else "unpickling error")
+        raise WarehouseError(f"{path}: refused to load: it holds more than tensors and plain data, so amrsim did not "
+                             f"write it ({why}); delete the checkpoint or train with resume=False") from None
 
 
 def table_versions(wh: Warehouse, datasets: Iterable[str], tables: Iterable[str]) -> dict[str, int | None]:
@@ -48,7 +86,7 @@ def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
     """Merge `extra` into a finished run's model.json (atomically)."""
     path = model_dir / "model.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
-    meta.update(extra)
+    meta.update(redact_obj(extra))
     tmp = path.with_name("model.json.tmp")
     tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
@@ -68,6 +106,7 @@ def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params:
     from amrsim.warehouse.keys import config_hash
     from amrsim.warehouse.lineage import StageRun, record_stage
 
+    check_run_name(method, run_id)  # before any lineage row or file is written
     return record_stage(wh, StageRun(run_id=run_id, pipeline=pipeline, stage=f"train:{method}", dataset="models",
                                      config_hash=config_hash(params.model_dump(mode="json"))))
 
@@ -99,5 +138,5 @@ def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
 def write_request(cfg: Any, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
     path = run_dir(Warehouse(cfg.warehouse_root), method, run_id) / REQUEST
     tmp = path.with_name(REQUEST + ".tmp")
-    tmp.write_text(json.dumps({"key": key, "summary": summary}, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)

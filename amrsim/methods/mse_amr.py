@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.amr.linearize import vocabulary
-from amrsim.encoders import resolve_device
+from amrsim.encoders import model_subdir, resolve_device
 
 if TYPE_CHECKING:
     import torch
@@ -324,7 +324,8 @@ class AmrEncoder:
 
         self._device = resolve_device(self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-        self.model = AutoModel.from_pretrained(str(self.path)).to(self._device).eval()
+        # a trained model in the warehouse: safetensors only, never a pickled pytorch_model.bin
+        self.model = AutoModel.from_pretrained(str(self.path), use_safetensors=True).to(self._device).eval()
         _check_pooling(self.model, self.pooling)
         self.dim = int(self.model.config.hidden_size)
         self.model_id = self.model_id or f"mse_amr-graph:{self.path}"
@@ -334,7 +335,7 @@ class AmrEncoder:
         """The encoder a `train_mse_amr` run wrote, with the pooling and length it was trained with."""
         run_dir = Path(run_dir)
         meta = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
-        return cls(run_dir / meta.get("amr_encoder", "amr_encoder"), pooling=meta.get("pooling", "mlp"),
+        return cls(model_subdir(run_dir, meta.get("amr_encoder", "amr_encoder")), pooling=meta.get("pooling", "mlp"),
                    max_length=int(meta.get("max_length", 128)), batch_size=batch_size, device=device,
                    model_id=f"trained:{meta.get('method', 'mse_amr')}/{meta.get('run_id', run_dir.name)}#graph")
 
@@ -437,6 +438,8 @@ def train_mse_amr(
     import torch
     from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
+    from amrsim.methods.common import load_state
+
     if not triples:
         raise ValueError("train_mse_amr: no triples")
     langs = tuple(langs)
@@ -475,14 +478,14 @@ def train_mse_amr(
     _recover_dir(best_dir)
     state: dict[str, Any] | None = None
     if resume and (ckpt_dir / "state.pt").is_file():
-        state = torch.load(ckpt_dir / "state.pt", map_location="cpu", weights_only=True)
+        state = load_state(ckpt_dir / "state.pt")  # weights_only: a crafted pickle is refused
         diff = sorted(k for k in set(fingerprint) | set(state["fingerprint"])
                       if fingerprint.get(k) != state["fingerprint"].get(k))
         if diff:
             raise ValueError(f"{ckpt_dir}: the checkpoint was made with other settings or data ({', '.join(diff)}); "
                              f"resume=False starts over, or use another out_dir")
         tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "model"))
-        model = AutoModel.from_pretrained(str(ckpt_dir / "model"))
+        model = AutoModel.from_pretrained(str(ckpt_dir / "model"), use_safetensors=True)
         _check_pooling(model, pooling)
         added = int(state["added_tokens"])
         log.info("MSE-AMR: resuming %s at step %d of %d", out_dir, state["step"], total_steps)

@@ -329,6 +329,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     from sentence_transformers import SentenceTransformer
 
     from amrsim.encoders import resolve_device
+    from amrsim.methods.common import load_state
 
     out_dir = Path(out_dir)
     if (out_dir / "model.json").exists():
@@ -384,7 +385,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
             raise ValueError(f"{ckpt}: made with different settings or data: {was}; "
                              "pass resume=False to start over, or use another run id")
         load_model(student, str(ckpt / "student.safetensors"), device=device)
-        train_state = torch.load(ckpt / "train_state.pt", map_location="cpu", weights_only=True)
+        train_state = load_state(ckpt / "train_state.pt")  # weights_only: a crafted pickle is refused
         decomposition.scales.data.copy_(train_state["scales"].to(device))
         optimizer.load_state_dict(train_state["optimizer"])
         scheduler.load_state_dict(train_state["scheduler"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 import amrsim
+from amrsim.secrets import redact, redact_obj
 from amrsim.warehouse.store import Warehouse
 
 META = "meta"
@@ -73,19 +74,21 @@ def record_stage(wh: Warehouse, run: StageRun) -> Iterator[StageRun]:
     try:
         yield run
     except BaseException as e:
-        run.status, run.error = "error", f"{type(e).__name__}: {e}"[:2000]
+        # masked before the cut, so a token split at the cut is not left half visible
+        run.status, run.error = "error", (redact(f"{type(e).__name__}: {e}") or "")[:2000]
         raise
     finally:
         run.seconds = time.perf_counter() - t0
         rows = []
+        error, inputs = redact(run.error), json.dumps(redact_obj(run.input_versions), sort_keys=True)
         for table in run.outputs or [""]:
             rows.append({
                 "run_id": run.run_id, "pipeline": run.pipeline, "stage": run.stage, "dataset": run.dataset,
-                "table": table, "input_versions": json.dumps(run.input_versions, sort_keys=True),
+                "table": table, "input_versions": inputs,
                 "output_version": wh.version(run.dataset, table) if table else None,
                 "config_hash": run.config_hash, "code_version": code_version(), "rows_in": run.rows_in,
                 "rows_computed": run.rows_computed, "rows_failed": run.rows_failed, "rows_out": run.rows_out,
-                "seconds": run.seconds, "started_at": started, "status": run.status, "error": run.error,
+                "seconds": run.seconds, "started_at": started, "status": run.status, "error": error,
             })
         wh.append(META, "lineage", pl.DataFrame(rows, schema_overrides={"output_version": pl.Int64}))
 

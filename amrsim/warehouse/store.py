@@ -32,7 +32,7 @@ class Warehouse:
     # -- naming -------------------------------------------------------------------------------------------------
     def table_path(self, dataset: str, table: str) -> Path:
         for part in (dataset, table):
-            if not _NAME.match(part):
+            if not _NAME.fullmatch(part):  # fullmatch: '$' would let a trailing newline through
                 raise WarehouseError(f"invalid table name '{dataset}/{table}': '{part}' must match {_NAME.pattern}")
         path = (self.root / dataset / table).resolve()
         if self.root not in path.parents:
@@ -109,7 +109,14 @@ class Warehouse:
         missing = [f.name for f in schema if f.name not in data.column_names]
         if missing:
             raise WarehouseError(f"rows for table '{table}' lack columns {missing}")
-        return data.select(schema.names).cast(schema)
+        data = data.select(schema.names).cast(schema)
+        if "error" in data.column_names and data.column("error").null_count < data.num_rows:
+            # a row's error message may quote a token from the environment or a URL: mask it before it is stored
+            from amrsim.secrets import redact
+
+            masked = pa.array([redact(e) for e in data.column("error").to_pylist()], pa.string())
+            data = data.set_column(data.column_names.index("error"), "error", masked)
+        return data
 
     def upsert(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key") -> int:
         """Insert rows whose key is new and replace rows whose key exists (a retried failure); one commit."""
