@@ -38,6 +38,7 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     cfg = load_config(work / "pipelines.yaml")
     wh = Warehouse(cfg.warehouse_root)
     t0 = time.perf_counter()
+    workers_peak = 0.0
     if name == "ingest":
         run = ingest_dataset(wh, cfg, "load", "synthetic", "bench")
     else:
@@ -47,11 +48,20 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
         with worker_pool(workers, options) as pool:
             score = partial(score_pairs_parallel, options=options, pool=pool, batch_size=512)
             run = metrics_stage(wh, "load", "synthetic", options, "bench", score, m.commit_rows)
+            workers_peak = max((_peak_rss_mib(pid) for pid in pool._processes), default=0.0)
     seconds = time.perf_counter() - t0
     return {"phase": name, "rows_in": run.rows_in, "computed": run.rows_computed, "failed": run.rows_failed,
             "seconds": round(seconds, 2),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "workers_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}
+            "workers_peak_rss_mib": round(workers_peak, 1)}
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """A live process's peak RSS (VmHWM; exec starts it afresh, unlike ru_maxrss, which a forked child inherits)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def run_phase(work: Path, name: str, workers: int) -> dict[str, object]:
