@@ -12,6 +12,7 @@ import typer
 import yaml
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli_deploy import deploy_command
 from amrsim.cli_evaluate import evaluate_app, report_command
 from amrsim.cli_train import explain_command, train_command
 from amrsim.errors import AmrsimError, ConfigError
@@ -27,6 +28,7 @@ app.add_typer(evaluate_app, name="evaluate")
 app.command("report")(report_command)
 app.command("train")(train_command)
 app.command("explain")(explain_command)
+app.command("deploy")(deploy_command)
 
 
 def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -350,10 +352,13 @@ def bench_parse_command(
 
 
 def main() -> None:
+    from amrsim.secrets import install_log_redaction, redact
+
+    install_log_redaction()  # Prefect ships log records to its API database: mask tokens before any is made
     try:
         app()
     except AmrsimError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {redact(str(e))}", file=sys.stderr)
         sys.exit(2)
 
 
