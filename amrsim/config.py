@@ -27,10 +27,12 @@ class RayConfig(_Strict):
     """Where row-parallel stages run: in-process (default), local Ray, or a cluster at `address`."""
 
     enabled: bool = False
-    address: str | None = None  # e.g. "ray://head:10001" or "auto"; RAY_ADDRESS in the environment also works
+    address: str | None = None  # "ray://head:10001", "head:6379" or "auto"; RAY_ADDRESS in the environment also works
     num_cpus: int | None = Field(default=None, ge=1)
     num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
     batch_size: int = Field(default=256, ge=1)
+    connect_timeout_s: float = Field(default=5.0, gt=0)  # a cluster address that does not answer in time: ConfigError
+    ship_code: bool = True  # cluster: send this checkout to the workers (runtime_env); false: the nodes' own install
 
 
 Kind = Literal["pairs", "triples", "parallel", "sentences"]

@@ -3,28 +3,52 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from amrsim.config import RayConfig
+from amrsim.errors import ConfigError
+
+# left out of the packages shipped to a cluster's workers (compiled extensions, *.so, go with them)
+SHIP_EXCLUDES = ("__pycache__", "*.pyc")
+# HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, the Ray Client server) answers with
+# a SETTINGS frame of its own; a dead port refuses, another service stays silent or answers something else
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_INIT = threading.Lock()  # stage tasks running in threads connect once
 
 
 def ray_wanted(cfg: RayConfig) -> bool:
     return cfg.enabled or bool(cfg.address) or bool(os.environ.get("RAY_ADDRESS"))
 
 
+def cluster_address(cfg: RayConfig) -> str | None:
+    """The cluster to join: `ray.address`, else RAY_ADDRESS; None (or "local") means start a local Ray."""
+    address = (cfg.address or os.environ.get("RAY_ADDRESS") or "").strip()
+    return None if address in ("", "local") else address
+
+
 def ensure_ray(cfg: RayConfig, run_dir: Path) -> None:
     """Connect to `cfg.address` / RAY_ADDRESS, else start a local Ray on loopback with its temp dir kept local."""
     import ray
 
-    if ray.is_initialized():
-        return
-    address = cfg.address or os.environ.get("RAY_ADDRESS")
+    with _INIT:
+        if not ray.is_initialized():
+            _init(cfg, run_dir)
+
+
+def _init(cfg: RayConfig, run_dir: Path) -> None:
+    import ray
+
+    address = cluster_address(cfg)
     if address:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        connect_cluster(address, cfg)
         return
     # Ray's unix sockets must fit in 107 bytes: fall back to a short /tmp path when run_dir is deep
     temp = run_dir / "ray"
@@ -35,6 +59,108 @@ def ensure_ray(cfg: RayConfig, run_dir: Path) -> None:
              _node_ip_address="127.0.0.1",
              _temp_dir=str(temp), ignore_reinit_error=True, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(_project_paths())}})
+
+
+def connect_cluster(address: str, cfg: RayConfig) -> None:
+    """Join the cluster at `address` with this project's code shipped to its workers. Checked first, because
+    ray.init waits minutes on an address where no GCS answers: a bad address is a ConfigError naming it within
+    about `connect_timeout_s` seconds, which Prefect does not retry."""
+    import ray
+
+    target = _resolve(address)
+    if target.startswith("ray://"):
+        from ray._private.utils import get_ray_client_dependency_error
+
+        if get_ray_client_dependency_error() is not None:
+            raise ConfigError(f"ray.address '{address}': a ray:// address needs the Ray Client on this machine: "
+                              f"pip install 'ray[client]=={ray.__version__}' (or run the flow on the head node "
+                              f"with ray.address: auto)")
+    host, port = _host_port(address, target)
+    probe_gcs(address, host, port, cfg.connect_timeout_s)
+    try:
+        # ray.init uploads the working_dir, so the snapshot may go once it returns. "auto" goes to Ray as is: only
+        # then does Ray pick up a local token (token authentication)
+        with tempfile.TemporaryDirectory(prefix="amrsim-code-") as stage:
+            ray.init(address="auto" if address == "auto" else target,
+                     runtime_env=cluster_runtime_env(cfg, Path(stage)), log_to_driver=False)
+    except ConnectionError as e:
+        ray.shutdown()
+        chain, cause = [], e
+        while cause is not None:
+            chain.append(str(cause))
+            cause = cause.__cause__
+        hint = ("; the cluster uses token authentication: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or "
+                "~/.ray/auth_token) to its token" if any("AuthToken" in c for c in chain) else "")
+        raise ConfigError(f"ray.address '{address}': could not join the Ray cluster at {target}: "
+                          f"{str(e).splitlines()[0]}{hint}") from e
+
+
+def _resolve(address: str) -> str:
+    """`auto` becomes the address Ray would use (RAY_ADDRESS, else the latest `ray start` on this machine)."""
+    if address != "auto":
+        return address
+    if os.environ.get("RAY_ADDRESS", "").strip() not in ("", "auto"):
+        return os.environ["RAY_ADDRESS"].strip()
+    try:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+
+        return canonicalize_bootstrap_address_or_die("auto")
+    except ConnectionError as e:  # none found, or several
+        raise ConfigError(f"ray.address 'auto': {str(e).splitlines()[0]} (`ray start --head` starts one; or set "
+                          f"ray.address to ray://<head>:10001 or <head>:6379)") from e
+
+
+def _host_port(address: str, target: str) -> tuple[str, int]:
+    host, sep, port = target.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"ray.address '{address}': expected ray://<host>:<port> (Ray Client, usually port 10001), "
+                          f"<host>:<port> (the head's GCS, usually 6379), auto or local")
+    return host, int(port)
+
+
+def probe_gcs(address: str, host: str, port: int, timeout: float) -> None:
+    """A TCP connect and an HTTP/2 greeting with `timeout` seconds each: raises ConfigError naming `address` unless a
+    gRPC server (Ray's GCS or Ray Client server) answers at host:port. With RAY_USE_TLS only the connect is checked."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return
+            sock.settimeout(timeout)
+            sock.sendall(_H2_HELLO)
+            reply = b""
+            while len(reply) < 9:
+                chunk = sock.recv(9 - len(reply))
+                if not chunk:
+                    break
+                reply += chunk
+    except TimeoutError:
+        raise ConfigError(f"ray.address '{address}': no Ray cluster answers at {host}:{port} within {timeout:g} s "
+                          f"(is the head up, and the port open to this machine?)") from None
+    except OSError as e:
+        raise ConfigError(f"ray.address '{address}': no Ray cluster answers at {host}:{port}: "
+                          f"{e.strerror or e} (is the head up? `ray up infra/ray-cluster.yaml` starts one)") from None
+    if len(reply) < 9 or reply[3] != 0x04:  # frame type 4: SETTINGS
+        raise ConfigError(f"ray.address '{address}': {host}:{port} answers, but not as a Ray cluster (GCS or Ray "
+                          f"Client server); check the port (GCS 6379, Ray Client 10001)")
+
+
+def cluster_runtime_env(cfg: RayConfig, stage: Path) -> dict[str, Any] | None:
+    """The code the cluster's workers import: a snapshot of this driver's `amrsim` and `tasks` packages (compiled
+    Smatch extension included) copied into `stage` and sent as the job's working_dir. Ray uploads it once per content
+    hash; workers on every node run in it, so they import exactly the driver's code, never a checkout or install that
+    happens to sit at the driver's path on their machine. The nodes need the same third-party packages, Python and
+    platform (infra/ray-cluster.yaml installs them). `ship_code: false`: the nodes' own install, at the driver's
+    version."""
+    if not cfg.ship_code:
+        return None
+    import amrsim
+    import tasks
+
+    for module in (amrsim, tasks):
+        src = Path(module.__file__).parent
+        shutil.copytree(src, stage / src.name, ignore=shutil.ignore_patterns(*SHIP_EXCLUDES))
+    return {"working_dir": str(stage)}
 
 
 def _project_paths() -> list[str]:
