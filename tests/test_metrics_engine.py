@@ -239,3 +239,41 @@ def _same_dataset_elsewhere(tmp_path, ds):
     if not other.exists("syn", "pairs"):
         ingest_tables(other, "syn", ds, ds.path, "r0")
     return other
+
+
+def test_a_refresh_skips_done_pairs_by_graphs_but_rescores_a_pair_whose_graph_changed(wh, tmp_path):
+    from functools import partial
+
+    import polars as pl
+    from deltalake import write_deltalake
+
+    from amrsim.config import DatasetConfig
+    from amrsim.ingest import ingest_tables
+    from amrsim.stages import metrics_stage
+    from amrsim.synthetic import HEADER, write_pairs
+
+    write_pairs(tmp_path / "pairs.tsv", 0, 12)
+    ds = DatasetConfig(path=str(tmp_path / "pairs.tsv"), kind="pairs", score_range=(0, 5),
+                       columns={c: c for c in HEADER})
+    ingest_tables(wh, "syn", ds, tmp_path / "pairs.tsv", "r0")
+    options = MetricsOptions(aspects=("smatch",), vectors="random")
+    score = partial(score_pairs, options=options)
+    assert metrics_stage(wh, "p", "syn", options, "r1", score, commit_rows=5).rows_computed == 12
+    assert wh.read("syn", "amr_metrics")["graphs_md5"].null_count() == 0
+
+    # the parser now gives sentence 1 of pair p3 another graph (same amr row key): that pair alone is rescored
+    pair = wh.read("syn", "pairs").filter(pl.col("item_id") == "p3")
+    amr = wh.read("syn", "amr")
+    changed = amr.filter(pl.col("sentence_key") == pair["sentence1_key"][0]).with_columns(
+        pl.lit("(z / zebra)").alias("penman"))
+    wh.upsert("syn", "amr", changed)
+    rerun = metrics_stage(wh, "p", "syn", options, "r2", score, commit_rows=5)
+    assert (rerun.rows_in, rerun.rows_computed) == (12, 1)
+    p3 = wh.read("syn", "amr_metrics").filter(pl.col("item_id") == "p3")
+    assert p3.height == 2 and p3["graphs_md5"].n_unique() == 2  # the old graphs' row stays (content-keyed)
+
+    # a table written before graphs_md5 existed: nothing is skipped by graphs, the content keys still find all done
+    old = wh.read("syn", "amr_metrics").drop("graphs_md5")
+    write_deltalake(str(wh.table_path("syn", "amr_metrics")), old.to_arrow(), mode="overwrite",
+                    schema_mode="overwrite")
+    assert metrics_stage(wh, "p", "syn", options, "r3", score, commit_rows=5).rows_computed == 0

@@ -45,8 +45,16 @@ def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_li
         path = wh.table_path(dataset, table)
         source = (DeltaTable(str(path)).to_pyarrow_dataset() if wh.exists(dataset, table)
                   else SCHEMAS[table].empty_table())
-        con.register(name, source)
+        con.register(f"__{name}", source)
+        # a table written before a column joined its schema reads that column as null
+        missing = [f for f in SCHEMAS[table] if f.name not in source.schema.names]
+        extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
+        con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
     return con
+
+
+_SQL_TYPES = {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN",
+              "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}
 
 
 def existing_keys(wh: Warehouse, dataset: str, table: str, keys: list[str]) -> set[str]:
@@ -54,7 +62,7 @@ def existing_keys(wh: Warehouse, dataset: str, table: str, keys: list[str]) -> s
     memory it needs is that of `keys`, not of the table."""
     if not keys or not wh.exists(dataset, table):
         return set()
-    con = duckdb.connect()
+    con = duckdb.connect(config={"memory_limit": "128MB"})
     con.register("t", DeltaTable(str(wh.table_path(dataset, table))).to_pyarrow_dataset())
     con.register("k", pl.DataFrame({"key": keys}).to_arrow())
     found = con.execute("SELECT t.key FROM t SEMI JOIN k ON t.key = k.key").fetchall()
