@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from amrsim.errors import WarehouseError
@@ -20,6 +20,9 @@ from amrsim.warehouse.schemas import SCHEMAS
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OK = "ok"
 FAILED = "failed"
+# a reader decodes a whole Parquet row group at once: parquet-rs's default (1M rows) would make a streaming scan's
+# memory grow with the table up to a million rows; 64k rows keeps it at one small group
+WRITER = WriterProperties(max_row_group_size=64 * 1024)
 
 
 class Warehouse:
@@ -127,9 +130,10 @@ class Warehouse:
         dt = self._open(dataset, table)
         if dt is None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(str(path), data, mode="append")
+            write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
             return data.num_rows
-        (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+        (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                  writer_properties=WRITER)
            .when_matched_update_all().when_not_matched_insert_all().execute())
         return data.num_rows
 
@@ -152,9 +156,10 @@ class Warehouse:
         dt = self._open(dataset, table)
         if dt is None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(str(path), data, mode="append")
+            write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
         else:
-            merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t")
+            merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                             writer_properties=WRITER)
             merge = merge.when_not_matched_insert_all()
             if scope is None:
                 merge = merge.when_not_matched_by_source_delete()
@@ -172,5 +177,6 @@ class Warehouse:
         path = self.table_path(dataset, table)
         path.parent.mkdir(parents=True, exist_ok=True)
         # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
-        write_deltalake(str(path), data, mode="append", schema_mode="merge")
+        write_deltalake(str(path), data, mode="append", schema_mode="merge",
+                        writer_properties=WRITER)
         return data.num_rows
