@@ -130,7 +130,10 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
 
     with tempfile.TemporaryDirectory(prefix="amrsim-duckdb-") as spill:
         tables = {"pairs": (dataset, "pairs"), "amr": (dataset, "amr"), "m": (dataset, "amr_metrics")}
-        con = scan_connection(wh, tables, memory_limit, spill)
+        columns = {"pairs": ["key", "item_id", "split", "sentence1_key", "sentence2_key", "score", "status"],
+                   "amr": ["key", "sentence_key", "penman", "status", "parser"],
+                   "m": ["pair_key", "graphs_md5", "options"]}
+        con = scan_connection(wh, tables, memory_limit, spill, columns)
         try:
             reader = con.sql(GRAPH_PAIRS_SQL, params={"parser": parser, "options": options_json}).to_arrow_reader(rows)
             buffered: list[pl.DataFrame] = []
