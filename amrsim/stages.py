@@ -98,7 +98,8 @@ def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame
     """Ok pairs whose two sentences have an ok graph from `parser`: item_id, split, keys, score, amr1, amr2."""
     pairs = wh.read(dataset, "pairs").filter(pl.col("status") == OK)
     graphs = wh.read(dataset, "amr").filter((pl.col("status") == OK) & (pl.col("parser") == parser))
-    graphs = graphs.select("sentence_key", "penman").unique("sentence_key", keep="first", maintain_order=True)
+    # the graph with the smallest amr key, as GRAPH_PAIRS_SQL's arg_min picks: training looks metrics up by the graphs
+    graphs = graphs.sort("key").unique("sentence_key", keep="first").select("sentence_key", "penman")
     return (pairs.select(pair_key="key", item_id="item_id", split="split", sentence1_key="sentence1_key",
                          sentence2_key="sentence2_key", score="score")
             .join(graphs.rename({"sentence_key": "sentence1_key", "penman": "amr1"}), on="sentence1_key")
@@ -155,8 +156,8 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
 def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
                   score_batches: Callable[[pl.DataFrame], pl.DataFrame], commit_rows: int = 20_000) -> StageRun:
     """AMR metrics for every graph pair of a dataset lacking them; `score_batches` may distribute the work. Pairs
-    stream through in chunks of `commit_rows`, each scored chunk one Delta commit: memory does not grow with the
-    table, and a crash loses at most the chunk in flight (a rerun computes only what no commit holds)."""
+    stream through in chunks of `commit_rows`, each scored chunk one Delta commit: memory is held to a chunk plus
+    DuckDB's join memory limit, and a crash loses at most the chunk in flight (a rerun computes only the rest)."""
     import json
     from dataclasses import asdict
 

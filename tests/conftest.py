@@ -23,6 +23,12 @@ def shared(*parts: str) -> Path:
     return path
 
 
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for an `amrsim` subprocess: Prefect state under tmp_path/run, offline hub, this checkout."""
+    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+
+
 @pytest.fixture
 def wh(tmp_path):
     from amrsim.warehouse import Warehouse

@@ -14,17 +14,12 @@ import pytest
 
 from amrsim.config import RayConfig
 from amrsim.warehouse import Warehouse
-from tests.conftest import ROOT
-
-
-def _env(tmp_path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+from tests.conftest import ROOT, cli_env
 
 
 def _amrsim(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=_env(tmp_path), timeout=900)
+                          cwd=tmp_path, env=cli_env(tmp_path), timeout=900)
 
 
 @pytest.fixture
@@ -150,7 +145,7 @@ print(json.dumps({"result": f(), "calls": calls}))
 def test_tasks_retry_transient_errors_but_not_bad_input(tmp_path):
     script = tmp_path / "retry.py"
     script.write_text(textwrap.dedent(RETRY_SCRIPT))
-    env = _env(tmp_path) | {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "ERROR"}
+    env = cli_env(tmp_path) | {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "ERROR"}
     (tmp_path / "run" / "prefect").mkdir(parents=True)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -192,12 +187,11 @@ def test_map_batches_on_gpu_actors_keeps_order(tmp_path):
         ray.shutdown()
     """)
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                          cwd=ROOT, env=_env(tmp_path), timeout=300)
+                          cwd=ROOT, env=cli_env(tmp_path), timeout=300)
     assert proc.returncode == 0 and "actors ok" in proc.stdout, proc.stderr[-3000:]
 
 
 def _double_with_pid(frame: pl.DataFrame) -> pl.DataFrame:
-    import os
 
     return frame.with_columns(y=pl.col("x") * 2, pid=pl.lit(os.getpid()),
                               gpus=pl.lit(os.environ.get("CUDA_VISIBLE_DEVICES", "")))
@@ -221,5 +215,5 @@ def test_map_batches_on_local_ray_matches_in_process(tmp_path):
         ray.shutdown()
     """)
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
-                          cwd=ROOT, env=_env(tmp_path), timeout=300)
+                          cwd=ROOT, env=cli_env(tmp_path), timeout=300)
     assert proc.returncode == 0 and "ray ok 5000" in proc.stdout, proc.stderr[-3000:]

@@ -22,7 +22,7 @@ from amrsim.stages import metrics_stage
 from amrsim.synthetic import pipeline_yaml, write_pairs
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
-from tests.conftest import ROOT
+from tests.conftest import cli_env
 
 N_PAIRS, CHUNK = 1200, 100
 COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *AMR_METRIC_COLUMNS,
@@ -34,18 +34,13 @@ def _commits(table: Path) -> int:
     return len(list(log.glob("*.json"))) if log.is_dir() else 0
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
-
-
 @pytest.mark.slow
 def test_refresh_killed_mid_metrics_leaves_whole_commits_and_the_rerun_computes_only_the_rest(tmp_path):
     write_pairs(tmp_path / "pairs.tsv", 0, N_PAIRS)
     (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv", commit_rows=CHUNK))
     metrics_table = tmp_path / "wh" / "synthetic" / "amr_metrics"
     cmd = [sys.executable, "-m", "amrsim.cli", "run"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
@@ -66,7 +61,7 @@ def test_refresh_killed_mid_metrics_leaves_whole_commits_and_the_rerun_computes_
     assert killed["key"].n_unique() == killed.height and set(killed["status"]) == {"ok"}
     assert wh.read("synthetic", "pairs").height == N_PAIRS  # ingest had finished
 
-    rerun = subprocess.run(cmd, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=900)
+    rerun = subprocess.run(cmd, cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
     lineage = wh.read("meta", "lineage").filter(pl.col("stage") == "metrics")
     assert lineage.height == 1  # the killed run never finished its stage, so it recorded none
