@@ -225,3 +225,216 @@ def test_status_counts(wh, write_tsv):
     ingest_tables(wh, "d", pairs_cfg(path), path, "r1")
     assert wh.count("d", "pairs") == 3 and wh.count("d", "pairs", status="failed") == 1
     assert wh.count("d", "nothing") == 0
+
+
+# -- chunked ingest: a file read a few rows at a time gives the tables an in-memory read gives ------------------------
+
+CHUNK_HEADER = ["id", "score", "sentence1", "sentence2", "amr1", "amr2", "de1"]
+
+
+def chunk_rows_fixture() -> list[list[str]]:
+    """Rows that cross chunk boundaries of 3: an id repeated 4 lines later, a sentence repeated in every chunk, a
+    sentence given two different graphs (the first wins), failed rows, translations into German."""
+    rows = []
+    for i in range(11):
+        rows.append([f"p{i}", f"{i % 5}.0", f"Sentence {i}.", "The same sentence.", f"(s{i} / say-01)",
+                     "(x / same)", f"Satz {i}."])
+    rows[5][0] = "p1"  # repeats the id of line 3 (two chunks earlier)
+    rows[7][1] = "high"  # bad score
+    rows[8][2] = "Sentence 0."  # repeats a sentence of the first chunk with another graph
+    rows[8][4] = "(z / other)"
+    rows[9][3] = ""  # empty sentence
+    return rows
+
+
+def tables_of(wh, dataset):
+    out = {}
+    for table in ("pairs", "sentences", "amr", "parallel"):
+        out[table] = wh.read(dataset, table).sort("key")
+    return out
+
+
+def test_chunked_ingest_equals_a_whole_file_read(wh, write_tsv):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path, translations={"de": {"sentence1": "de1"}})
+    ds = ds.model_copy(update={"columns": {"id": "id", "amr1": "amr1", "amr2": "amr2"}})
+    whole = ingest_tables(wh, "whole", ds, path, "r1", chunk_rows=1000)
+    chunked = ingest_tables(wh, "chunked", ds, path, "r1", chunk_rows=3)
+    expected = read_dataset(ds, path)  # the in-memory normaliser, one piece
+    for name, table in tables_of(wh, "chunked").items():
+        assert table.equals(tables_of(wh, "whole")[name]), name
+        assert table.drop("status", "error").equals(expected[name].sort("key").drop("status", "error")), name
+    pairs = tables_of(wh, "chunked")["pairs"]
+    failed = dict(pairs.filter(pl.col("status") == "failed").select("source_line", "error").iter_rows())
+    assert failed[7].startswith("duplicate id 'p1' (first at line 3)")
+    assert "non-numeric score 'high'" in failed[9] and failed[11] == "empty sentence2"
+    assert (chunked.rows_in, chunked.rows_failed, chunked.rows_computed) == (whole.rows_in, whole.rows_failed,
+                                                                               whole.rows_computed)
+    graphs = tables_of(wh, "chunked")["amr"].join(tables_of(wh, "chunked")["sentences"],
+                                                 left_on="sentence_key", right_on="key")
+    assert graphs.filter(pl.col("text") == "Sentence 0.")["penman"].to_list() == ["(s0 / say-01)"]
+    assert sorted(p.name for p in wh.root.iterdir()) == ["chunked", "meta", "whole"]  # the stage is gone
+
+
+def test_chunked_reingest_appends_new_rows_and_deletes_vanished_ones(wh, write_tsv):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path).model_copy(update={"columns": {"id": "id", "amr1": "amr1", "amr2": "amr2"}})
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=4)
+    version = wh.version("d", "pairs")
+    grown = write_tsv("p.tsv", CHUNK_HEADER, [*rows, ["p99", "1.0", "New one.", "Newer one.", "(n / new)", "(m / x)",
+                                                      "Neu."]])
+    run = ingest_tables(wh, "d", ds, grown, "r2", chunk_rows=4)
+    assert run.rows_computed == 1 and wh.version("d", "pairs") == version + 1
+    assert "History" not in wh.read("d", "pairs").columns
+    shrunk = write_tsv("p.tsv", CHUNK_HEADER, [r for r in rows if r[0] != "p2"])
+    ingest_tables(wh, "d", ds, shrunk, "r3", chunk_rows=4)
+    fresh = ingest_tables(wh, "fresh", ds, shrunk, "r3", chunk_rows=1000)
+    assert fresh.rows_in == wh.count("d", "pairs")
+    for name, table in tables_of(wh, "d").items():  # merge deleted p2's rows and New one's, nothing else
+        # a kept row keeps the line it was first read from (its key has no line): compare all but that
+        kept = [c for c in table.columns if c != "source_line"]
+        assert table.select(kept).equals(tables_of(wh, "fresh")[name].select(kept)), name
+    assert "p2" not in wh.read("d", "pairs")["item_id"].to_list()
+
+
+def test_a_bad_line_after_several_chunks_commits_nothing(wh, write_tsv, tmp_path):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path)
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=2)
+    versions = {t: wh.version("d", t) for t in ("pairs", "sentences")}
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(path.read_text(encoding="utf-8") + "p50\t1.0\ttoo few\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"{bad}:13: expected 7 fields"):
+        ingest_tables(wh, "d", ds, bad, "r2", chunk_rows=2)
+    assert {t: wh.version("d", t) for t in ("pairs", "sentences")} == versions
+    assert sorted(p.name for p in wh.root.iterdir()) == ["d", "meta"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_every_format_reads_the_same_in_chunks(tmp_path, fmt):
+    from amrsim.ingest.readers import iter_rows, read_rows
+
+    records = [{"id": f"r{i}", "text": f"line {i}, with a comma\nand a newline" if i == 3 else f"t{i}"}
+               for i in range(7)]
+    path = tmp_path / f"f.{fmt}"
+    frame = pl.DataFrame(records)
+    if fmt == "csv":
+        frame.write_csv(path)
+    elif fmt == "jsonl":
+        frame.write_ndjson(path)
+    else:
+        frame.write_parquet(path)
+    chunks = list(iter_rows(path, fmt, ["text", "id"], chunk_rows=2))
+    assert [c.height for c in chunks] == [2, 2, 2, 1]
+    whole = read_rows(path, fmt, ["text", "id"])
+    assert pl.concat(chunks).equals(whole) and whole["text"].to_list() == frame["text"].to_list()
+    if fmt == "csv":  # a record spanning two lines is numbered by the line it ends on, as the csv module counts
+        assert whole["__line"].to_list() == [2, 3, 4, 6, 7, 8, 9]
+
+
+def test_tsv_in_chunks_names_a_bad_byte_and_a_blank_line_inside_the_file(tmp_path):
+    from amrsim.ingest.readers import iter_rows
+
+    path = tmp_path / "f.tsv"
+    path.write_bytes(b"id\ttext\n" + b"".join(b"r%d\tt%d\n" % (i, i) for i in range(5)) + b"r5\tcaf\xe9\n")
+    with pytest.raises(InputError, match=rf"{path}:7: not valid UTF-8 \(byte 0xe9\)"):
+        list(iter_rows(path, "tsv", ["id", "text"], chunk_rows=2))
+    path.write_bytes(b"id\ttext\nr0\tt0\n\nr1\tt1\n\n\n")  # a blank line between rows is a record; trailing ones not
+    with pytest.raises(InputError, match=rf"{path}:3: expected 2 fields"):
+        list(iter_rows(path, "tsv", ["id", "text"], chunk_rows=1))
+    path.write_bytes(b"id\ttext\nr0\tt0\nr1\tt1\n\n\n")
+    assert [c.height for c in iter_rows(path, "tsv", ["id", "text"], chunk_rows=1)] == [1, 1]
+
+
+# -- append-only refresh: a file that only grew is read from where the last ingest stopped ----------------------------
+
+def lineage_inputs(wh, run_id):
+    rows = wh.read("meta", "lineage").filter(pl.col("run_id") == run_id)
+    return json.loads(rows["input_versions"][0])
+
+
+def appended_rows() -> list[list[str]]:
+    return [["p3", "1.0", "Again p3.", "An id from the first part.", "(a / again)", "(b / b)", "Nochmal."],
+            ["q1", "2.0", "Sentence 2.", "Known sentence, new graph.", "(g / other-graph)", "(c / c)", "Neu."],
+            ["q2", "x", "Bad score.", "Still kept.", "(d / d)", "(e / e)", "Schlecht."],
+            ["q1", "3.0", "Repeat inside the tail.", "Same id as two lines up.", "(f / f)", "(h / h)", "Wieder."]]
+
+
+def test_appended_rows_alone_are_read_and_the_tables_equal_a_full_read(wh, write_tsv, tmp_path):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path, translations={"de": {"sentence1": "de1"}})
+    ds = ds.model_copy(update={"columns": {"id": "id", "amr1": "amr1", "amr2": "amr2"}})
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=3)
+    with path.open("a", encoding="utf-8") as f:
+        f.write("".join("\t".join(r) + "\n" for r in appended_rows()))
+    run = ingest_tables(wh, "d", ds, path, "r2", chunk_rows=3)
+    assert lineage_inputs(wh, "r2")["read_from_line"] == len(rows) + 2  # header + rows, then the first new line
+    assert run.rows_in == 4 and run.rows_failed == 3  # p3 and the second q1 repeat ids, q2 has a bad score
+    full = ingest_tables(wh, "full", ds, path, "r3", chunk_rows=3)
+    assert "read_from_line" not in lineage_inputs(wh, "r3") and full.rows_in == len(rows) + 4
+    for name, table in tables_of(wh, "d").items():
+        assert table.equals(tables_of(wh, "full")[name]), name
+    errors = dict(wh.read("d", "pairs").select("source_line", "error").iter_rows())
+    assert errors[13] == "duplicate id 'p3' (first at line 5)" and errors[16] == "duplicate id 'q1' (first at line 14)"
+
+
+def test_a_file_changed_before_its_end_is_read_whole(wh, write_tsv):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path)
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=4)
+    edited = [list(r) for r in rows]
+    edited[0][2] = "Sentence zero, edited."
+    write_tsv("p.tsv", CHUNK_HEADER, [*edited, ["z9", "1.0", "More.", "Rows.", "(m / m)", "(r / r)", "Mehr."]])
+    run = ingest_tables(wh, "d", ds, path, "r2", chunk_rows=4)
+    assert "read_from_line" not in lineage_inputs(wh, "r2")
+    assert run.rows_in == len(rows) + 1 and run.rows_computed == 2  # the edited row and the new one
+    pairs = wh.read("d", "pairs")
+    assert pairs.filter(pl.col("item_id") == "p0")["sentence1"].to_list() == ["Sentence zero, edited."]
+
+
+def test_an_unchanged_file_reads_no_rows_and_writes_nothing(wh, write_tsv):
+    path = write_tsv("p.tsv", CHUNK_HEADER, chunk_rows_fixture())
+    ds = pairs_cfg(path)
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=4)
+    versions = {t: wh.version("d", t) for t in ("pairs", "sentences")}
+    path.touch()  # a new mtime, the same bytes
+    run = ingest_tables(wh, "d", ds, path, "r2", chunk_rows=4)
+    assert (run.rows_in, run.rows_computed) == (0, 0)
+    assert {t: wh.version("d", t) for t in ("pairs", "sentences")} == versions
+
+
+def test_after_a_failed_ingest_the_file_is_read_whole(wh, write_tsv):
+    rows = chunk_rows_fixture()
+    path = write_tsv("p.tsv", CHUNK_HEADER, rows)
+    ds = pairs_cfg(path)
+    ingest_tables(wh, "d", ds, path, "r1", chunk_rows=4)
+    with path.open("a", encoding="utf-8") as f:
+        f.write("broken\trow\n")
+    with pytest.raises(InputError, match=rf"{path}:13: expected 7 fields"):
+        ingest_tables(wh, "d", ds, path, "r2", chunk_rows=4)
+    write_tsv("p.tsv", CHUNK_HEADER, [*rows, ["n1", "1.0", "New.", "Row.", "(n / n)", "(r / r)", "Neu."]])
+    ingest_tables(wh, "d", ds, path, "r3", chunk_rows=4)
+    assert "read_from_line" not in lineage_inputs(wh, "r3")
+    assert "n1" in wh.read("d", "pairs")["item_id"].to_list()
+
+
+@pytest.mark.parametrize("content, clean", [(b"h\na\nb\n", True), (b"h\na\nb", False), (b"h\na\n\n", False),
+                                            (b"h\na\n  \n", False)])
+def test_scan_hashes_the_prefix_and_sees_whether_rows_can_follow(tmp_path, content, clean):
+    import hashlib
+
+    from amrsim.ingest.append import scan
+
+    path = tmp_path / "f.tsv"
+    path.write_bytes(content)
+    state = scan(path, prefix=4)
+    assert state.prefix_sha256 == hashlib.sha256(content[:4]).hexdigest()
+    assert state.sha256 == hashlib.sha256(content).hexdigest() and state.size == len(content)
+    assert state.lines == content.count(b"\n") and state.clean_end is clean
+    assert scan(path, prefix=len(content)).prefix_sha256 == state.sha256
+    assert scan(path, prefix=len(content) + 1).prefix_sha256 is None

@@ -82,97 +82,116 @@ class _Tables:
 
 def normalise(ds: DatasetConfig, frame: pl.DataFrame, source_file: str) -> dict[str, pl.DataFrame]:
     """Canonical tables for one dataset: its own kind's table (ok and failed rows), sentences and parallel."""
-    roles = TEXT_ROLES[ds.kind]
-    col = {r: ds.column(r) for r in ("id", "split", "score", "lang", "lang1", "lang2", "target_lang", "amr1", "amr2",
-                                     *roles)}
-    tables = _Tables()
-    first_line_of_id: dict[str, int] = {}
-    first_line_of_key: dict[str, int] = {}
+    return Normaliser(ds, source_file).chunk(frame)
 
-    for rec in frame.iter_rows(named=True):
-        line = rec[LINE]
-        reasons: list[str] = []
 
-        def get(role: str, rec: dict[str, Any] = rec) -> str | None:
-            return rec.get(col[role]) if col.get(role) else None
+class Normaliser:
+    """Normalises a file chunk by chunk. Within a chunk rows are deduplicated by key; across chunks the caller
+    deduplicates (ingest does it in DuckDB). A repeated id is found by remembering every id's first line, or, for
+    files too large for that, from `repeated_ids` (line -> first line of its id) found by a pass before."""
 
-        split = (get("split") or ds.split or "all").strip()
+    def __init__(self, ds: DatasetConfig, source_file: str, repeated_ids: dict[int, int] | None = None) -> None:
+        self.ds = ds
+        self.source_file = source_file
+        self.repeated_ids = repeated_ids
+        self.first_line_of_id: dict[str, int] = {}
 
-        # languages: one for the row (`lang`), or per side (`lang1`/`lang2`, `target_lang` for parallel)
-        row_lang_raw = get("lang") or ds.lang
-        langs: dict[str, str | None] = {}
-        for role in roles:
-            raw = row_lang_raw
-            if ds.kind == "pairs" and role in ("sentence1", "sentence2"):
-                raw = get("lang1" if role == "sentence1" else "lang2") or row_lang_raw
-            if ds.kind == "parallel" and role == "target":
-                raw = get("target_lang") or ds.target_lang
-            lang = normalise_lang(raw)
-            if lang is None:
-                reasons.append(f"unknown language code '{raw}'")
-            langs[role] = lang
+    def chunk(self, frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
+        ds, source_file = self.ds, self.source_file
+        roles = TEXT_ROLES[ds.kind]
+        col = {r: ds.column(r) for r in ("id", "split", "score", "lang", "lang1", "lang2", "target_lang", "amr1",
+                                         "amr2", *roles)}
+        tables = _Tables()
+        first_line_of_id = self.first_line_of_id
+        first_line_of_key: dict[str, int] = {}
 
-        score = None
-        if ds.kind == "pairs":
-            score, why = _parse_score(get("score"), ds.score_range)
-            if why:
-                reasons.append(why)
+        for rec in frame.iter_rows(named=True):
+            line = rec[LINE]
+            reasons: list[str] = []
 
-        base_texts = {r: (get(r) or "").strip() for r in roles}
-        derived_error = rec.get(DERIVED_ERROR)  # a reason found while deriving the row (from_pairs)
-        if derived_error:
-            reasons.append(derived_error)
-        for r, t in base_texts.items():
-            if not t and not derived_error:
-                reasons.append(f"empty {r}")
-        # without an id column the line is the id: benchmark files legitimately repeat a pair (STSb test does)
-        item_id = (get("id") or "").strip() or f"L{line}"
-        if get("id") and item_id in first_line_of_id:
-            reasons.append(f"duplicate id '{item_id}' (first at line {first_line_of_id[item_id]})")
-        else:
-            first_line_of_id.setdefault(item_id, line)
+            def get(role: str, rec: dict[str, Any] = rec) -> str | None:
+                return rec.get(col[role]) if col.get(role) else None
 
-        # variants: the base language plus each provided translation of every text column
-        variants = [(None, langs, base_texts)]
-        for tl, mapping in ds.translations.items():
-            t_lang = normalise_lang(tl)
-            t_texts = {r: (rec.get(mapping[r]) or "").strip() if r in mapping else None for r in roles}
-            variants.append((tl, {r: t_lang for r in roles}, t_texts))
+            split = (get("split") or ds.split or "all").strip()
 
-        for variant, v_langs, texts in variants:
-            v_reasons = list(reasons)
-            if variant is not None:
-                if normalise_lang(variant) is None:
-                    v_reasons.append(f"unknown language code '{variant}'")
-                v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
-                if any(t is None for t in texts.values()):
-                    continue  # a kind whose translation maps only some roles yields parallel rows only
-            key = _row_key(ds.kind, item_id, split, v_langs, texts, score)
-            if not v_reasons and key in first_line_of_key:
-                v_reasons.append(f"duplicate row (same content as line {first_line_of_key[key]})")
-            if v_reasons:
-                key = content_key("failed", source_file, line, variant, texts)
+            # languages: one for the row (`lang`), or per side (`lang1`/`lang2`, `target_lang` for parallel)
+            row_lang_raw = get("lang") or ds.lang
+            langs: dict[str, str | None] = {}
+            for role in roles:
+                raw = row_lang_raw
+                if ds.kind == "pairs" and role in ("sentence1", "sentence2"):
+                    raw = get("lang1" if role == "sentence1" else "lang2") or row_lang_raw
+                if ds.kind == "parallel" and role == "target":
+                    raw = get("target_lang") or ds.target_lang
+                lang = normalise_lang(raw)
+                if lang is None:
+                    reasons.append(f"unknown language code '{raw}'")
+                langs[role] = lang
+
+            score = None
+            if ds.kind == "pairs":
+                score, why = _parse_score(get("score"), ds.score_range)
+                if why:
+                    reasons.append(why)
+
+            base_texts = {r: (get(r) or "").strip() for r in roles}
+            derived_error = rec.get(DERIVED_ERROR)  # a reason found while deriving the row (from_pairs)
+            if derived_error:
+                reasons.append(derived_error)
+            for r, t in base_texts.items():
+                if not t and not derived_error:
+                    reasons.append(f"empty {r}")
+            # without an id column the line is the id: benchmark files legitimately repeat a pair (STSb test does)
+            item_id = (get("id") or "").strip() or f"L{line}"
+            if self.repeated_ids is not None:  # found by a pass over the whole file
+                if get("id") and line in self.repeated_ids:
+                    reasons.append(f"duplicate id '{item_id}' (first at line {self.repeated_ids[line]})")
+            elif get("id") and item_id in first_line_of_id:
+                reasons.append(f"duplicate id '{item_id}' (first at line {first_line_of_id[item_id]})")
             else:
-                first_line_of_key[key] = line
-            status, error = (FAILED, "; ".join(v_reasons)) if v_reasons else (OK, None)
-            sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
-            tables.add(_KIND_TABLE[ds.kind], _row(ds.kind, key, item_id, split, v_langs, texts, sent_keys, score,
-                                                   status, error, source_file, line))
-            if variant is None and status == OK:
-                for role, graph_role in (("sentence1", "amr1"), ("sentence2", "amr2")):
-                    if col.get(graph_role) and role in sent_keys:
-                        _add_provided_graph(tables, sent_keys[role], v_langs[role], get(graph_role))
+                first_line_of_id.setdefault(item_id, line)
 
-        if not reasons:  # parallel rows: base text -> each translation, per text column
+            # variants: the base language plus each provided translation of every text column
+            variants = [(None, langs, base_texts)]
             for tl, mapping in ds.translations.items():
                 t_lang = normalise_lang(tl)
-                for r, c in mapping.items():
-                    target = (rec.get(c) or "").strip()
-                    if not target or t_lang is None:
-                        continue
-                    _add_parallel(tables, f"{item_id}:{r}", split, langs[r], base_texts[r], t_lang, target,
-                                  source_file, line)
-    return {t: f for t, f in tables.frames().items() if f.height or t in ("sentences", _KIND_TABLE[ds.kind])}
+                t_texts = {r: (rec.get(mapping[r]) or "").strip() if r in mapping else None for r in roles}
+                variants.append((tl, {r: t_lang for r in roles}, t_texts))
+
+            for variant, v_langs, texts in variants:
+                v_reasons = list(reasons)
+                if variant is not None:
+                    if normalise_lang(variant) is None:
+                        v_reasons.append(f"unknown language code '{variant}'")
+                    v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
+                    if any(t is None for t in texts.values()):
+                        continue  # a kind whose translation maps only some roles yields parallel rows only
+                key = _row_key(ds.kind, item_id, split, v_langs, texts, score)
+                if not v_reasons and key in first_line_of_key:
+                    v_reasons.append(f"duplicate row (same content as line {first_line_of_key[key]})")
+                if v_reasons:
+                    key = content_key("failed", source_file, line, variant, texts)
+                else:
+                    first_line_of_key[key] = line
+                status, error = (FAILED, "; ".join(v_reasons)) if v_reasons else (OK, None)
+                sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
+                tables.add(_KIND_TABLE[ds.kind], _row(ds.kind, key, item_id, split, v_langs, texts, sent_keys, score,
+                                                       status, error, source_file, line))
+                if variant is None and status == OK:
+                    for role, graph_role in (("sentence1", "amr1"), ("sentence2", "amr2")):
+                        if col.get(graph_role) and role in sent_keys:
+                            _add_provided_graph(tables, sent_keys[role], v_langs[role], get(graph_role))
+
+            if not reasons:  # parallel rows: base text -> each translation, per text column
+                for tl, mapping in ds.translations.items():
+                    t_lang = normalise_lang(tl)
+                    for r, c in mapping.items():
+                        target = (rec.get(c) or "").strip()
+                        if not target or t_lang is None:
+                            continue
+                        _add_parallel(tables, f"{item_id}:{r}", split, langs[r], base_texts[r], t_lang, target,
+                                      source_file, line)
+        return {t: f for t, f in tables.frames().items() if f.height or t in ("sentences", _KIND_TABLE[ds.kind])}
 
 
 def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | None, penman: str | None) -> None:

@@ -1,45 +1,75 @@
 """Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet and Hugging Face datasets.
 
-Each returns a polars frame of the requested columns as strings (None where absent) plus `__line`, the 1-based
-line (or row) of the file, so every later error can name it. Structural problems (encoding, header, field count,
-empty file) raise InputError naming the file and line: such a file is rejected whole, before anything is written.
+Each yields polars frames of at most `chunk_rows` rows: the requested columns as strings (None where absent) plus
+`__line`, the 1-based line (or row) of the file, so every later error can name it. The file is read as a stream, so
+memory holds one chunk, not the file. Structural problems (encoding, header, field count, empty file) raise
+InputError naming the file and line: ingest stages chunks out of sight and commits only after the last one, so such
+a file is rejected whole, before anything is written.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
-import io
+import itertools
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import polars as pl
 
 from amrsim.errors import InputError
 
 LINE = "__line"
+APPENDABLE = ("tsv", "csv", "jsonl")  # text formats a writer can append rows to, so a read can resume at an offset
+CHUNK_ROWS = 50_000  # rows per chunk: a few tens of MB of Python objects for a row with two AMR graphs
 
 
-def _read_text(path: Path) -> str:
+def _open(path: Path) -> IO[bytes]:
     try:
-        raw = path.read_bytes()
+        return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
     except OSError as e:
         raise InputError(str(path), f"cannot read: {e.strerror}") from None
-    if path.suffix == ".gz":
+
+
+def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, text without its newline), decoded line by line so a bad byte names its line; raises
+    InputError for an unreadable, non-UTF-8 or empty file. With `tail` only the header line (if `header`) and the
+    lines after `tail.offset` bytes are read, numbered as in the whole file."""
+    any_text = False
+    with _open(path) as f:
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise InputError(str(path), f"not a valid gzip file: {e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", line) from None
-    text = text.removeprefix("\ufeff")
-    if not text.strip():
+            lines: Iterator[tuple[int, bytes]] = enumerate(f, start=1)
+            if tail is not None:
+                first = [(1, f.readline())] if header else []
+                f.seek(tail.offset)
+                lines = itertools.chain(first, enumerate(f, start=tail.lines + 1))
+            for number, raw in lines:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", number) from None
+                if number == 1:
+                    text = text.removeprefix("\ufeff")
+                text = text.removesuffix("\n")
+                any_text = any_text or bool(text.strip())
+                yield number, text
+        except (OSError, EOFError) as e:  # gzip reports corruption while reading
+            if path.suffix == ".gz":
+                raise InputError(str(path), f"not a valid gzip file: {e}") from None
+            raise InputError(str(path), f"cannot read: {e}") from None
+    if not any_text and tail is None:
         raise InputError(str(path), "empty file")
-    return text
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Where the rows appended since a previous read start: after `offset` bytes, which held `lines` lines."""
+
+    offset: int
+    lines: int
 
 
 def _check_header(path: Path, header: list[str], wanted: list[str]) -> None:
@@ -64,17 +94,52 @@ def _as_str(value: Any) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
-def read_delimited(path: Path, columns: list[str], delimiter: str) -> pl.DataFrame:
+def _chunked(rows: Iterator[list[Any]], columns: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+    batch: list[list[Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= chunk_rows:
+            yield _frame(batch, columns)
+            batch = []
+    if batch:
+        yield _frame(batch, columns)
+
+
+def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
+    """Tab-split lines; blank lines at the end of the file are ignored, blank lines before data are records."""
+    blank: list[tuple[int, str]] = []
+    for number, text in _text_lines(path, tail):
+        if not text.strip():
+            blank.append((number, text))
+            continue
+        for b_number, b_text in blank:
+            yield b_number, b_text.removesuffix("\r").split("\t")
+        blank = []
+        yield number, text.removesuffix("\r").split("\t")
+
+
+def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
+    """RFC 4180 records (a quoted field may span lines); the line number is where the record ends."""
+    state = {"line": 0}
+
+    def lines() -> Iterator[str]:
+        for number, text in _text_lines(path, tail):
+            state["line"] = number
+            yield text + "\n"
+
+    reader = csv.reader(lines(), delimiter=delimiter)
+    try:
+        for rec in reader:
+            if rec:
+                yield state["line"], rec
+    except csv.Error as e:
+        raise InputError(str(path), f"malformed CSV: {e}", state["line"]) from None
+
+
+def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: int = CHUNK_ROWS,
+                   tail: Tail | None = None) -> Iterator[pl.DataFrame]:
     """TSV: split on tabs with no quoting (as ../shared/data is written). CSV: RFC 4180 quoting."""
-    text = _read_text(path)
-    if delimiter == "\t":
-        lines = text.split("\n")
-        while lines and not lines[-1].strip():
-            lines.pop()
-        records = ((i + 1, line.removesuffix("\r").split("\t")) for i, line in enumerate(lines))
-    else:
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        records = ((reader.line_num, rec) for rec in reader if rec)
+    records = _tsv_records(path, tail) if delimiter == "\t" else _csv_records(path, delimiter, tail)
     try:
         _, header = next(records)
     except StopIteration:
@@ -82,51 +147,68 @@ def read_delimited(path: Path, columns: list[str], delimiter: str) -> pl.DataFra
     header = [h.strip() for h in header]
     _check_header(path, header, columns)
     idx = [header.index(c) for c in columns]
-    rows: list[list[Any]] = []
-    try:
+    sep = "tabs" if delimiter == "\t" else repr(delimiter)
+
+    def rows() -> Iterator[list[Any]]:
         for line_no, fields in records:
             if len(fields) != len(header):
-                raise InputError(str(path), f"expected {len(header)} fields separated by "
-                                 f"{'tabs' if delimiter == chr(9) else repr(delimiter)}, found {len(fields)}",
+                raise InputError(str(path), f"expected {len(header)} fields separated by {sep}, found {len(fields)}",
                                  line_no)
-            rows.append([fields[i] for i in idx] + [line_no])
-    except csv.Error as e:
-        raise InputError(str(path), f"malformed CSV: {e}", reader.line_num) from None
-    if not rows:
+            yield [fields[i] for i in idx] + [line_no]
+
+    empty = True
+    for chunk in _chunked(rows(), columns, chunk_rows):
+        empty = False
+        yield chunk
+    if empty and tail is None:
         raise InputError(str(path), "header but no data rows", 1)
-    return _frame(rows, columns)
 
 
-def read_jsonl(path: Path, columns: list[str]) -> pl.DataFrame:
-    text = _read_text(path)
-    rows: list[list[Any]] = []
+def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
+               tail: Tail | None = None) -> Iterator[pl.DataFrame]:
     seen: set[str] = set()
-    for i, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", i) from None
-        if not isinstance(obj, dict):
-            raise InputError(str(path), f"expected a JSON object, found {type(obj).__name__}", i)
-        seen.update(obj)
-        rows.append([_as_str(obj.get(c)) for c in columns] + [i])
+
+    def rows() -> Iterator[list[Any]]:
+        for number, line in _text_lines(path, tail, header=False):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", number) from None
+            if not isinstance(obj, dict):
+                raise InputError(str(path), f"expected a JSON object, found {type(obj).__name__}", number)
+            seen.update(obj)
+            yield [_as_str(obj.get(c)) for c in columns] + [number]
+
+    yield from _chunked(rows(), columns, chunk_rows)
     missing = [c for c in columns if c not in seen]
-    if missing:
+    if missing and tail is None:  # known only at the end: ingest commits nothing before the last chunk
         raise InputError(str(path), f"no record has key(s) {missing}; found {sorted(seen)}")
-    return _frame(rows, columns)
 
 
-def read_parquet(path: Path, columns: list[str]) -> pl.DataFrame:
+def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
+    import pyarrow.parquet as pq
+
     try:
-        frame = pl.read_parquet(path)
-    except Exception as e:  # polars raises several types for corrupt files
+        file = pq.ParquetFile(path)
+        names = file.schema_arrow.names
+    except Exception as e:  # pyarrow raises several types for corrupt files
         raise InputError(str(path), f"not a readable Parquet file: {e}") from None
-    _check_header(path, frame.columns, columns)
-    if frame.height == 0:
+    _check_header(path, names, columns)
+    if file.metadata.num_rows == 0:
         raise InputError(str(path), "no rows")
-    return _from_records(frame.select(columns).to_dicts(), columns)
+    start = 1
+    try:
+        for batch in file.iter_batches(batch_size=chunk_rows, columns=columns):
+            records = batch.to_pylist()
+            yield _frame([[_as_str(r.get(c)) for c in columns] + [start + i] for i, r in enumerate(records)],
+                         columns)
+            start += len(records)
+    except InputError:
+        raise
+    except Exception as e:
+        raise InputError(str(path), f"not a readable Parquet file: {e}", start) from None
 
 
 def _from_records(records: list[dict[str, Any]], columns: list[str]) -> pl.DataFrame:
@@ -153,19 +235,33 @@ def read_hf(name: str, columns: list[str], split: str | None) -> pl.DataFrame:
     return _from_records(list(ds.select_columns(columns)), columns)
 
 
-def read_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None) -> pl.DataFrame:
-    """Dispatch on format; `columns` are the file's column names to keep, in order."""
+def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None,
+              chunk_rows: int = CHUNK_ROWS, tail: Tail | None = None) -> Iterator[pl.DataFrame]:
+    """Dispatch on format; `columns` are the file's column names to keep, in order. A Hugging Face dataset is one
+    chunk (the datasets library holds it memory-mapped already). `tail`: only the rows appended after a previous
+    read (text formats)."""
+    if tail is not None and fmt not in APPENDABLE:
+        raise ValueError(f"a {fmt} file cannot be read from an offset")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     if fmt == "hf":
-        return read_hf(str(path), columns, hf_split)
+        yield read_hf(str(path), columns, hf_split)
+        return
     path = Path(path)
     if not path.is_file():
         raise InputError(str(path), "file not found")
     if fmt == "tsv":
-        return read_delimited(path, columns, "\t")
-    if fmt == "csv":
-        return read_delimited(path, columns, ",")
-    if fmt == "jsonl":
-        return read_jsonl(path, columns)
-    if fmt == "parquet":
-        return read_parquet(path, columns)
-    raise InputError(str(path), f"unknown format '{fmt}'")
+        yield from iter_delimited(path, columns, "\t", chunk_rows, tail)
+    elif fmt == "csv":
+        yield from iter_delimited(path, columns, ",", chunk_rows, tail)
+    elif fmt == "jsonl":
+        yield from iter_jsonl(path, columns, chunk_rows, tail)
+    elif fmt == "parquet":
+        yield from iter_parquet(path, columns, chunk_rows)
+    else:
+        raise InputError(str(path), f"unknown format '{fmt}'")
+
+
+def read_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None) -> pl.DataFrame:
+    """The whole file as one frame (see `iter_rows`)."""
+    return pl.concat(list(iter_rows(path, fmt, columns, hf_split)), how="vertical")

@@ -40,30 +40,35 @@ def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_li
     DuckDB streams the Arrow datasets and spills joins to `spill_dir` beyond `memory_limit`, so a stage can join
     tables of any size in bounded memory. An absent table is an empty view of its schema; `columns[name]` limits
     what is read of a table (a column it lacks reads as null)."""
-    from amrsim.warehouse.schemas import SCHEMAS
-
     con = duckdb.connect(config={"memory_limit": memory_limit, "preserve_insertion_order": False})
     if spill_dir:
         con.execute(f"SET temp_directory = '{spill_dir}'")
     for name, (dataset, table) in tables.items():
-        path = wh.table_path(dataset, table)
-        if wh.exists(dataset, table):
-            data = DeltaTable(str(path)).to_pyarrow_dataset()
-            # a scanner, not the dataset: DuckDB reads a dataset in 1M-row Arrow batches, which would make memory
-            # grow with the table up to that size; 64k-row batches (one row group) with little read-ahead do not
-            wanted = [c for c in (columns or {}).get(name, data.schema.names) if c in data.schema.names]
-            source: Any = data.scanner(columns=wanted, batch_size=64 * 1024, batch_readahead=1, fragment_readahead=1)
-            names = wanted
-        else:
-            source = SCHEMAS[table].empty_table()
-            names = source.schema.names
-        con.register(f"__{name}", source)
-        # a table written before a column joined its schema reads that column as null
-        missing = [f for f in SCHEMAS[table] if f.name not in names
-                   and (columns is None or name not in columns or f.name in columns[name])]
-        extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
-        con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
+        register_table(con, wh, name, dataset, table, (columns or {}).get(name))
     return con
+
+
+def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dataset: str, table: str,
+                   columns: list[str] | None = None) -> None:
+    """View `name` over a table's current snapshot, streamed (see `scan_connection`); only `columns` if given."""
+    from amrsim.warehouse.schemas import SCHEMAS
+
+    path = wh.table_path(dataset, table)
+    if wh.exists(dataset, table):
+        data = DeltaTable(str(path)).to_pyarrow_dataset()
+        # a scanner, not the dataset: DuckDB reads a dataset in 1M-row Arrow batches, which would make memory
+        # grow with the table up to that size; 64k-row batches (one row group) with little read-ahead do not
+        wanted = [c for c in (columns or data.schema.names) if c in data.schema.names]
+        source: Any = data.scanner(columns=wanted, batch_size=64 * 1024, batch_readahead=1, fragment_readahead=1)
+        names = wanted
+    else:
+        source = SCHEMAS[table].empty_table()
+        names = source.schema.names
+    con.register(f"__{name}", source)
+    # a table written before a column joined its schema reads that column as null
+    missing = [f for f in SCHEMAS[table] if f.name not in names and (columns is None or f.name in columns)]
+    extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
+    con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
 
 
 _SQL_TYPES = {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN",
