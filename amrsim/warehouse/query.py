@@ -76,12 +76,15 @@ _SQL_TYPES = {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT", "bool"
 
 
 def existing_keys(wh: Warehouse, dataset: str, table: str, keys: list[str]) -> set[str]:
-    """Which of `keys` the table's current snapshot holds: a semi-join that streams the table's key column, so the
-    memory it needs is that of `keys`, not of the table."""
+    """Which of `keys` the table's current snapshot holds: a semi-join that streams the table's key column in
+    64k-row batches, so the memory it needs is that of `keys`, not of the table."""
     if not keys or not wh.exists(dataset, table):
         return set()
     con = duckdb.connect(config={"memory_limit": "128MB"})
-    con.register("t", DeltaTable(str(wh.table_path(dataset, table))).to_pyarrow_dataset())
-    con.register("k", pl.DataFrame({"key": keys}).to_arrow())
-    found = con.execute("SELECT t.key FROM t SEMI JOIN k ON t.key = k.key").fetchall()
+    try:
+        register_table(con, wh, "t", dataset, table, ["key"])
+        con.register("k", pl.DataFrame({"key": keys}).to_arrow())
+        found = con.execute("SELECT t.key FROM t SEMI JOIN k ON t.key = k.key").fetchall()
+    finally:
+        con.close()
     return {row[0] for row in found}
