@@ -14,6 +14,7 @@ import yaml
 from amrsim.cli_common import ConfigOpt, warehouse_root
 from amrsim.cli_deploy import deploy_command
 from amrsim.cli_evaluate import evaluate_app, report_command
+from amrsim.cli_score import score_command
 from amrsim.cli_train import explain_command, train_command
 from amrsim.errors import AmrsimError, ConfigError
 
@@ -29,6 +30,7 @@ app.command("report")(report_command)
 app.command("train")(train_command)
 app.command("explain")(explain_command)
 app.command("deploy")(deploy_command)
+app.command("score")(score_command)
 
 
 def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:

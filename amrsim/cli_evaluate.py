@@ -98,7 +98,8 @@ def evaluate_sts_cmd(
         split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
         dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
-    """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached."""
+    """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
+    A cross-encoder (pear:...) scores each pair directly."""
     from amrsim.config import DatasetConfig, StsEvalConfig
     from amrsim.ingest import ingest_tables
     from amrsim.report import console, frame_table
@@ -125,7 +126,10 @@ def evaluate_sts_cmd(
         raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
     run_id = new_run_id()
     ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
-    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
+    from amrsim.evaluate.sts import cross_encoder_sts_stage, is_cross_encoder
+
+    stage = cross_encoder_sts_stage if is_cross_encoder(encoder, wh.models_root) else sts_stage  # pairs scored directly
+    _, rows = stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")

@@ -12,7 +12,7 @@ from amrsim.errors import ConfigError
 
 
 def train_command(
-    method: Annotated[str, typer.Argument(help="s3bert or mse_amr")],
+    method: Annotated[str, typer.Argument(help="s3bert, mse_amr, pear, dueam or meaning")],
     pipeline: Annotated[str | None, typer.Option(
         help="pipeline whose data and params to use (default: the CPU recipe, the pipeline named like the method)")
     ] = None,

@@ -80,7 +80,8 @@ def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, object]]:
     print(f"[{n}] wrote {n} pairs in {time.perf_counter() - t0:.1f}s -> {data}", file=sys.stderr)
     (work / "pipelines.yaml").write_text(pipeline_yaml(data, args.aspects, args.commit_rows))
     rows = []
-    for step, n_new in (("full", 0), ("incremental", int(n * args.new_fraction))):
+    steps = [("full", 0)] + ([] if args.full_only else [("incremental", int(n * args.new_fraction))])
+    for step, n_new in steps:
         if n_new:
             write_pairs(data, n, n_new, args.seed)
         for name in ("ingest", "metrics"):
@@ -104,6 +105,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", default=None, help="where the synthetic data and warehouse go (default: system tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--full-only", action="store_true", help="only the full refresh (a memory point at a larger size)")
     ap.add_argument("--phase", choices=["ingest", "metrics"], help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -120,6 +122,8 @@ def main() -> None:
     for n in sorted({int(r["pairs"]) for r in rows}):  # type: ignore[call-overload]
         full = sum(float(r["seconds"]) for r in rows if r["pairs"] == n and r["refresh"] == "full")  # type: ignore
         inc = sum(float(r["seconds"]) for r in rows if r["pairs"] == n and r["refresh"] == "incremental")  # type: ignore
+        if not inc:
+            continue
         print(f"{n:,} pairs: full refresh {full:.1f}s, incremental (+{args.new_fraction:.0%}) {inc:.1f}s, "
               f"ratio {full / inc:.1f}x")
 

@@ -108,8 +108,9 @@ def sync_staged(wh: Warehouse, dataset: str, table: str, stage: Stage, scope: tu
             return 0, 0
         # the vanished keys first: the connection then streams the new rows, one open result at a time
         gone = con.sql("SELECT key FROM removed").to_arrow_table().column("key") if n_removed else None
-        rows = con.sql(f"SELECT s.* EXCLUDE ({SEQ}) FROM {staged} s SEMI JOIN added a "
-                       f"ON s.key = a.key AND s.{SEQ} = a.seq").to_arrow_reader(BATCH_ROWS)
+        # a staged row's number is unique in its table: joining on it alone keeps the hash table to 8 bytes a row
+        rows = con.sql(f"SELECT s.* EXCLUDE ({SEQ}) FROM {staged} s SEMI JOIN (SELECT seq FROM added) a "
+                       f"ON s.{SEQ} = a.seq").to_arrow_reader(BATCH_ROWS)
         path = wh.table_path(dataset, table)
         dt = wh._open(dataset, table)
         if dt is None or not n_removed:  # the common refresh: rows only added, a plain append

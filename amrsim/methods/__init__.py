@@ -19,6 +19,9 @@ from pydantic import BaseModel
 METHODS: dict[str, str] = {
     "s3bert": "amrsim.methods.s3bert_run",
     "mse_amr": "amrsim.methods.mse_amr_run",
+    "dueam": "amrsim.methods.dueam_run",
+    "pear": "amrsim.methods.pear_run",
+    "meaning": "amrsim.methods.meaning_run",
 }
 
 

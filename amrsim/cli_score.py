@@ -1,0 +1,105 @@
+"""`amrsim score`: a trained cross-encoder (PEAR) scores every sentence pair of a file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.errors import ConfigError
+
+_S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
+_S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
+_GOLD = ("score", "relatedness_score", "similarity", "label", "gold")
+_FORMATS = ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
+
+
+def _columns(path: Path, fmt: str) -> list[str]:
+    """The file's column names (header line, first JSON record or Parquet schema)."""
+    import json
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.ParquetFile(path).schema_arrow.names)
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        first = f.readline().rstrip("\r\n")
+    if fmt == "jsonl":
+        try:
+            return list(json.loads(first)) if first.strip() else []
+        except ValueError:
+            return []
+    return [c.strip() for c in first.split("\t" if fmt == "tsv" else ",")]
+
+
+def score_command(
+        file: Annotated[Path, typer.Option(help="TSV/CSV/JSONL/Parquet with two sentence columns")],
+        model: Annotated[str, typer.Option(help="a trained cross-encoder: pear:<run id|latest>")] = "pear:latest",
+        out: Annotated[Path | None, typer.Option(help="TSV to write (default: print to stdout)")] = None,
+        sentence1_col: Annotated[str | None, typer.Option(help="default: sentence1 or sentence_A")] = None,
+        sentence2_col: Annotated[str | None, typer.Option(help="default: sentence2 or sentence_B")] = None,
+        score_col: Annotated[str | None, typer.Option(help="gold column to correlate with, when present "
+                                                           "(default: score or relatedness_score)")] = None,
+        batch_size: Annotated[int, typer.Option(min=1)] = 64,
+        device: Annotated[str, typer.Option(help="auto, cpu or cuda")] = "auto",
+        config: ConfigOpt = "pipelines.yaml") -> None:
+    """Predict a 0-1 relatedness score for every pair; with a gold column, also Spearman and Pearson (x100)."""
+    import numpy as np
+    import polars as pl
+
+    from amrsim.encoders import find_trained, load_encoder
+    from amrsim.evaluate.sts import correlations
+    from amrsim.ingest.readers import read_rows
+    from amrsim.report import console
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not file.is_file():
+        raise ConfigError(f"--file: file not found ({file.resolve()})")
+    root = warehouse_root(config) / "models"
+    try:
+        trained = find_trained(model, root)
+    except ValueError as e:
+        raise ConfigError(f"--model: {e}") from None
+    if trained.meta.get("kind") != "cross-encoder":
+        raise ConfigError(f"--model '{model}' is a {trained.meta.get('method')} sentence encoder, not a cross-encoder; "
+                          f"compare its embeddings with `amrsim evaluate sts --encoder {model}`")
+    fmt = next((f for s, f in _FORMATS if s in file.name.lower()), "tsv")
+    header = _columns(file, fmt)
+    s1 = sentence1_col or next((c for c in _S1 if c in header), _S1[0])
+    s2 = sentence2_col or next((c for c in _S2 if c in header), _S2[0])
+    gold_col = score_col or next((c for c in _GOLD if c in header), None)
+    wanted = [s1, s2] + ([gold_col] if gold_col and gold_col in header else [])
+    frame = read_rows(file, fmt, wanted)
+    texts1 = frame[s1].fill_null("").to_list()
+    texts2 = frame[s2].fill_null("").to_list()
+    scorer = load_encoder(model, batch_size=batch_size, device=device, models_root=root)
+    pred = scorer.score(texts1, texts2)  # type: ignore[attr-defined]
+    result = pl.DataFrame({"sentence1": texts1, "sentence2": texts2, "prediction": np.round(pred, 6)})
+    if len(wanted) == 3:
+        gold = frame[wanted[2]].cast(pl.Float64, strict=False)
+        result = result.with_columns(gold.alias("gold"))
+    if out is None:
+        print(result.write_csv(separator="\t", quote_style="never"), end="")
+    else:
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        result.write_csv(tmp, separator="\t", quote_style="never")
+        os.replace(tmp, out)  # readers never see a half-written file
+        console.print(f"{result.height} pairs scored with {model} ({trained.run_id}) -> {out}")
+    if "gold" in result.columns:
+        ok = result.filter(pl.col("gold").is_not_null())
+        corr = correlations(ok["prediction"].to_numpy(), ok["gold"].to_numpy())
+        if corr["spearman"] is not None:
+            message = (f"{ok.height} pairs with gold '{wanted[2]}': Spearman {corr['spearman']:.2f}, "
+                       f"Pearson {corr['pearson']:.2f} (x100)")
+            if out is None:
+                import sys
+
+                print(message, file=sys.stderr)
+            else:
+                console.print(message)

@@ -1,0 +1,228 @@
+"""DuEAM in the pipeline: NLI-style items from the warehouse, the paper's pair constructions, then
+`amrsim.methods.dueam.train_dueam` into `warehouse/models/dueam/<run id>/` (loadable as `dueam:<run id|latest>`).
+
+Items (`load_items`): each row group of a `triples` table (premise; entailment and contradiction are its hypotheses)
+or a `pairs` table (sentence1 = premise, sentence2 = hypothesis; lang1/lang2 per side) sharing an item id, split
+`split`; other languages from the dataset's own translated rows, its `parallel` table and its `translations` table
+(the translate stage). Labels are never read. Tables are read at the versions recorded in lineage and model.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import Field
+
+from amrsim.config import LoadedConfig
+from amrsim.errors import ConfigError
+from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.warehouse import Warehouse
+
+log = logging.getLogger(__name__)
+
+METHOD = "dueam"
+SAMPLED_OUT = "over max_pairs (sampled out)"
+ENGLISH_ONLY = ("all-MiniLM-L6-v2 (the packaged `minilm`) is an English model: other languages are split into "
+                "English word pieces, so anchor WMDs and the learner are English-only in substance")
+# each kind's text columns: the premise, then its hypotheses
+ROLES = {"triples": ("premise", ("entailment", "contradiction")), "pairs": ("sentence1", ("sentence2",))}
+
+
+class Params(MethodParams):
+    datasets: list[str] = Field(min_length=1)  # NLI-style datasets: kind triples or pairs
+    split: str | None = "train"  # None: every split
+    modes: list[Literal["unsupervised", "monolingual", "cross_lingual"]] = Field(
+        default=["monolingual", "cross_lingual"], min_length=1)  # the paper's weakly supervised setting
+    langs: list[str] | None = None  # None: every language found
+    max_cross_per_item: int | None = Field(default=None, ge=1)  # cross-lingual layouts per hypothesis (sampled)
+    max_pairs: int | None = Field(default=None, ge=1)  # a seeded sample of the constructed pairs (CPU recipes)
+    anchor: str = "minilm"  # frozen token encoder: minilm, hf:<id|path> or a transformers dir
+    learner: str = "minilm"  # sentence encoder to train: minilm, hf:<id|path>, a sentence-transformers dir
+    anchor_layer: int = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
+    wmd_weights: Literal["uniform", "norm"] = "uniform"
+    normalize_tokens: bool = True  # unit token vectors before the Euclidean cost: WMD in [0, 2]
+    normalize: bool = True  # unit learner embeddings: ||s' - t'|| in [0, 2]
+    lam: float = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
+    max_length: int = Field(default=128, ge=4)
+    batch_size: int = Field(default=64, ge=2)
+    lr: float = Field(default=2e-5, gt=0)
+    warmup: int = Field(default=100, ge=0)
+    epochs: int = Field(default=1, ge=1)
+    eval_every: int = Field(default=1000, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    weight_decay: float = Field(default=0.01, ge=0)
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    dev_dataset: str | None = None  # pairs with gold scores (STSb dev): keeps the best learner by Spearman
+    dev_split: str | None = "dev"
+    dev_lang_pair: str = "en-en"
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    def dataset_refs(self) -> list[tuple[str, str]]:
+        refs = [("datasets", d) for d in self.datasets]
+        return refs + ([("dev_dataset", self.dev_dataset)] if self.dev_dataset else [])
+
+
+def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> dict[str, str]:
+    """Dataset name -> kind (triples or pairs), before anything is read."""
+    pipe = cfg.project.pipelines[pipeline]
+    kinds = {}
+    for d in params.datasets:
+        kind = pipe.datasets[d].kind if d in pipe.datasets else None
+        if kind not in ROLES:
+            raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train dueam datasets: '{d}' is kind '{kind}', "
+                              f"needs 'triples' or 'pairs' (premise-hypothesis rows)")
+        kinds[d] = kind
+    if params.dev_dataset and pipe.datasets[params.dev_dataset].kind != "pairs":
+        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train dueam dev_dataset '{params.dev_dataset}' "
+                          f"needs kind 'pairs' (with gold scores)")
+    return kinds
+
+
+def translations_by_key(wh: Warehouse, dataset: str, versions: dict[str, int | None]) -> dict[str, dict[str, str]]:
+    """Sentence key -> {language: text} of its translations: the `parallel` table (given in the input) first, then
+    the `translations` table (the translate stage); ok rows only."""
+    import polars as pl
+
+    from amrsim.warehouse.store import OK
+
+    out: dict[str, dict[str, str]] = {}
+    for table, text in (("parallel", "target"), ("translations", "text")):
+        version = versions.get(f"{dataset}.{table}")
+        if version is None and not wh.exists(dataset, table):
+            continue
+        rows = wh.read(dataset, table, version=version).filter(pl.col("status") == OK)
+        for key, lang, value in zip(rows["source_key"], rows["target_lang"], rows[text], strict=True):
+            if value:
+                out.setdefault(key, {}).setdefault(lang, value)
+    return out
+
+
+def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions: dict[str, int | None]
+               ) -> tuple[list[Any], Counter[str], int]:
+    """NLI items of every dataset (sorted by dataset, item id), rows left out by reason, rows read."""
+    import polars as pl
+
+    from amrsim.methods.dueam import NLIItem
+    from amrsim.warehouse.store import OK
+
+    items: list[NLIItem] = []
+    left_out: Counter[str] = Counter()
+    rows_read = 0
+    for ds, kind in kinds.items():
+        table = "triples" if kind == "triples" else "pairs"
+        version = versions.get(f"{ds}.{table}")
+        if version is None and not wh.exists(ds, table):
+            raise ConfigError(f"dueam: dataset '{ds}' has no {table} table; ingest it first (the train flow's refresh "
+                              f"does)")
+        frame = wh.read(ds, table, version=version)
+        if split:
+            frame = frame.filter(pl.col("split") == split)
+        rows_read += frame.height
+        failed = frame.filter(pl.col("status") != OK).height
+        if failed:
+            left_out["row failed at ingest"] += failed
+        frame = frame.filter(pl.col("status") == OK).sort("item_id", "source_line")
+        premise_col, hyp_cols = ROLES[kind]
+        trans = translations_by_key(wh, ds, versions)
+        # item id -> (premise by language, hypotheses by language, sentence keys per role: premise, then hypotheses)
+        grouped: dict[str, tuple[dict[str, str], list[dict[str, str]], list[list[str]]]] = {}
+        for row in frame.iter_rows(named=True):
+            premise, hyps, keys = grouped.setdefault(
+                row["item_id"], ({}, [{} for _ in hyp_cols], [[] for _ in range(1 + len(hyp_cols))]))
+            lang_p = row["lang"] if kind == "triples" else row["lang1"]
+            lang_h = row["lang"] if kind == "triples" else row["lang2"]
+            premise.setdefault(lang_p, row[premise_col])
+            for hyp, col in zip(hyps, hyp_cols, strict=True):
+                hyp.setdefault(lang_h, row[col])
+            for role_keys, col in zip(keys, (premise_col, *hyp_cols), strict=True):
+                role_keys.append(row[f"{col}_key"])
+        for item_id, (premise, hyps, keys) in sorted(grouped.items()):
+            for side, role_keys in zip((premise, *hyps), keys, strict=True):  # translations of the item's sentences
+                for key in role_keys:
+                    for lang, text in trans.get(key, {}).items():
+                        side.setdefault(lang, text)
+            items.append(NLIItem(f"{ds}:{item_id}", premise, tuple(hyps)))
+    return items, left_out, rows_read
+
+
+def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
+              ) -> tuple[tuple[list[str], list[str], Any] | None, dict[str, Any]]:
+    """(texts1, texts2, gold) of the dev pairs in `dev_lang_pair`, and counts."""
+    import numpy as np
+    import polars as pl
+
+    from amrsim.warehouse.store import OK
+
+    ds = params.dev_dataset
+    assert ds is not None
+    pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
+    if params.dev_split:
+        pairs = pairs.filter(pl.col("split") == params.dev_split)
+    l1, _, l2 = params.dev_lang_pair.partition("-")
+    usable = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == l1) & (pl.col("lang2") == (l2 or l1))
+                          & pl.col("score").is_not_null())
+    info = {"dataset": ds, "split": params.dev_split, "lang_pair": params.dev_lang_pair, "pairs": usable.height,
+            "left_out": pairs.height - usable.height}
+    if usable.height < 2:
+        raise ConfigError(f"dueam: fewer than 2 dev pairs in {ds} (split {params.dev_split}, {params.dev_lang_pair})")
+    return (usable["sentence1"].to_list(), usable["sentence2"].to_list(),
+            usable["score"].to_numpy().astype(np.float64)), info
+
+
+def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+    import numpy as np
+
+    from amrsim.methods.dueam import construct_pairs, resolve_model, train_dueam
+
+    started = time.perf_counter()
+    wh = Warehouse(cfg.warehouse_root)
+    kinds = check_config(cfg, pipeline, params)
+    with training_run(wh, pipeline, METHOD, run_id, params) as run:
+        versions = {**table_versions(wh, params.datasets, ["triples", "pairs", "parallel", "translations"]),
+                    **(table_versions(wh, [params.dev_dataset], ["pairs"]) if params.dev_dataset else {})}
+        run.input_versions = versions
+        items, left_out, rows_read = load_items(wh, kinds, params.split, versions)
+        pairs, missing = construct_pairs(items, params.modes, params.langs, params.seed, params.max_cross_per_item)
+        left_out.update(missing)
+        built = Counter(p.mode for p in pairs)
+        if params.max_pairs is not None and len(pairs) > params.max_pairs:
+            left_out[SAMPLED_OUT] = len(pairs) - params.max_pairs
+            pick = np.sort(np.random.default_rng(params.seed).choice(len(pairs), params.max_pairs, replace=False))
+            pairs = [pairs[i] for i in pick]
+        if not pairs:
+            raise ConfigError(f"dueam: no training pairs from {params.datasets} (split {params.split}, modes "
+                              f"{params.modes}, langs {params.langs}; left out: {dict(left_out)}); ingest the "
+                              f"datasets, or add translations for cross_lingual")
+        dev, dev_info = dev_pairs(wh, params, versions) if params.dev_dataset else (None, {})
+        langs_found = sorted({lg for it in items for lg in [*it.premise, *(k for h in it.hypotheses for k in h)]})
+        data = {"pipeline": pipeline, "datasets": params.datasets, "split": params.split, "modes": params.modes,
+                "langs": params.langs, "langs_found": langs_found, "table_versions": versions, "items": len(items),
+                "pairs_built": dict(built), "pairs_used": dict(Counter(p.mode for p in pairs)),
+                "lang_pairs_used": dict(Counter(f"{p.lang1}-{p.lang2}" for p in pairs)),
+                "left_out": dict(left_out), "dev": dev_info}
+        meta: dict[str, Any] = {"data": data, "anchor_name": params.anchor, "learner_name": params.learner}
+        if "minilm" in (params.anchor, params.learner):
+            meta["languages"] = ENGLISH_ONLY
+        log.info("dueam: %d pairs %s from %d items (langs %s); left out %s", len(pairs), data["pairs_used"],
+                 len(items), langs_found, dict(left_out))
+        out_dir = run_dir(wh, METHOD, run_id)
+        result = train_dueam(
+            resolve_model(params.anchor), resolve_model(params.learner), [p.text1 for p in pairs],
+            [p.text2 for p in pairs], out_dir, dev=dev, lam=params.lam, batch_size=params.batch_size, lr=params.lr,
+            warmup=params.warmup, epochs=params.epochs, eval_every=params.eval_every, max_steps=params.max_steps,
+            seed=params.seed, device=params.device, anchor_layer=params.anchor_layer, weights=params.wmd_weights,
+            normalize_tokens=params.normalize_tokens, normalize=params.normalize, max_length=params.max_length,
+            weight_decay=params.weight_decay, max_grad_norm=params.max_grad_norm, extra_meta=meta)
+        skipped = dict(result["skipped"])
+        failed = sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values())
+        run.rows_in, run.rows_computed, run.rows_failed = rows_read, result["train_pairs"], failed
+        run.rows_out = result["train_pairs"] if result["completed"] else 0
+    return train_summary(METHOD, run_id, rows_read, result["train_pairs"], failed, started, result["completed"],
+                         model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
+                         resumed_from=result["resumed_from"], best_dev=result["best_dev"],
+                         best_step=result["best_step"], initial_dev=result["initial_dev"],
+                         pairs=data["pairs_used"], left_out={**dict(left_out), **skipped})

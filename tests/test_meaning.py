@@ -1,0 +1,408 @@
+"""Meaning embeddings: each loss on tiny tensors against hand-computed values, head shapes, save/load, a tiny
+end-to-end run through the warehouse on a fake encoder (vector = meaning of the words + an offset per language), and
+bad input (a language without parallel rows, empty inputs)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from pydantic import ValidationError
+
+from amrsim.config import load_config
+from amrsim.encoders import find_trained, load_encoder
+from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.errors import ConfigError
+from amrsim.ingest import ingest_dataset
+from amrsim.methods import get_method, method_params
+from amrsim.methods.meaning import (
+    MeaningModel,
+    Stage1Config,
+    Stage2Config,
+    StsHead,
+    _negatives,
+    _SameLanguage,
+    cosines,
+    language_id_loss,
+    language_similarity_loss,
+    load_model,
+    make_head,
+    meaning_loss,
+    meaning_of,
+    reconstruction_loss,
+    save_model,
+    stage1_losses,
+    sts_loss,
+    train_stage1,
+    train_stage2,
+)
+from amrsim.warehouse import Warehouse
+
+# ---------------------------------------------------------------------------------------------------- losses
+
+
+def test_meaning_loss_hand_computed():
+    a = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    b = torch.tensor([[0.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    # translations: 1 - cos -> 1 - 0 = 1 and 1 - 1/sqrt2; a random pair with cos 1/sqrt2 -> max(0, cos - 0)
+    target = torch.tensor([1.0, 1.0, -1.0])
+    c = 1 / math.sqrt(2)
+    assert meaning_loss(a, b, target).item() == pytest.approx((1.0 + (1 - c) + c) / 3, abs=1e-6)
+    # a margin of 0.8 forgives the random pair (cos 0.707 < 0.8); a random pair pointing away costs nothing
+    assert meaning_loss(a, b, target, margin=0.8).item() == pytest.approx((1.0 + (1 - c)) / 3, abs=1e-6)
+    assert meaning_loss(a[:1], -a[:1], torch.tensor([-1.0])).item() == pytest.approx(0.0)
+
+
+def test_reconstruction_loss_hand_computed():
+    m = torch.tensor([[1.0, 2.0]])
+    lang = torch.tensor([[0.5, -1.0]])
+    x = torch.tensor([[1.0, 0.0]])
+    # (1.5 - 1)^2 + (1 - 0)^2 over 2 dims = (0.25 + 1) / 2
+    assert reconstruction_loss(m, lang, x).item() == pytest.approx(0.625)
+
+
+def test_language_id_loss_hand_computed():
+    logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])
+    labels = torch.tensor([1, 0])
+    # -log(1/2) and -log(3/4)
+    assert language_id_loss(logits, labels).item() == pytest.approx((math.log(2) + math.log(4 / 3)) / 2)
+
+
+def test_language_similarity_loss_hand_computed():
+    a = torch.tensor([[1.0, 0.0], [3.0, 4.0]])
+    b = torch.tensor([[0.0, 2.0], [3.0, 4.0]])
+    # cos 0 -> 1, cos 1 -> 0
+    assert language_similarity_loss(a, b).item() == pytest.approx(0.5)
+
+
+def test_sts_loss_hand_computed():
+    u = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    v = torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+    gold = torch.tensor([1.0, 0.5])
+    assert sts_loss(u, v, gold).item() == pytest.approx(((1 / math.sqrt(2) - 1) ** 2 + 0.25) / 2)
+
+
+def test_stage1_losses_are_the_four_losses_of_the_batch():
+    torch.manual_seed(0)
+    model = MeaningModel(4, 3)
+    xa, xb, xs = torch.randn(3, 4), torch.randn(3, 4), torch.randn(6, 4)
+    la, lb = torch.tensor([0, 1, 1]), torch.tensor([2, 2, 2])
+    neg = torch.tensor([1, 2, 0])
+    parts = stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0)
+    with torch.no_grad():
+        ma, lga = model(xa)
+        mb, lgb = model(xb)
+        _, ls = model(xs)
+        pos = 1 - torch.nn.functional.cosine_similarity(ma, mb)
+        rnd = torch.nn.functional.cosine_similarity(ma, mb[neg]).clamp(min=0)
+        lang = torch.cat([lga, lgb])
+        assert parts["meaning"].item() == pytest.approx(torch.cat([pos, rnd]).mean().item(), abs=1e-6)
+        assert parts["reconstruction"].item() == pytest.approx(
+            ((torch.cat([ma, mb]) + lang - torch.cat([xa, xb])) ** 2).mean().item(), abs=1e-6)
+        logp = torch.log_softmax(model.classifier(lang), -1)
+        assert parts["language_id"].item() == pytest.approx(
+            -logp[torch.arange(6), torch.cat([la, lb])].mean().item(), abs=1e-6)
+        assert parts["language_similarity"].item() == pytest.approx(
+            (1 - torch.nn.functional.cosine_similarity(lang, ls)).mean().item(), abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------------- shapes, sampling
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_head_shapes(kind):
+    model = MeaningModel(8, 5, head=kind, hidden=16)
+    m, lang = model(torch.randn(3, 8))
+    assert m.shape == lang.shape == (3, 8)
+    assert model.classifier(lang).shape == (3, 5)
+    if kind == "mlp":
+        assert [p.shape for p in model.meaning.parameters()] == [(16, 8), (16,), (8, 16), (8,)]
+    with pytest.raises(ValueError, match="head 'conv' unknown"):
+        make_head("conv", 8)
+
+
+def test_sts_head_shape_and_residual_start():
+    x = torch.randn(4, 6)
+    head = StsHead(6, hidden=12, dropout=0.1, residual=True).eval()
+    assert torch.equal(head(x), x)  # the last layer starts at zero: the meaning embedding itself
+    plain = StsHead(6, hidden=12, residual=False).eval()
+    assert plain(x).shape == (4, 6)
+    hidden = [m for m in plain.mlp if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in hidden] == [(6, 12), (12, 12), (12, 6)]
+
+
+def test_same_language_draws_another_sentence_of_its_language():
+    langs = np.array([0, 1, 0, 2, 1, 0])
+    same = _SameLanguage(langs)
+    rng = np.random.default_rng(0)
+    idx = np.array([0, 1, 2, 3, 4, 5] * 50)
+    drawn = same.draw(idx, rng)
+    assert (langs[drawn] == langs[idx]).all()
+    alone = idx == 3  # the only sentence in language 2 can only draw itself
+    assert (drawn[alone] == 3).all() and (drawn[~alone] != idx[~alone]).all()
+    assert set(drawn[idx == 0]) == {2, 5}
+
+
+def test_negatives_never_pair_a_row_with_itself():
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 17):
+        perm = _negatives(n, rng)
+        assert sorted(perm) == list(range(n)) and (perm != np.arange(n)).all()
+
+
+# ----------------------------------------------------------------------------------------------- training on vectors
+
+
+def toy_vectors(n_meanings: int = 60, langs: tuple[str, ...] = ("en", "xx", "yy"), dim: int = 16, seed: int = 0,
+                shift: float = 1.5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every meaning in every language: vector = meaning + a language offset + noise; pairs: each non-English
+    sentence with its English translation."""
+    rng = np.random.default_rng(seed)
+    meanings = rng.normal(size=(n_meanings, dim))
+    offsets = rng.normal(size=(len(langs), dim)) * shift
+    x = np.concatenate([meanings + offsets[i] + 0.05 * rng.normal(size=meanings.shape) for i in range(len(langs))])
+    lang = np.repeat(np.arange(len(langs)), n_meanings)
+    pairs = np.array([(i * n_meanings + k, k) for i in range(1, len(langs)) for k in range(n_meanings)])
+    return x.astype(np.float32), lang, pairs
+
+
+def gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean cosine of translations minus mean cosine of mismatched rows."""
+    return float(cosines(a, b).mean() - cosines(a, np.roll(b, 1, axis=0)).mean())
+
+
+def test_stage1_learns_to_drop_the_language_offset(one_thread):
+    torch.manual_seed(0)
+    x, lang, pairs = toy_vectors(n_meanings=30)
+    model, metrics = train_stage1(x, lang, pairs, 3, Stage1Config(epochs=150, batch_size=32, lr=5e-3))
+    a, b = x[pairs[:, 0]], x[pairs[:, 1]]
+    assert gap(meaning_of(model, a), meaning_of(model, b)) > gap(a, b) + 0.5
+    first, last = metrics["history"][0]["train"], metrics["history"][-1]["train"]
+    assert all(last[k] < first[k] for k in ("meaning", "reconstruction", "language_id"))
+    assert metrics["dev_pairs"] == 3 and metrics["train_pairs"] == 57
+    with torch.no_grad():  # the language head's classifier tells the languages apart
+        _, lg = model(torch.as_tensor(x))
+        assert (model.classifier(lg).argmax(1).numpy() == lang).mean() > 0.9
+
+
+def test_stage2_improves_training_spearman_on_learnable_scores(one_thread):
+    rng = np.random.default_rng(0)
+    u, v = rng.normal(size=(200, 8)).astype(np.float32), rng.normal(size=(200, 8)).astype(np.float32)
+    gold = (np.tanh(u[:, 0] * v[:, 0]) + 1) / 2  # depends on one dimension only: the head must learn to focus
+    head, metrics = train_stage2(u[:150], v[:150], gold[:150], (u[150:], v[150:], gold[150:]),
+                                 Stage2Config(epochs=30, lr=3e-3, dropout=0.0, batch_size=16))
+    assert metrics["best_dev_spearman"] > metrics["initial_dev_spearman"] + 10
+    assert metrics["history"][-1]["train_loss"] < metrics["history"][0]["train_loss"]
+
+
+def test_empty_and_malformed_inputs_are_errors():
+    x, lang, pairs = toy_vectors(n_meanings=4)
+    with pytest.raises(ValueError, match="no translation pairs"):
+        train_stage1(x, lang, np.zeros((0, 2), int), 3)
+    with pytest.raises(ValueError, match="no sentence vectors"):
+        train_stage1(np.zeros((0, 16), np.float32), np.zeros(0, int), pairs, 3)
+    with pytest.raises(ValueError, match="pair indices"):
+        train_stage1(x, lang, pairs + 100, 3)
+    bad = x.copy()
+    bad[2, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        train_stage1(bad, lang, pairs, 3)
+    with pytest.raises(ValueError, match="fewer than 2 scored pairs"):
+        train_stage2(x[:1], x[1:2], np.array([0.5]))
+
+
+def test_save_load_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = MeaningModel(8, 2, head="mlp", hidden=4)
+    head = StsHead(8, hidden=4, residual=False)
+    out = save_model(tmp_path / "r1", model, "muse", ["en", "xx"], Stage1Config(head="mlp", hidden=4), head,
+                     Stage2Config(hidden=4, residual=False), extra_meta={"data": {"pairs": 3}})
+    loaded, loaded_head, meta = load_model(out)
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        assert torch.allclose(loaded(x)[0], model.eval()(x)[0]) and torch.allclose(loaded(x)[1], model(x)[1])
+        assert loaded_head is not None and torch.allclose(loaded_head(x), head.eval()(x))
+    assert meta["langs"] == ["en", "xx"] and meta["data"] == {"pairs": 3} and meta["stage2"]["residual"] is False
+    with pytest.raises(FileExistsError):
+        save_model(out, model, "muse", ["en", "xx"], Stage1Config())
+    no_head = save_model(tmp_path / "r2", model, "muse", ["en", "xx"], Stage1Config(head="mlp", hidden=4))
+    assert load_model(no_head)[1] is None
+
+
+# --------------------------------------------------------------------------------------------- through the warehouse
+
+WORDS = {"en": ["red", "cat", "sleeps", "blue", "dog", "runs", "green", "bird", "sings", "big"],
+         "de": ["rot", "katze", "schlaeft", "blau", "hund", "rennt", "gruen", "vogel", "singt", "gross"],
+         "fr": ["rouge", "chat", "dort", "bleu", "chien", "court", "vert", "oiseau", "chante", "grand"]}
+CONCEPT = {w: i for ws in WORDS.values() for i, w in enumerate(ws)}
+LANG_OF = {w: lang for lang, ws in WORDS.items() for w in ws}
+
+
+class FakeEncoder:
+    """Sum of a vector per concept (shared by its translations) + one offset per language: what stage 1 removes."""
+
+    name = model_id = "hf:fake-toy"
+    dim = 12
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(42)
+        self.concepts = rng.normal(size=(10, self.dim))
+        self.offsets = {lang: rng.normal(size=self.dim) * 2 for lang in WORDS}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for t in texts:
+            words = t.split()
+            out.append(sum(self.concepts[CONCEPT[w]] for w in words) + self.offsets[LANG_OF[words[0]]])
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)
+
+
+def sentences(seed: int, n: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [list(rng.choice(10, size=3, replace=False)) for _ in range(n)]
+
+
+def say(lang: str, concepts: list[int]) -> str:
+    return " ".join(WORDS[lang][c] for c in concepts)
+
+
+CONFIG = """
+default_pipeline: toy
+warehouse: warehouse
+run_dir: .amrsim
+pipelines:
+  toy:
+    datasets:
+      toy_sts:
+        path: sts.tsv
+        kind: pairs
+        score_range: [0, 5]
+        columns: {id: id, split: split, score: score, sentence1: sentence1, sentence2: sentence2}
+        translations:
+          de: {sentence1: sentence1_de, sentence2: sentence2_de}
+          fr: {sentence1: sentence1_fr, sentence2: sentence2_fr}
+    train:
+      - method: meaning
+        params:
+          encoder: hf:fake-toy
+          files: [bitext/*.tsv]
+          exclude_langs: [fr]
+          epochs: 60
+          batch_size: 16
+          lr: 5.0e-3
+          sts_datasets: [toy_sts]
+          sts_train_lang_pairs: [en-en]
+          sts_eval_lang_pairs: [en-fr, de-fr]
+          sts_epochs: 3
+          device: cpu
+"""
+
+
+@pytest.fixture
+def project(tmp_path, write_config, write_tsv, monkeypatch):
+    fake = FakeEncoder()
+    real = __import__("amrsim.encoders", fromlist=["_load_named"])._load_named
+    monkeypatch.setattr("amrsim.encoders._load_named",
+                        lambda name, *a: fake if name == "hf:fake-toy" else real(name, *a))
+    (tmp_path / "bitext").mkdir()
+    for lang, code in (("de", "deu"), ("fr", "fra")):  # fra is held out: the evaluated language
+        rows = [[say(lang, s), say("en", s)] for s in sentences(len(lang) + ord(lang[0]), 120)]
+        rows[5] = ["", rows[5][1]]  # an empty sentence: left out, counted
+        write_tsv(f"bitext/toy.{code}-eng.tsv", [code, "eng"], rows)
+    rows = []
+    for split, seed, n in (("train", 1, 40), ("dev", 2, 12)):
+        for i, (s1, s2) in enumerate(zip(sentences(seed, n), sentences(seed + 10, n), strict=True)):
+            score = 5.0 * len(set(s1) & set(s2)) / 3
+            row = [f"{split}{i}", split, f"{score}", say("en", s1), say("en", s2)]
+            rows.append(row + [say("de", s1), say("de", s2), say("fr", s1), say("fr", s2)])
+    write_tsv("sts.tsv", ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de",
+                          "sentence1_fr", "sentence2_fr"], rows)
+    cfg = load_config(write_config(CONFIG))
+    ingest_dataset(Warehouse(cfg.warehouse_root), cfg, "toy", "toy_sts", "r0")
+    return cfg, fake
+
+
+def test_trains_from_files_and_the_warehouse_then_loads_as_an_encoder(project, one_thread):
+    cfg, fake = project
+    params = cfg.project.pipelines["toy"].train[0].params
+    summary = get_method("meaning")(cfg, "toy", params, "run1")
+    assert summary["status"] == "ok" and summary["model"] == "meaning:run1"
+    assert summary["pairs"] == 119  # deu-eng: 120 rows - 1 empty; fra-eng held out
+    assert summary["left_out"] == {"language held out (exclude_langs)": 120, "empty sentence": 1}
+    wh = Warehouse(cfg.warehouse_root)
+    trained = find_trained("meaning:latest", wh.models_root)
+    meta = trained.meta
+    assert meta["langs"] == ["de", "en"] and meta["base_encoder"] == "hf:fake-toy"
+    assert meta["data"]["file_digests"].keys() == {"toy.deu-eng.tsv", "toy.fra-eng.tsv"}
+    assert meta["data"]["sts_table_versions"] == {"toy_sts.pairs": 0, "toy_sts.sentences": 0}
+    held = meta["metrics"]["stage2"]["held_out_dev_spearman"]
+    assert set(held) == {"en-fr", "de-fr"} and held["en-fr"]["n"] == 12
+    assert (trained.path / "meaning.safetensors").exists() and (trained.path / "sts_head.safetensors").exists()
+    # the vectors were cached: tatoeba-style sentences under files_dataset, STS sentences in their dataset
+    kept = [line.split("\t") for line in (cfg.path.parent / "bitext" / "toy.deu-eng.tsv").read_text().splitlines()[1:]]
+    distinct = {("de", r[0]) for r in kept if r[0]} | {("en", r[1]) for r in kept if r[0]}
+    assert wh.read("tatoeba", "embeddings").height == len(distinct)
+    encoder = load_encoder("meaning:latest", models_root=wh.models_root)
+    model, head, _ = load_model(trained.path)
+    texts = [say("en", [1, 2, 3]), say("fr", [1, 2, 3])]
+    expected = head(torch.as_tensor(meaning_of(model, fake.encode(texts)))).detach().numpy()
+    assert np.allclose(encoder.encode(texts), expected, atol=1e-5)
+    # through the embeddings cache: the base vectors are cached beside the meaning vectors, which match encode()
+    frame = pl.DataFrame({"key": ["k1", "k2"], "text": texts})
+    embed_sentences(wh, "scratch", "meaning:latest", frame)
+    assert np.allclose(read_embeddings(wh, "scratch", "meaning:latest", ["k1", "k2"]), expected, atol=1e-5)
+    assert sorted(wh.read("scratch", "embeddings")["encoder"].to_list()) == ["hf:fake-toy"] * 2 + ["meaning:latest"] * 2
+    # new German sentences lie closer to their English translations in the meaning space than in the encoder's
+    en = fake.encode([say("en", s) for s in sentences(7, 30)])
+    de = fake.encode([say("de", s) for s in sentences(7, 30)])
+    assert gap(meaning_of(model, en), meaning_of(model, de)) > gap(en, de) + 0.2
+
+
+def test_a_listed_language_without_parallel_rows_is_named(project):
+    cfg, _ = project
+    params = {**cfg.project.pipelines["toy"].train[0].params, "langs": ["en", "de", "sw"]}
+    with pytest.raises(ConfigError, match=r"language 'sw' \(sw\) has no parallel rows"):
+        get_method("meaning")(cfg, "toy", params, "bad")
+    params["langs"] = ["en", "fr"]
+    with pytest.raises(ConfigError, match="'fr'.*also in exclude_langs"):
+        get_method("meaning")(cfg, "toy", params, "bad")
+
+
+def test_nothing_to_train_on_and_unknown_sts_pairs_are_errors(project):
+    cfg, _ = project
+    base = cfg.project.pipelines["toy"].train[0].params
+    with pytest.raises(ConfigError, match="no translation pairs left"):
+        get_method("meaning")(cfg, "toy", {**base, "exclude_langs": ["de", "fr"]}, "bad")
+    with pytest.raises(ConfigError, match="language pair 'en-sw' has no 'train' pairs"):
+        get_method("meaning")(cfg, "toy", {**base, "sts_train_lang_pairs": ["en-sw"]}, "bad")
+    with pytest.raises(ConfigError, match="no `parallel` table"):
+        get_method("meaning")(cfg, "toy", {**base, "datasets": ["nope"]}, "bad")
+
+
+def test_parallel_table_source_and_empty_file(project, tmp_path):
+    cfg, _ = project
+    (tmp_path / "bitext" / "toy.swh-eng.tsv").write_text("swh\teng\n\t\n", encoding="utf-8")
+    params = {**cfg.project.pipelines["toy"].train[0].params, "datasets": ["toy_sts"], "sts_datasets": [],
+              "exclude_langs": ["fr"], "epochs": 2}
+    summary = get_method("meaning")(cfg, "toy", params, "par")
+    # toy_sts translations: en->de parallel rows (both roles; en->fr rows held out)
+    par = Warehouse(cfg.warehouse_root).read("toy_sts", "parallel")
+    assert summary["pairs"] == 119 + par.filter(pl.col("target_lang") == "de").height
+    assert any("toy.swh-eng.tsv" in n and "no pair" in n for n in summary["notes"])
+    meta = json.loads((tmp_path / "warehouse" / "models" / "meaning" / "par" / "model.json").read_text())
+    assert meta["stage2"] is None and meta["data"]["table_versions"]["toy_sts.parallel"] == 0
+
+
+def test_params_are_validated():
+    with pytest.raises(ValidationError, match="needs parallel data"):
+        method_params("meaning", {})
+    with pytest.raises(ValidationError, match="held-out pairs must differ"):
+        method_params("meaning", {"files": ["x"], "sts_train_lang_pairs": ["en-en"], "sts_eval_lang_pairs": ["en-en"]})
+    with pytest.raises(ValidationError, match="must look like 'en-de'"):
+        method_params("meaning", {"files": ["x"], "sts_eval_lang_pairs": ["ende"]})
+    with pytest.raises(ValidationError, match="extra"):
+        method_params("meaning", {"files": ["x"], "nope": 1})

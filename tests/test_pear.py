@@ -1,0 +1,338 @@
+"""PEAR cross-encoder: BCE on 0-1 scores, AdamW groups and warmup, kNN weak labels from the cross-encoder, Optuna
+study resume (and a study with no completed trial), then train -> `amrsim score` -> `amrsim evaluate sts` on a tiny
+randomly initialised BERT."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from amrsim.augment.knn import Scorer, augment_pairs
+from amrsim.config import load_config
+from amrsim.encoders import find_trained
+from amrsim.evaluate.sts import correlations, is_cross_encoder
+from amrsim.ingest import ingest_dataset
+from amrsim.methods import get_method, method_params
+from amrsim.methods.pear import (
+    CrossEncoder,
+    CrossEncoderScorer,
+    Hyper,
+    bce_loss,
+    fit_pear,
+    length_batches,
+    linear_warmup,
+    normalise_scores,
+    param_groups,
+    warmup_steps,
+)
+from amrsim.methods.pear_run import best_or_none, open_study, run_search, trials_frame
+from amrsim.warehouse import Warehouse
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+COLOURS = ["red", "blue", "green", "black"]
+ANIMALS = ["cat", "dog", "horse", "bird"]
+VERBS = ["runs", "sleeps", "eats", "jumps"]
+GERMAN = ["die", "katze", "hund", "läuft", "schläft"]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory) -> str:
+    """A randomly initialised 2-layer BERT (hidden 32) with a word-level WordPiece vocab, as a transformers dir."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *COLOURS, *ANIMALS, *VERBS, *GERMAN]
+    (path / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"))
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def toy(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
+    """'the <colour> <animal> <verb>' pairs; gold 0-5 = 5/3 x (shared colour, animal, verb)."""
+    rng = np.random.default_rng(seed)
+    t1, t2, y = [], [], []
+    for _ in range(n):
+        a = rng.integers(4, size=3)
+        same = rng.random(3) < 0.5
+        b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
+        t1.append(f"the {COLOURS[a[0]]} {ANIMALS[a[1]]} {VERBS[a[2]]}")
+        t2.append(f"the {COLOURS[b[0]]} {ANIMALS[b[1]]} {VERBS[b[2]]}")
+        y.append(5.0 * same.sum() / 3)
+    return t1, t2, np.array(y)
+
+
+# ---------------------------------------------------------------------------------------------------- loss, targets
+
+
+def test_scores_normalise_to_unit_range_by_the_dataset_range():
+    assert normalise_scores([0.0, 2.5, 5.0], 0, 5).tolist() == [0.0, 0.5, 1.0]
+    assert normalise_scores([1.0, 3.0, 5.0], 1, 5).tolist() == [0.0, 0.5, 1.0]  # SICK: 1-5
+    assert normalise_scores([-1.0, 6.0], 0, 5).tolist() == [0.0, 1.0]  # clipped
+    with pytest.raises(ValueError, match="empty"):
+        normalise_scores([1.0], 2, 2)
+    with pytest.raises(ValueError, match="NaN"):
+        normalise_scores([1.0, float("nan")], 0, 5)
+
+
+def test_bce_with_logits_on_soft_targets_by_hand():
+    z = torch.tensor([0.0, math.log(3.0)], requires_grad=True)  # sigmoid: 1/2 and 3/4
+    t = torch.tensor([0.5, 1.0])
+    loss = bce_loss(z, t)
+    # row 1: -(1/2) log(1/2) - (1/2) log(1/2) = log 2; row 2: -log(3/4) = log(4/3)
+    assert float(loss.detach()) == pytest.approx((math.log(2) + math.log(4 / 3)) / 2, abs=1e-6)
+    loss.backward()
+    # d/dz mean BCE = (sigmoid(z) - t) / n: (1/2 - 1/2) / 2 = 0 and (3/4 - 1) / 2 = -1/8
+    assert z.grad.tolist() == pytest.approx([0.0, -0.125], abs=1e-6)
+
+
+def test_no_weight_decay_on_bias_and_layernorm(tiny_bert):
+    model = CrossEncoder(tiny_bert, device="cpu")
+    decay, plain = param_groups(model.model, 0.01)
+    assert decay["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
+    names = {n for n, _ in model.model.named_parameters()}
+    assert set(decay["names"]) | set(plain["names"]) == names
+    assert not set(decay["names"]) & set(plain["names"])
+    assert all("bias" in n or "LayerNorm" in n for n in plain["names"])
+    assert not any("bias" in n or "LayerNorm" in n for n in decay["names"])
+    assert {"classifier.weight", "bert.embeddings.word_embeddings.weight"} <= set(decay["names"])
+    assert {"classifier.bias", "bert.embeddings.LayerNorm.weight", "bert.embeddings.LayerNorm.bias"} <= set(
+        plain["names"])
+
+
+def test_warmup_is_ten_percent_then_linear_decay():
+    total = 100
+    warmup = warmup_steps(total)
+    assert warmup == 10 and warmup_steps(7) == 1  # 10%, rounded up
+    factor = linear_warmup(warmup, total)
+    assert [factor(s) for s in (0, 5, 10, 55, 100)] == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0])
+    # as the optimizer sees it
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.AdamW([p], lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    lrs = []
+    for _ in range(10):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs[0] == 0.0 and lrs[5] == pytest.approx(5e-4)
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3)
+
+
+def test_length_batches_cover_every_row_once_and_sort_within_buckets():
+    lengths = np.random.default_rng(0).integers(5, 120, size=103)
+    batches = length_batches(lengths, 8, np.random.default_rng(1), bucket=3)
+    assert len(batches) == math.ceil(103 / 8)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(103))
+    assert sum(len(b) < 8 for b in batches) == 1  # 103 = 12 x 8 + 7
+    assert all((np.diff(lengths[b]) >= 0).all() for b in batches)  # slices of a length-sorted bucket
+    padded = sum(int(lengths[b].max()) * len(b) for b in batches)
+    order = np.random.default_rng(1).permutation(103)
+    random_padded = sum(int(lengths[order[i:i + 8]].max()) * len(order[i:i + 8]) for i in range(0, 103, 8))
+    assert padded < random_padded
+
+
+# ---------------------------------------------------------------------------------------------------- weak labels
+
+
+def test_cross_encoder_scorer_labels_knn_pairs(tiny_bert):
+    model = CrossEncoder(tiny_bert, device="cpu")
+    texts = [f"the {c} {a} runs" for c in COLOURS for a in ANIMALS[:2]]
+    scorer = CrossEncoderScorer(model, texts, "tiny")
+    assert isinstance(scorer, Scorer)
+    pairs = [(0, 1), (2, 5), (7, 3)]
+    labels = scorer.score(pairs)
+    expected = model.predict([texts[i] for i, _ in pairs], [texts[j] for _, j in pairs])
+    assert labels == pytest.approx(expected, abs=1e-6) and ((labels > 0) & (labels < 1)).all()
+    # inside the kNN augmentation: every silver pair's weak label is the cross-encoder's sigmoid of that pair
+    vectors = np.random.default_rng(0).normal(size=(len(texts), 8))
+    keys = [f"k{i:02d}" for i in range(len(texts))]
+    silver = augment_pairs(keys, vectors, 2, scorer=scorer)
+    assert silver.height and (silver["status"] == "ok").all() and set(silver["scorer"]) == {"cross-encoder:tiny"}
+    index = {k: i for i, k in enumerate(keys)}
+    direct = model.predict([texts[index[k]] for k in silver["sentence1_key"]],
+                           [texts[index[k]] for k in silver["sentence2_key"]])
+    assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-6)
+
+
+def test_resampling_labels_with_the_weak_model_and_adds_silver_pairs(tiny_bert):
+    t1, t2, y = toy(0, 12)
+    calls = []
+
+    def augment(model, k):
+        calls.append((model, k))
+        s = ["the red cat runs", "the blue dog sleeps"]
+        labels = model.predict(s, s[::-1]) if model is not None else np.array([0.3, 0.3])
+        return s, s[::-1], labels
+
+    target = normalise_scores(y, 0, 5)
+    model, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, e_weak=1, k=2, batch_size=4),
+                           augment=augment, device="cpu")
+    assert len(calls) == 1 and calls[0][0] is model and calls[0][1] == 2  # the cross-encoder after E_weak epochs
+    assert info["silver_pairs"] == 2 and info["train_rows"] == 14
+    assert [h["phase"] for h in info["history"]] == ["weak", "main"]
+    assert info["history"][1]["steps"] == 4  # ceil(14 / 4): silver pairs are trained on
+    calls.clear()
+    _, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, e_weak=0, k=1, batch_size=4),
+                       augment=augment, device="cpu")
+    assert calls == [(None, 1)]  # E_weak = 0: no cross-encoder yet, the augmenter falls back to the bi-encoder
+    _, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment,
+                       device="cpu")
+    assert info["silver_pairs"] == 0 and len(calls) == 1  # k = 0: no re-sampling
+
+
+# ---------------------------------------------------------------------------------------------------- pipeline
+
+
+CONFIG = """
+default_pipeline: toy
+warehouse: warehouse
+run_dir: .amrsim
+pipelines:
+  toy:
+    datasets:
+      toy_train: {{path: train.tsv, kind: pairs, split: train, score_range: [0, 5], columns: {{lang: lang}}}}
+      toy_dev: {{path: dev.tsv, kind: pairs, split: dev, score_range: [0, 5], columns: {{lang: lang}}}}
+    train:
+      - method: pear
+        params: {params}
+"""
+
+
+def write_pairs(path, rows: list[tuple[str, str, float, str]]) -> None:
+    lines = ["sentence1\tsentence2\tscore\tlang"] + [f"{a}\t{b}\t{s:.4f}\t{lang}" for a, b, s, lang in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def project(tmp_path, write_config, tiny_bert):
+    t1, t2, y = toy(1, 40)
+    write_pairs(tmp_path / "train.tsv", [(a, b, s, "en") for a, b, s in zip(t1, t2, y, strict=True)]
+                + [("die katze läuft", "die hund schläft", 1.0, "de"), ("die hund läuft", "die hund läuft", 5.0, "de"),
+                   ("die katze schläft", "die katze läuft", 3.0, "de"), ("die hund schläft", "die katze", 0.5, "de")])
+    d1, d2, dy = toy(2, 16)
+    write_pairs(tmp_path / "dev.tsv", [(a, b, s, "en") for a, b, s in zip(d1, d2, dy, strict=True)])
+    write_pairs(tmp_path / "test.tsv", [(a, b, s, "en") for a, b, s in zip(*toy(3, 20), strict=True)])
+
+    def make(**overrides):
+        params = {"datasets": ["toy_train"], "dev_datasets": ["toy_dev"], "base_model": f"hf:{tiny_bert}",
+                  "biencoder": f"hf:{tiny_bert}#mean", "lr": 1e-3, "epochs": 1, "batch_size": 8, "device": "cpu",
+                  **overrides}
+        cfg = load_config(write_config(CONFIG.format(params=json.dumps(params))))
+        wh = Warehouse(cfg.warehouse_root)
+        for ds in ("toy_train", "toy_dev"):
+            ingest_dataset(wh, cfg, "toy", ds, "r0")
+        return cfg, wh, method_params("pear", cfg.project.pipelines["toy"].train[0].params)
+
+    return make
+
+
+def test_optuna_study_resumes_and_records_every_trial(project):
+    from amrsim.methods.pear_run import gold_pairs
+
+    space = {"trials": 2, "study": "resume", "lr": [1e-4, 1e-3], "k": [0, 1], "epochs": [1, 1], "e_weak": [0, 1]}
+    cfg, wh, params = project(search=space)
+    ranges = {"toy_train": (0.0, 5.0), "toy_dev": (0.0, 5.0)}
+    gold, _ = gold_pairs(wh, ["toy_train"], "train", ["en"], ranges)
+    dev, _ = gold_pairs(wh, ["toy_dev"], "dev", ["en"], ranges)
+    first = run_search(wh, params, gold, dev, "resume")
+    assert first["trials_total"] == 2 and first["trials_this_run"] == 2
+    second = run_search(wh, params, gold, dev, "resume")  # a new process would read the same journal file
+    assert second["trials_total"] == 4 and second["trials_this_run"] == 2
+    study = open_study(wh, "resume")
+    assert len(study.trials) == 4
+    table = wh.read("meta", "optuna_trials").filter(pl.col("study") == "resume")
+    assert sorted(table["trial"].to_list()) == [0, 1, 2, 3]
+    done = table.filter(pl.col("state") == "COMPLETE")
+    assert second["completed"] == done.height > 0
+    # the best trial is the completed one with the highest dev Spearman, with params from the configured space
+    assert second["best"]["value"] == pytest.approx(done["value"].max())
+    assert 1e-4 <= second["best"]["lr"] <= 1e-3 and second["best"]["epochs"] == 1
+    saved = json.loads((wh.models_root / "pear" / "studies" / "resume.best.json").read_text())
+    assert saved["trials_total"] == 4
+
+
+def test_study_without_completed_trials_says_so_and_training_goes_on(project):
+    # dev gold is constant: every trial's Spearman is undefined, so every trial is pruned
+    cfg, wh, params = project(search={"trials": 2, "study": "empty", "k": [0, 0], "epochs": [1, 1],
+                                      "e_weak": [0, 0]})
+    empty = open_study(wh, "never-run")
+    best, message = best_or_none(empty)
+    assert best is None and "no completed trial (no trials at all)" in message
+    assert trials_frame(empty).height == 0
+    dev_path = cfg.path.parent / "dev.tsv"
+    rows = [line.split("\t") for line in dev_path.read_text().splitlines()[1:]]
+    write_pairs(dev_path, [(a, b, 2.0, lang) for a, b, _, lang in rows])
+    ingest_dataset(wh, cfg, "toy", "toy_dev", "r1")
+    summary = get_method("pear")(cfg, "toy", params, "r1")
+    assert summary["status"] == "ok"
+    search = summary["runs"]["r1"]["search"]
+    assert "has no completed trial (2 pruned)" in search
+    meta = find_trained("pear:r1", wh.models_root).meta
+    assert meta["search"]["best"] is None and meta["params"]["lr"] == params.lr  # the configured params
+
+
+def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monkeypatch):
+    from amrsim.cli import app
+
+    cfg, wh, params = project(k=1, e_weak=1)
+    summary = get_method("pear")(cfg, "toy", params, "r1")
+    assert summary["status"] == "ok" and summary["model"] == "pear:r1"
+    assert summary["rows_out"] == 40  # the English pairs (langs: [en]); the German ones are another language
+    trained = find_trained("pear:latest", wh.models_root)
+    assert trained.meta["kind"] == "cross-encoder" and trained.meta["metrics"]["silver_pairs"] > 0
+    assert (trained.path / "cross_encoder" / "model.safetensors").is_file()
+    assert trained.meta["data"]["table_versions"]["toy_train.pairs"] == wh.version("toy_train", "pairs")
+    assert is_cross_encoder("pear:latest", wh.models_root) and not is_cross_encoder("minilm", wh.models_root)
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    result = runner.invoke(app, ["score", "--model", "pear:latest", "--file", "test.tsv", "--out", "preds.tsv",
+                                 "--config", str(cfg.path)])
+    assert result.exit_code == 0, result.output
+    preds = pl.read_csv(tmp_path / "preds.tsv", separator="\t", quote_char=None)
+    test = pl.read_csv(tmp_path / "test.tsv", separator="\t", quote_char=None)
+    assert preds.height == test.height and preds["sentence1"].to_list() == test["sentence1"].to_list()
+    model = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    direct = model.predict(test["sentence1"].to_list(), test["sentence2"].to_list())
+    assert preds["prediction"].to_numpy() == pytest.approx(direct, abs=1e-5)
+    assert ((preds["prediction"] >= 0) & (preds["prediction"] <= 1)).all()
+
+    result = runner.invoke(app, ["evaluate", "sts", "--encoder", "pear:latest", "--file", "test.tsv",
+                                 "--config", str(cfg.path)])
+    assert result.exit_code == 0, result.output
+    rows = wh.read("eval", "results").filter((pl.col("model") == "pear:latest") & (pl.col("metric") == "spearman"))
+    assert rows.height == 1 and rows["n"][0] == test.height
+    expected = correlations(direct, test["score"].to_numpy())["spearman"]
+    assert rows["value"][0] == pytest.approx(expected, abs=1e-3)
+    assert not wh.exists("test", "embeddings")  # scored from the texts: no sentence embeddings computed
+
+    result = runner.invoke(app, ["score", "--model", "pear:nope", "--file", "test.tsv", "--config", str(cfg.path)])
+    assert result.exit_code != 0 and "no run 'nope'" in str(result.exception)
+
+
+def test_per_language_mode_trains_one_model_per_language(project):
+    cfg, wh, params = project(langs=["en", "de"], mode="per_language", dev_datasets=[])
+    summary = get_method("pear")(cfg, "toy", params, "r2")
+    assert summary["models"] == ["pear:r2-en", "pear:r2-de"]
+    en, de = find_trained("pear:r2-en", wh.models_root), find_trained("pear:r2-de", wh.models_root)
+    assert en.meta["metrics"]["gold_pairs"] == 40 and de.meta["metrics"]["gold_pairs"] == 4
+    assert en.meta["data"]["langs"] == ["en"] and de.meta["data"]["langs"] == ["de"]
+
+
+def test_search_needs_dev_pairs():
+    with pytest.raises(ValueError, match="search needs dev_datasets"):
+        method_params("pear", {"datasets": ["x"], "search": {"trials": 1}})
+    with pytest.raises(ValueError, match="search.epochs"):
+        method_params("pear", {"datasets": ["x"], "dev_datasets": ["y"], "search": {"epochs": [3, 1]}})
