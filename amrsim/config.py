@@ -341,10 +341,20 @@ class AugmentConfig(_Strict):
     encoder: str = "minilm"
     k: int = Field(default=5, ge=1)
     index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
-    scorer: Literal["cosine"] = "cosine"  # the bi-encoder's cosine until a cross-encoder is trained (PEAR)
+    # weak labels: "cosine" (the bi-encoder's own) or a trained cross-encoder such as pear:latest (PEAR)
+    scorer: str = "cosine"
     splits: list[str] | None = ["train"]  # sentences of pairs in these splits (None: all); eval data stays unseen
 
     _enc = field_validator("encoder")(lambda cls, v: _check_encoder(v))
+
+    @field_validator("scorer")
+    @classmethod
+    def _scorer(cls, v: str) -> str:
+        # whether the model exists and scores pairs is checked when the stage runs: it may be trained later
+        if v == "cosine" or re.match(r"^[a-z_0-9]+:[\w.-]+$", v):
+            return v
+        raise ValueError(f"unknown scorer '{v}'; use 'cosine' or a trained cross-encoder '<method>:<run>' "
+                         "(e.g. pear:latest)")
 
 
 class PipelineConfig(_Strict):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -11,12 +11,16 @@ from amrsim.config import PIVOT_LANG, AugmentConfig, LoadedConfig, ParseConfig, 
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.errors import ConfigError
 from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
 from amrsim.evaluate.sts import evaluate_sts, result_key, select_pairs
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS, SCHEMAS
 from amrsim.warehouse.store import OK, Warehouse
+
+if TYPE_CHECKING:
+    from amrsim.augment import Scorer
 
 
 def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, encoder: str, run_id: str,
@@ -293,6 +297,28 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
     return run
 
 
+def cross_encoder_scorer(wh: Warehouse, name: str, keys: list[str], sentences: pl.DataFrame) -> Scorer:
+    """A trained cross-encoder (pear:...) as the kNN weak labeller of the sentences `keys` index; its name carries
+    the resolved run, so a newer `pear:latest` gives new row keys and relabels."""
+    from amrsim.augment import CallableScorer
+    from amrsim.encoders import load_encoder
+
+    try:
+        model = load_encoder(name, device="auto", models_root=wh.models_root)
+    except ValueError as exc:
+        raise ConfigError(f"augment.scorer: {exc}") from None
+    if not callable(getattr(model, "score", None)):
+        raise ConfigError(f"augment.scorer '{name}' is not a cross-encoder (it embeds sentences); use 'cosine' "
+                          "or a trained PEAR model such as pear:latest")
+    text_of = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
+    texts = [text_of[k] for k in keys]
+
+    def score(pairs: list[tuple[int, int]]) -> Any:
+        return model.score([texts[i] for i, _ in pairs], [texts[j] for _, j in pairs])
+
+    return CallableScorer(f"cross-encoder:{model.model_id}", score)
+
+
 def augment_stage(wh: Warehouse, pipeline: str, dataset: str, aug: AugmentConfig, run_id: str) -> StageRun:
     """Silver pairs for a pairs dataset: each pool sentence's k nearest neighbours by the bi-encoder, weak-labelled,
     gold pairs left out. Rows depend on the whole pool, so their keys include its digest; an unchanged pool
@@ -316,7 +342,9 @@ def augment_stage(wh: Warehouse, pipeline: str, dataset: str, aug: AugmentConfig
             sentences = wh.read(dataset, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
             embed_sentences(wh, dataset, aug.encoder, sentences)
             vectors = read_embeddings(wh, dataset, aug.encoder, keys)
-            frame = augment_pairs(keys, vectors, aug.k, labelled, aug.index, CosineScorer(aug.encoder))
+            scorer = (CosineScorer(aug.encoder) if aug.scorer == "cosine"
+                      else cross_encoder_scorer(wh, aug.scorer, keys, sentences))
+            frame = augment_pairs(keys, vectors, aug.k, labelled, aug.index, scorer)
             pool_digest = content_key("pool", model_id(aug.encoder, wh.models_root), keys)
             frame = frame.with_columns(pl.col("key").map_elements(lambda k: content_key(pool_digest, k),
                                                                   return_dtype=pl.String))

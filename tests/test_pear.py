@@ -322,6 +322,33 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     assert result.exit_code != 0 and "no run 'nope'" in str(result.exception)
 
 
+def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny_bert):
+    from amrsim.config import AugmentConfig
+    from amrsim.errors import ConfigError
+    from amrsim.stages import augment_stage
+
+    cfg, wh, params = project()
+    get_method("pear")(cfg, "toy", params, "r1")
+    aug = AugmentConfig(datasets=["toy_train"], encoder=f"hf:{tiny_bert}#mean", k=2, scorer="pear:latest")
+    run = augment_stage(wh, "toy", "toy_train", aug, "a1")
+    silver = wh.read("toy_train", "augmented_pairs")
+    assert run.rows_computed == silver.height > 0 and (silver["status"] == "ok").all()
+    assert set(silver["scorer"]) == {f"cross-encoder:{find_trained('pear:r1', wh.models_root).model_id}"}
+    text = dict(wh.read("toy_train", "sentences").select("key", "text").iter_rows())
+    model = CrossEncoder(str(find_trained("pear:r1", wh.models_root).path / "cross_encoder"), device="cpu")
+    direct = model.predict([text[k] for k in silver["sentence1_key"]], [text[k] for k in silver["sentence2_key"]])
+    assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-5)
+    assert silver["weak_label"].to_list() != silver["cosine"].to_list()  # not the bi-encoder's cosine
+    # a newer pear:latest relabels: the scorer's run is part of every row key
+    get_method("pear")(cfg, "toy", params.model_copy(update={"seed": 1}), "r2")
+    assert augment_stage(wh, "toy", "toy_train", aug, "a2").rows_computed == silver.height
+
+    with pytest.raises(ValueError, match="unknown scorer 'bm25'"):
+        AugmentConfig(scorer="bm25")
+    with pytest.raises(ConfigError, match="augment.scorer: .*no run 'nope'"):
+        augment_stage(wh, "toy", "toy_train", aug.model_copy(update={"scorer": "pear:nope"}), "a3")
+
+
 def test_per_language_mode_trains_one_model_per_language(project):
     cfg, wh, params = project(langs=["en", "de"], mode="per_language", dev_datasets=[])
     summary = get_method("pear")(cfg, "toy", params, "r2")
