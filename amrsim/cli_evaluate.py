@@ -126,10 +126,7 @@ def evaluate_sts_cmd(
         raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
     run_id = new_run_id()
     ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
-    from amrsim.evaluate.sts import cross_encoder_sts_stage, is_cross_encoder
-
-    stage = cross_encoder_sts_stage if is_cross_encoder(encoder, wh.models_root) else sts_stage  # pairs scored directly
-    _, rows = stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
+    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")

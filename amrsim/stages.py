@@ -13,7 +13,7 @@ from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
-from amrsim.evaluate.sts import evaluate_sts, result_key, select_pairs
+from amrsim.evaluate.sts import cross_encoder_sts, evaluate_sts, is_cross_encoder, result_key, select_pairs
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS, SCHEMAS
@@ -46,7 +46,8 @@ def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, 
 def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
               datasets: list[str] | None = None, encoders: list[str] | None = None,
               batch_size: int = 64, device: str = "auto") -> tuple[StageRun, pl.DataFrame]:
-    """STS for every (dataset, encoder, split, language pair); results already in the warehouse are reused."""
+    """STS for every (dataset, encoder, split, language pair); results already in the warehouse are reused. A
+    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="evaluate:sts", dataset=EVAL,
                    config_hash=config_hash(sts))
     frames = []
@@ -75,8 +76,12 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             continue
                         needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
                         sentences = texts.join(needed.unique(), on="key", how="semi")
-                        embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
-                        scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
+                        if is_cross_encoder(encoder, wh.models_root):  # scores each pair from its texts: no vectors
+                            scores = cross_encoder_sts(wh, dataset, encoder, split, lang_pair, chosen, sentences,
+                                                       batch_size=batch_size, device=device)
+                        else:
+                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
+                            scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
                         rows = score_rows(scores, run_id, run.config_hash, [key])
                         frames.append(rows)
                         wh.append(EVAL, RESULTS, rows)

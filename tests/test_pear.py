@@ -283,7 +283,7 @@ def test_study_without_completed_trials_says_so_and_training_goes_on(project):
     assert meta["search"]["best"] is None and meta["params"]["lr"] == params.lr  # the configured params
 
 
-def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monkeypatch):
+def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monkeypatch, tiny_bert):
     from amrsim.cli import app
 
     cfg, wh, params = project(k=1, e_weak=1)
@@ -317,6 +317,19 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     expected = correlations(direct, test["score"].to_numpy())["spearman"]
     assert rows["value"][0] == pytest.approx(expected, abs=1e-3)
     assert not wh.exists("test", "embeddings")  # scored from the texts: no sentence embeddings computed
+
+    # a pipeline's STS stage mixes cross-encoders (pairs scored) and bi-encoders (cosine of embeddings)
+    from amrsim.config import StsEvalConfig
+    from amrsim.stages import sts_stage
+
+    sts = StsEvalConfig(encoders=["pear:latest", f"hf:{tiny_bert}#mean"], datasets=["toy_dev"], splits=["dev"])
+    _, table = sts_stage(wh, "toy", sts, "e1", device="cpu")
+    dev = wh.read("toy_dev", "pairs")
+    text = dict(wh.read("toy_dev", "sentences").select("key", "text").iter_rows())
+    dev_pred = model.predict([text[k] for k in dev["sentence1_key"]], [text[k] for k in dev["sentence2_key"]])
+    got = {r["model"]: r["value"] for r in table.filter(pl.col("metric") == "spearman").iter_rows(named=True)}
+    assert got["pear:latest"] == pytest.approx(correlations(dev_pred, dev["score"].to_numpy())["spearman"], abs=1e-3)
+    assert f"hf:{tiny_bert}#mean" in got and wh.exists("toy_dev", "embeddings")
 
     result = runner.invoke(app, ["score", "--model", "pear:nope", "--file", "test.tsv", "--config", str(cfg.path)])
     assert result.exit_code != 0 and "no run 'nope'" in str(result.exception)

@@ -16,10 +16,9 @@ from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
 
 if TYPE_CHECKING:
-    from amrsim.config import StsEvalConfig
-    from amrsim.warehouse.lineage import StageRun
+    pass
 
-__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "cross_encoder_sts_stage", "evaluate_sts",
+__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "cross_encoder_sts", "evaluate_sts",
            "is_cross_encoder", "result_key", "select_pairs"]
 
 
@@ -95,53 +94,17 @@ def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
         return False
 
 
-def cross_encoder_sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
-                            batch_size: int = 64, device: str = "auto") -> tuple[StageRun, pl.DataFrame]:
-    """`stages.sts_stage` for cross-encoders: each selected pair is scored by the model from the two texts (no
-    embeddings); same result keys, so results already in the warehouse are reused."""
+def cross_encoder_sts(wh: Warehouse, dataset: str, encoder: str, split: str | None, lang_pair: str,
+                      chosen: pl.DataFrame, sentences: pl.DataFrame, batch_size: int = 64,
+                      device: str = "auto") -> list[Score]:
+    """Spearman and Pearson of a cross-encoder's pair predictions against gold, for pairs `chosen` whose texts are
+    in `sentences` (key, text)."""
     from amrsim.encoders import load_encoder
-    from amrsim.evaluate.results import row_key, score_rows
-    from amrsim.warehouse.keys import config_hash
-    from amrsim.warehouse.lineage import StageRun, record_stage
 
-    run = StageRun(run_id=run_id, pipeline=pipeline, stage="evaluate:sts", dataset=EVAL, config_hash=config_hash(sts))
-    frames = []
-    with record_stage(wh, run):
-        existing = wh.read(EVAL, RESULTS)
-        for dataset in sts.datasets:
-            pairs = wh.read(dataset, "pairs")
-            sentences = wh.read(dataset, "sentences", columns=["key", "text"])
-            text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
-            run.input_versions[f"{dataset}.pairs"] = wh.version(dataset, "pairs")
-            for encoder in sts.encoders:
-                for split in sts.splits:
-                    for lang_pair in sts.lang_pairs:
-                        chosen = select_pairs(pairs, split, lang_pair)
-                        if chosen.height < 2:
-                            continue
-                        run.rows_in += 1
-                        key = result_key(encoder, dataset, split, lang_pair,
-                                         (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(),
-                                         wh.models_root)
-                        wanted = [row_key("sts", encoder, dataset, split, lang_pair, m, [key])
-                                  for m in ("spearman", "pearson")]
-                        done = existing.filter(pl.col("key").is_in(wanted))
-                        if done.height == len(wanted):
-                            frames.append(done)
-                            continue
-                        model = load_encoder(encoder, batch_size=batch_size, device=device,
-                                             models_root=wh.models_root)
-                        pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
-                                           [text[k] for k in chosen["sentence2_key"]])
-                        scores = [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value,
-                                        chosen.height)
-                                  for metric, value in correlations(pred, chosen["score"].to_numpy()).items()]
-                        rows = score_rows(scores, run_id, run.config_hash, [key])
-                        frames.append(rows)
-                        wh.append(EVAL, RESULTS, rows)
-                        run.rows_computed += 1
-        if run.rows_computed:
-            run.outputs.append(RESULTS)
-        run.rows_out = len(frames)
-    table = pl.concat(frames, how="diagonal_relaxed") if frames else existing.clear()
-    return run, table
+    model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
+    text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
+    pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
+                       [text[k] for k in chosen["sentence2_key"]])
+    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, chosen.height)
+            for metric, value in correlations(pred, chosen["score"].to_numpy()).items()]
+

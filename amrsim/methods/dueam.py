@@ -15,7 +15,6 @@ Nothing here reads the warehouse (see `dueam_run`); torch, transformers and POT 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -23,7 +22,7 @@ import math
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.errors import AmrsimError
+from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, st_embed
 
 if TYPE_CHECKING:
     import torch
@@ -333,48 +333,11 @@ def pooling_of(model: SentenceTransformer) -> str | None:
 # ---------------------------------------------------------------------------------------------------- training
 
 
-def _embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> torch.Tensor:
-    import torch
-
-    features = model.preprocess(list(texts))
-    features = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-    return model(features)["sentence_embedding"].float()
-
-
-def _autocast(device: str) -> contextlib.AbstractContextManager[Any]:
-    """bf16 autocast on CUDA only (CPU autocast is slower here and changes numerics)."""
-    if device.startswith("cuda"):
-        import torch
-
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def _batches(n: int, size: int) -> Iterator[slice]:
-    for start in range(0, n, size):
-        yield slice(start, start + size)
-
-
-def _linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
-    def factor(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return factor
-
-
 def _fingerprint(*parts: Any) -> str:
     h = hashlib.sha256()
     for part in parts:
         h.update(json.dumps(part, ensure_ascii=False, default=str).encode("utf-8"))
     return h.hexdigest()[:16]
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path, *,
@@ -461,7 +424,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     decay = [p for name, p in named if not ("bias" in name or "norm" in name.lower())]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup(warmup, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup, total))
     best_path = out_dir / "best.safetensors"
     state: dict[str, Any] = {"step": 0, "run": run_key, "anchor": anchor_info, "best_dev": None, "best_step": None,
                              "initial_dev": None, "history": []}
@@ -483,9 +446,9 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     def dev_score() -> float | None:
         assert dev is not None
         student.eval()
-        with torch.no_grad(), _autocast(device):
-            a = torch.cat([_embed(student, dev[0][sl], device) for sl in _batches(len(dev[0]), 128)])
-            b = torch.cat([_embed(student, dev[1][sl], device) for sl in _batches(len(dev[1]), 128)])
+        with torch.no_grad(), autocast(device):
+            a = torch.cat([st_embed(student, dev[0][sl], device) for sl in batches(len(dev[0]), 128)])
+            b = torch.cat([st_embed(student, dev[1][sl], device) for sl in batches(len(dev[1]), 128)])
         student.train()
         cos = torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1).cpu().numpy()
         return correlations(cos, np.asarray(dev[2], dtype=np.float64))["spearman"]
@@ -498,7 +461,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
         torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                     "rng_cpu": torch.get_rng_state()}, tmp / "train_state.pt")
         np.save(tmp / "anchor_wmd.npy", dist)
-        _atomic_json(tmp / "state.json", state)
+        atomic_json(tmp / "state.json", state)
         old = out_dir / "checkpoint.old"
         shutil.rmtree(old, ignore_errors=True)
         if ckpt.exists():
@@ -529,8 +492,8 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
         if epoch != order_epoch:
             order, order_epoch = np.random.default_rng([seed, epoch]).permutation(n), epoch
         rows = order[k * batch_size:(k + 1) * batch_size]
-        with _autocast(device):
-            emb = _embed(student, [t1[i] for i in rows] + [t2[i] for i in rows], device)
+        with autocast(device):
+            emb = st_embed(student, [t1[i] for i in rows] + [t2[i] for i in rows], device)
         s, t = emb[:len(rows)], emb[len(rows):]
         loss, la, lb = dueam_loss(s, t, torch.as_tensor(y[rows], device=device), lam)
         if not torch.isfinite(loss):
@@ -568,7 +531,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
             "params": params, "seed": seed, "device": device,
             "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": state["history"],
             **(extra_meta or {})}
-    _atomic_json(out_dir / "model.json", meta)
+    atomic_json(out_dir / "model.json", meta)
     shutil.rmtree(ckpt, ignore_errors=True)
     best_path.unlink(missing_ok=True)
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}

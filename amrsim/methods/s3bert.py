@@ -15,7 +15,6 @@ and metric targets (see `normalise_targets`, `with_negatives`) and gets back `<m
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import json
@@ -24,7 +23,7 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,11 +34,11 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from amrsim.errors import AmrsimError, ConfigError
+from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, st_embed
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
 if TYPE_CHECKING:
     import polars as pl
-    from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
 
@@ -272,41 +271,6 @@ def _check_split(what: str, texts1: Sequence[str], texts2: Sequence[str], target
     return y
 
 
-def _embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> torch.Tensor:
-    features = model.preprocess(list(texts))
-    features = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
-    return model(features)["sentence_embedding"].float()
-
-
-def _autocast(device: str) -> contextlib.AbstractContextManager[Any]:
-    """bf16 autocast on CUDA only: CPU bf16 autocast is slow and changes numerics for no memory gain here."""
-    if device.startswith("cuda"):
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def _batches(n: int, batch_size: int) -> Iterator[slice]:
-    for start in range(0, n, batch_size):
-        yield slice(start, start + batch_size)
-
-
-def _linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor: 0 -> 1 over `warmup` steps, then linearly to 0 at `total` (sentence-transformers' WarmupLinear)."""
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return step / max(1, warmup)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    return factor
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
                  dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None, out_dir: Path, *,
                  batch_size: int = 64, lr: float = 2e-5, warmup: int = 100, epochs: int = 2, eval_every: int = 1000,
@@ -368,7 +332,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     decay = [p for name, p in trainable if not ("bias" in name or "norm" in name.lower())]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": [*no_decay, decomposition.scales], "weight_decay": 0.0}], lr=lr)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_warmup(warmup, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup, total))
     torch.manual_seed(seed)
 
     ckpt, best_path, best_scales = out_dir / "checkpoint", out_dir / "best.safetensors", out_dir / "best_scales.json"
@@ -409,8 +373,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     def teacher_embed(texts: list[str]) -> torch.Tensor:
         missing = [t for t in dict.fromkeys(texts) if t not in teacher_cache]
         if missing:
-            with torch.no_grad(), _autocast(device):
-                emb = _embed(teacher, missing, device)
+            with torch.no_grad(), autocast(device):
+                emb = st_embed(teacher, missing, device)
             teacher_cache.update(zip(missing, emb, strict=True))
         return torch.stack([teacher_cache[t] for t in texts])
 
@@ -420,9 +384,9 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
         student.eval()
         total_loss, count = 0.0, 0
         with torch.no_grad():
-            for sl in _batches(len(dev_y), batch_size):
-                with _autocast(device):
-                    u, v = _embed(student, dev[0][sl], device), _embed(student, dev[1][sl], device)
+            for sl in batches(len(dev_y), batch_size):
+                with autocast(device):
+                    u, v = st_embed(student, dev[0][sl], device), st_embed(student, dev[1][sl], device)
                 ta, tb = teacher_embed(list(dev[0][sl])), teacher_embed(list(dev[1][sl]))
                 target = torch.as_tensor(dev_y[sl], device=device)
                 loss = (weights[0] * decomposition(u, v, target)
@@ -442,7 +406,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
                     "scheduler": scheduler.state_dict(), "rng_cpu": torch.get_rng_state(),
                     "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
                    tmp / "train_state.pt")
-        _atomic_json(tmp / "state.json", state)
+        atomic_json(tmp / "state.json", state)
         old = out_dir / "checkpoint.old"
         shutil.rmtree(old, ignore_errors=True)
         if ckpt.exists():
@@ -458,7 +422,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
             if state["best_dev_loss"] is None or loss < state["best_dev_loss"]:
                 state["best_dev_loss"], state["best_step"] = loss, step
                 save_model(student, str(best_path))
-                _atomic_json(best_scales, decomposition.scales.detach().cpu().tolist())
+                atomic_json(best_scales, decomposition.scales.detach().cpu().tolist())
             log.info("S3BERT step %d/%d: train loss %s, dev loss %.5f", step, total, train_loss, loss)
         state["history"].append(entry)
         state["step"] = step
@@ -473,9 +437,9 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
         if epoch != order_epoch:
             order, order_epoch = _epoch_order(seed, epoch, n), epoch
         rows = order[k * batch_size:(k + 1) * batch_size]
-        with _autocast(device):
-            u = _embed(student, [texts1[i] for i in rows], device)
-            v = _embed(student, [texts2[i] for i in rows], device)
+        with autocast(device):
+            u = st_embed(student, [texts1[i] for i in rows], device)
+            v = st_embed(student, [texts2[i] for i in rows], device)
         ta, tb = teacher_embed([texts1[i] for i in rows]), teacher_embed([texts2[i] for i in rows])
         target = torch.as_tensor(y[rows], device=device)
         loss = (weights[0] * decomposition(u, v, target)
@@ -516,7 +480,7 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
             "aspect_scales": dict(zip(aspects, scales, strict=True)), "base": model_path, "params": params,
             "seed": seed, "device": device, "metrics": {k: v for k, v in summary.items() if k != "completed"},
             "history": state["history"], **(extra_meta or {})}
-    _atomic_json(out_dir / "model.json", meta)
+    atomic_json(out_dir / "model.json", meta)
     shutil.rmtree(ckpt, ignore_errors=True)
     best_path.unlink(missing_ok=True)
     best_scales.unlink(missing_ok=True)
