@@ -61,8 +61,10 @@ def test_reconstruction_loss_hand_computed():
     m = torch.tensor([[1.0, 2.0]])
     lang = torch.tensor([[0.5, -1.0]])
     x = torch.tensor([[1.0, 0.0]])
-    # (1.5 - 1)^2 + (1 - 0)^2 over 2 dims = (0.25 + 1) / 2
-    assert reconstruction_loss(m, lang, x).item() == pytest.approx(0.625)
+    # (1.5 - 1)^2 + (1 - 0)^2 summed over the dims of the row; two rows average
+    assert reconstruction_loss(m, lang, x).item() == pytest.approx(1.25)
+    assert reconstruction_loss(m.repeat(2, 1), lang.repeat(2, 1), torch.tensor([[1.0, 0.0], [1.5, 1.0]])).item() \
+        == pytest.approx((1.25 + 0.0) / 2)
 
 
 def test_language_id_loss_hand_computed():
@@ -102,7 +104,7 @@ def test_stage1_losses_are_the_four_losses_of_the_batch():
         lang = torch.cat([lga, lgb])
         assert parts["meaning"].item() == pytest.approx(torch.cat([pos, rnd]).mean().item(), abs=1e-6)
         assert parts["reconstruction"].item() == pytest.approx(
-            ((torch.cat([ma, mb]) + lang - torch.cat([xa, xb])) ** 2).mean().item(), abs=1e-6)
+            ((torch.cat([ma, mb]) + lang - torch.cat([xa, xb])) ** 2).sum(1).mean().item(), abs=1e-6)
         logp = torch.log_softmax(model.classifier(lang), -1)
         assert parts["language_id"].item() == pytest.approx(
             -logp[torch.arange(6), torch.cat([la, lb])].mean().item(), abs=1e-6)
@@ -116,8 +118,11 @@ def test_stage1_losses_are_the_four_losses_of_the_batch():
 @pytest.mark.parametrize("kind", ["linear", "mlp"])
 def test_head_shapes(kind):
     model = MeaningModel(8, 5, head=kind, hidden=16)
-    m, lang = model(torch.randn(3, 8))
+    x = torch.randn(3, 8)
+    m, lang = model(x)
     assert m.shape == lang.shape == (3, 8)
+    # training starts from the encoder's embedding: meaning = x, language = 0
+    assert torch.allclose(m, x) and not lang.abs().max()
     assert model.classifier(lang).shape == (3, 5)
     if kind == "mlp":
         assert [p.shape for p in model.meaning.parameters()] == [(16, 8), (16,), (8, 16), (8,)]

@@ -166,6 +166,15 @@ def test_cross_encoder_scorer_labels_knn_pairs(tiny_bert):
     assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-6)
 
 
+def test_symmetric_prediction_is_the_mean_of_both_orders(tiny_bert):
+    model = CrossEncoder(tiny_bert, device="cpu")
+    a, b = ["the red cat runs", "the dog", "the blue bird eats"], ["the cat", "a green dog sleeps", "the bird"]
+    forward, backward = model.predict(a, b), model.predict(b, a)
+    assert np.abs(forward - backward).max() > 1e-7  # the model reads one order: the two differ
+    assert model.predict(a, b, symmetric=True) == pytest.approx((forward + backward) / 2, abs=1e-6)
+    assert model.predict(b, a, symmetric=True) == pytest.approx(model.predict(a, b, symmetric=True), abs=1e-6)
+
+
 def test_resampling_labels_with_the_weak_model_and_adds_silver_pairs(tiny_bert):
     t1, t2, y = toy(0, 12)
     calls = []
@@ -305,7 +314,8 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     test = pl.read_csv(tmp_path / "test.tsv", separator="\t", quote_char=None)
     assert preds.height == test.height and preds["sentence1"].to_list() == test["sentence1"].to_list()
     model = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
-    direct = model.predict(test["sentence1"].to_list(), test["sentence2"].to_list())
+    assert trained.meta["symmetric"] is True  # the default: a pair scores the same in either order
+    direct = model.predict(test["sentence1"].to_list(), test["sentence2"].to_list(), symmetric=True)
     assert preds["prediction"].to_numpy() == pytest.approx(direct, abs=1e-5)
     assert ((preds["prediction"] >= 0) & (preds["prediction"] <= 1)).all()
 
@@ -326,7 +336,8 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     _, table = sts_stage(wh, "toy", sts, "e1", device="cpu")
     dev = wh.read("toy_dev", "pairs")
     text = dict(wh.read("toy_dev", "sentences").select("key", "text").iter_rows())
-    dev_pred = model.predict([text[k] for k in dev["sentence1_key"]], [text[k] for k in dev["sentence2_key"]])
+    dev_pred = model.predict([text[k] for k in dev["sentence1_key"]], [text[k] for k in dev["sentence2_key"]],
+                             symmetric=True)
     got = {r["model"]: r["value"] for r in table.filter(pl.col("metric") == "spearman").iter_rows(named=True)}
     assert got["pear:latest"] == pytest.approx(correlations(dev_pred, dev["score"].to_numpy())["spearman"], abs=1e-3)
     assert f"hf:{tiny_bert}#mean" in got and wh.exists("toy_dev", "embeddings")

@@ -41,17 +41,41 @@ LOSSES = ("meaning", "reconstruction", "language_id", "language_similarity")
 # ---------------------------------------------------------------------------------------------------- modules
 
 
-def make_head(kind: str, dim: int, hidden: int | None = None, dropout: float = 0.0) -> nn.Module:
-    """dim -> dim: one linear map, or Linear-ReLU(-Dropout)-Linear with `hidden` units (default: dim)."""
+def make_head(kind: str, dim: int, hidden: int | None = None, dropout: float = 0.0,
+              start: str | None = None) -> nn.Module:
+    """dim -> dim: one linear map, or Linear-ReLU(-Dropout)-Linear with `hidden` units (default: dim). `start`:
+    "identity" (the map starts as x -> x; an MLP becomes x + MLP(x)) or "zero" (starts at 0); None: random."""
+    if kind not in HEADS:
+        raise ValueError(f"head '{kind}' unknown; use one of {', '.join(HEADS)}")
     if kind == "linear":
-        return nn.Linear(dim, dim)
-    if kind == "mlp":
+        head: nn.Module = nn.Linear(dim, dim)
+        last = head
+    else:
         h = hidden or dim
         layers: list[nn.Module] = [nn.Linear(dim, h), nn.ReLU()]
         if dropout > 0:
             layers.append(nn.Dropout(dropout))
-        return nn.Sequential(*layers, nn.Linear(h, dim))
-    raise ValueError(f"head '{kind}' unknown; use one of {', '.join(HEADS)}")
+        head = nn.Sequential(*layers, nn.Linear(h, dim))
+        last = head[-1]
+    if start is not None:
+        assert isinstance(last, nn.Linear)
+        with torch.no_grad():
+            last.weight.zero_()
+            last.bias.zero_()
+            if start == "identity" and kind == "linear":
+                last.weight.copy_(torch.eye(dim))
+        if start == "identity" and kind == "mlp":
+            head = _Residual(head)
+    return head
+
+
+class _Residual(nn.Module):
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.inner(x)
 
 
 class MeaningModel(nn.Module):
@@ -64,8 +88,10 @@ class MeaningModel(nn.Module):
             raise ValueError(f"embedding dim must be >= 1, got {dim}")
         if n_langs < 1:
             raise ValueError(f"the language classifier needs at least one language, got {n_langs}")
-        self.meaning = make_head(head, dim, hidden, dropout)
-        self.language = make_head(head, dim, hidden, dropout)
+        # the meaning head starts as the encoder's embedding and the language head at zero: training moves away
+        # from the encoder only as far as the losses ask (random starts scrambled muse: dev STS 76 -> 33)
+        self.meaning = make_head(head, dim, hidden, dropout, start="identity")
+        self.language = make_head(head, dim, hidden, dropout, start="zero")
         self.classifier = nn.Linear(dim, n_langs)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,8 +129,9 @@ def meaning_loss(m_a: torch.Tensor, m_b: torch.Tensor, target: torch.Tensor, mar
 
 
 def reconstruction_loss(meaning: torch.Tensor, language: torch.Tensor, original: torch.Tensor) -> torch.Tensor:
-    """MSE of meaning + language against the encoder's embedding (mean over rows and dims)."""
-    return F.mse_loss(meaning + language, original)
+    """Squared error of meaning + language against the encoder's embedding, summed over dims, mean over rows: an
+    MSE per dimension would shrink the constraint by the embedding size (1/512 for muse) and let both parts drift."""
+    return (meaning + language - original).pow(2).sum(-1).mean()
 
 
 def language_id_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -141,10 +141,14 @@ class CrossEncoder:
         with autocast(self.device):
             return self.model(**self.features(texts1, texts2)).logits.float().reshape(-1)
 
-    def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64) -> np.ndarray:
-        """σ(logit) per pair, in 0-1; pairs are batched by length (less padding), returned in input order."""
+    def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
+                symmetric: bool = False) -> np.ndarray:
+        """σ(logit) per pair, in 0-1; pairs are batched by length (less padding), returned in input order. With
+        `symmetric`, the mean of both orders: similarity is symmetric, a cross-encoder reading one order is not."""
         import torch
 
+        if symmetric:
+            return (self.predict(texts1, texts2, batch_size) + self.predict(texts2, texts1, batch_size)) / 2
         if len(texts1) != len(texts2):
             raise ValueError(f"{len(texts1)} first sentences but {len(texts2)} second sentences")
         out = np.zeros(len(texts1), dtype=np.float32)
@@ -346,9 +350,10 @@ class TrainedCrossEncoder:
             raise ValueError(f"{Path(self.path) / 'model.json'}: model directory '{sub.name}' not found")
         self._model = CrossEncoder(str(sub), self.device, int(meta.get("max_length", MAX_LENGTH)),
                                    safetensors_only=True)
+        self._symmetric = bool(meta.get("symmetric", False))
 
     def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
-        return self._model.predict(texts1, texts2, self.batch_size)
+        return self._model.predict(texts1, texts2, self.batch_size, symmetric=self._symmetric)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         raise ValueError(f"'{self.name}' is a cross-encoder: it scores sentence pairs and has no sentence "

@@ -83,6 +83,7 @@ class Params(MethodParams):
     max_grad_norm: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=32, ge=1)
     max_length: int = Field(default=128, ge=8)
+    symmetric: bool = True  # a pair's score is the mean over both sentence orders (dev, search, saved model)
     biencoder: str = "minilm"  # neighbours for re-sampling (amrsim.encoders name)
     max_silver: int | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
     max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs
@@ -204,12 +205,13 @@ def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[Cros
                     max_length=params.max_length)
 
 
-def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64) -> float | None:
+def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64,
+                 symmetric: bool = False) -> float | None:
     from amrsim.methods.pear import spearman
 
     if dev.height < 2:
         return None
-    pred = model.predict(dev["sentence1"].to_list(), dev["sentence2"].to_list(), batch_size)
+    pred = model.predict(dev["sentence1"].to_list(), dev["sentence2"].to_list(), batch_size, symmetric=symmetric)
     return spearman(pred, dev["target"].to_numpy())
 
 
@@ -303,7 +305,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
         hp = suggest(trial, space, base)
         try:
             model, _ = _fit(params, train, hp, seed)
-            value = dev_spearman(model, dev)
+            value = dev_spearman(model, dev, symmetric=params.symmetric)
         except (ValueError, RuntimeError, NonFiniteLossError) as e:
             trial.set_user_attr("error", f"{type(e).__name__}: {e}"[:500])
             raise
@@ -375,7 +377,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
             log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
             model, fit = _fit(params, gold, hp, params.seed)
             train_seconds = time.perf_counter() - t0
-            dev_rho = dev_spearman(model, dev) if dev.height else None
+            dev_rho = dev_spearman(model, dev, symmetric=params.symmetric) if dev.height else None
             data = {"pipeline": pipeline, "datasets": params.datasets, "train_split": params.train_split,
                     "dev_datasets": params.dev_datasets, "dev_split": params.dev_split, "langs": langs,
                     "mode": params.mode, "score_ranges": {d: list(r) for d, r in ranges.items()},
@@ -384,6 +386,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                        "train_rows": fit["train_rows"], "train_seconds": round(train_seconds, 1),
                        "final_loss": fit["history"][-1]["loss"] if fit["history"] else None}
             save_run(model, out_dir, {"base_model": params.base_model, "params": asdict(hp), "seed": params.seed,
+                                      "symmetric": params.symmetric,
                                       "device": model.device, "biencoder": params.biencoder, "metrics": metrics,
                                       "history": fit["history"], "search": search, "data": data})
             models.append(f"pear:{name}")
