@@ -11,6 +11,22 @@ from amrsim.cli_common import ConfigOpt, warehouse_root
 from amrsim.errors import ConfigError
 
 
+def show_training_progress() -> None:
+    """Training loops log their steps, losses and dev scores on the `amrsim` logger at INFO: show them on stderr
+    (idempotent). Secrets are already masked in every record (install_log_redaction)."""
+    import logging
+
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    logger = logging.getLogger("amrsim")
+    if not any(getattr(h, "amrsim_progress", False) for h in logger.handlers):
+        handler = RichHandler(console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S")
+        handler.amrsim_progress = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def train_command(
     method: Annotated[str, typer.Argument(help="s3bert, mse_amr, pear, dueam or meaning")],
     pipeline: Annotated[str | None, typer.Option(
@@ -50,6 +66,7 @@ def train_command(
         run_id = runs[0]
         console.print(f"resuming {method} run {run_id}")
     _prefect_env(cfg.run_dir)
+    show_training_progress()
     from flows.train import train  # Prefect only here: the library stays Prefect-free
 
     out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,

@@ -387,3 +387,22 @@ def test_search_needs_dev_pairs():
         method_params("pear", {"datasets": ["x"], "search": {"trials": 1}})
     with pytest.raises(ValueError, match="search.epochs"):
         method_params("pear", {"datasets": ["x"], "dev_datasets": ["y"], "search": {"epochs": [3, 1]}})
+
+
+def test_train_command_shows_training_progress_on_stderr(capsys):
+    import logging
+
+    from amrsim.cli_train import show_training_progress
+
+    logger = logging.getLogger("amrsim")
+    before, level = list(logger.handlers), logger.level
+    try:
+        show_training_progress()
+        show_training_progress()  # idempotent: one handler
+        assert len(logger.handlers) == len(before) + 1
+        logging.getLogger("amrsim.methods.pear").info("PEAR %s: step %d/%d, loss %.4f", "main", 3, 10, 0.5)
+        err = capsys.readouterr().err
+        assert "PEAR main: step 3/10, loss 0.5000" in err
+    finally:
+        logger.handlers[:] = before
+        logger.setLevel(level)
