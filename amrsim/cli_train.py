@@ -25,6 +25,7 @@ def show_training_progress() -> None:
         handler.amrsim_progress = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False  # Prefect's root console handler would print each record a second time
 
 
 def train_command(

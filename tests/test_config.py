@@ -97,6 +97,6 @@ def test_non_utf8_config(tmp_path):
 
 
 def test_unknown_training_method_fails_at_load(write_config, data_file):
-    body = GOOD.replace("    encode:", "    train: [{method: dueam}]\n    encode:")
-    with pytest.raises(ConfigError, match=r"pipeline 'p', key 'train.0.method', value 'dueam': unknown training"):
+    body = GOOD.replace("    encode:", "    train: [{method: nope}]\n    encode:")
+    with pytest.raises(ConfigError, match=r"pipeline 'p', key 'train.0.method', value 'nope': unknown training"):
         load_config(write_config(body))

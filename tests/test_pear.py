@@ -395,7 +395,7 @@ def test_train_command_shows_training_progress_on_stderr(capsys):
     from amrsim.cli_train import show_training_progress
 
     logger = logging.getLogger("amrsim")
-    before, level = list(logger.handlers), logger.level
+    before, level, propagate = list(logger.handlers), logger.level, logger.propagate
     try:
         show_training_progress()
         show_training_progress()  # idempotent: one handler
@@ -406,3 +406,4 @@ def test_train_command_shows_training_progress_on_stderr(capsys):
     finally:
         logger.handlers[:] = before
         logger.setLevel(level)
+        logger.propagate = propagate

@@ -344,7 +344,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                 dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None = None, lam: float = LAMBDA,
                 batch_size: int = 64, lr: float = 2e-5, warmup: int = 100, epochs: int = 1, eval_every: int = 1000,
                 max_steps: int | None = None, seed: int = 0, device: str = "auto", resume: bool = True,
-                anchor_layer: int = -1, weights: str = "uniform", normalize_tokens: bool = True,
+                anchor_layer: int = -1, weights: str = "uniform", unit_vectors: bool = True,
                 normalize: bool = True, max_length: int = 128, weight_decay: float = 0.01,
                 max_grad_norm: float = 1.0, extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train the DuEAM learner on (texts1[i], texts2[i]) pairs against the anchor's WMD targets.
@@ -375,7 +375,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     device = resolve_device(device)
     texts1, texts2 = list(texts1), list(texts2)
     params = {"lam": lam, "batch_size": batch_size, "lr": lr, "warmup": warmup, "epochs": epochs,
-              "anchor_layer": anchor_layer, "weights": weights, "normalize_tokens": normalize_tokens,
+              "anchor_layer": anchor_layer, "weights": weights, "unit_vectors": unit_vectors,
               "normalize": normalize, "max_length": max_length, "weight_decay": weight_decay,
               "max_grad_norm": max_grad_norm}
     run_key = {"anchor": anchor_path, "learner": learner_path, "seed": seed, **params,
@@ -399,7 +399,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
         anchor_info = saved["anchor"]
     else:
         anchor = Anchor(anchor_path, anchor_layer, max_length, device=device)
-        targets = anchor_targets(anchor, texts1, texts2, weights, normalize_tokens)
+        targets = anchor_targets(anchor, texts1, texts2, weights, unit_vectors)
         del anchor
         dist = targets.wmd
         anchor_info = {"sentences_embedded": targets.sentences_embedded,

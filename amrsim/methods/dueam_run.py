@@ -43,7 +43,7 @@ class Params(MethodParams):
     learner: str = "minilm"  # sentence encoder to train: minilm, hf:<id|path>, a sentence-transformers dir
     anchor_layer: int = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
     wmd_weights: Literal["uniform", "norm"] = "uniform"
-    normalize_tokens: bool = True  # unit token vectors before the Euclidean cost: WMD in [0, 2]
+    unit_vectors: bool = True  # unit token vectors before the Euclidean cost: WMD in [0, 2]
     normalize: bool = True  # unit learner embeddings: ||s' - t'|| in [0, 2]
     lam: float = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
     max_length: int = Field(default=128, ge=4)
@@ -215,7 +215,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
             [p.text2 for p in pairs], out_dir, dev=dev, lam=params.lam, batch_size=params.batch_size, lr=params.lr,
             warmup=params.warmup, epochs=params.epochs, eval_every=params.eval_every, max_steps=params.max_steps,
             seed=params.seed, device=params.device, anchor_layer=params.anchor_layer, weights=params.wmd_weights,
-            normalize_tokens=params.normalize_tokens, normalize=params.normalize, max_length=params.max_length,
+            unit_vectors=params.unit_vectors, normalize=params.normalize, max_length=params.max_length,
             weight_decay=params.weight_decay, max_grad_norm=params.max_grad_norm, extra_meta=meta)
         skipped = dict(result["skipped"])
         failed = sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values())
