@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.errors import AmrsimError
-from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, st_embed
+from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
 
 if TYPE_CHECKING:
     import torch
@@ -382,17 +382,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                "train": _fingerprint(texts1, texts2),
                "dev": _fingerprint(list(dev[0]), list(dev[1]), np.asarray(dev[2]).tolist()) if dev else None}
 
-    ckpt = out_dir / "checkpoint"
-    if not ckpt.exists() and (out_dir / "checkpoint.old").is_dir():  # crashed between the two renames of a swap
-        os.replace(out_dir / "checkpoint.old", ckpt)
-    saved = None
-    if ckpt.is_dir() and resume:
-        saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(saved["run"]) | set(run_key) if saved["run"].get(k) != run_key.get(k))
-        if changed:
-            was = ", ".join(f"{k}={saved['run'].get(k)!r} (now {run_key.get(k)!r})" for k in changed)
-            raise ValueError(f"{ckpt}: made with different settings or data: {was}; "
-                             "pass resume=False to start over, or use another run id")
+    ckpt, saved = open_checkpoint(out_dir, run_key, resume)
 
     if saved is not None:  # the targets are part of the checkpoint: no anchor pass on resume
         dist = np.load(ckpt / "anchor_wmd.npy")

@@ -34,7 +34,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from amrsim.errors import AmrsimError, ConfigError
-from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, st_embed
+from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
 if TYPE_CHECKING:
@@ -335,19 +335,12 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup, total))
     torch.manual_seed(seed)
 
-    ckpt, best_path, best_scales = out_dir / "checkpoint", out_dir / "best.safetensors", out_dir / "best_scales.json"
-    if not ckpt.exists() and (out_dir / "checkpoint.old").is_dir():  # crashed between the two renames of a swap
-        os.replace(out_dir / "checkpoint.old", ckpt)
+    best_path, best_scales = out_dir / "best.safetensors", out_dir / "best_scales.json"
+    ckpt, saved = open_checkpoint(out_dir, run_key, resume)
     state: dict[str, Any] = {"step": 0, "run": run_key, "best_dev_loss": None, "best_step": None,
                              "initial_dev_loss": None, "history": []}
     resumed_from = None
-    if ckpt.is_dir() and resume:
-        saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-        changed = sorted(k for k in set(saved["run"]) | set(run_key) if saved["run"].get(k) != run_key.get(k))
-        if changed:
-            was = ", ".join(f"{k}={saved['run'].get(k)!r} (now {run_key.get(k)!r})" for k in changed)
-            raise ValueError(f"{ckpt}: made with different settings or data: {was}; "
-                             "pass resume=False to start over, or use another run id")
+    if saved is not None:
         load_model(student, str(ckpt / "student.safetensors"), device=device)
         train_state = load_state(ckpt / "train_state.pt")  # weights_only: a crafted pickle is refused
         decomposition.scales.data.copy_(train_state["scales"].to(device))

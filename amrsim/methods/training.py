@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,3 +54,21 @@ def atomic_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def open_checkpoint(out_dir: Path, run_key: Mapping[str, Any], resume: bool) -> tuple[Path, dict[str, Any] | None]:
+    """`out_dir/checkpoint` and, when resuming from one, its `state.json`; a checkpoint made with other settings or
+    data (its `run` differs from `run_key`) is an error naming the keys. Recovers a crash between the two renames
+    of a checkpoint swap (`checkpoint.old` left alone)."""
+    ckpt = out_dir / "checkpoint"
+    if not ckpt.exists() and (out_dir / "checkpoint.old").is_dir():
+        os.replace(out_dir / "checkpoint.old", ckpt)
+    if not (ckpt.is_dir() and resume):
+        return ckpt, None
+    saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    changed = sorted(k for k in set(saved["run"]) | set(run_key) if saved["run"].get(k) != run_key.get(k))
+    if changed:
+        was = ", ".join(f"{k}={saved['run'].get(k)!r} (now {run_key.get(k)!r})" for k in changed)
+        raise ValueError(f"{ckpt}: made with different settings or data: {was}; "
+                         "pass resume=False to start over, or use another run id")
+    return ckpt, saved
