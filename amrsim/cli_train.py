@@ -75,9 +75,11 @@ def train_command(
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
     for stage in out:
         if stage.get("model"):
-            done = stage.get("status") == "ok"
-            console.print(f"{stage['model']}: {'trained' if done else 'stopped early (checkpoint kept; --resume)'} "
-                          f"in {stage['seconds']}s -> {stage.get('model_dir', '')}")
+            status = stage.get("status")
+            what = {"ok": f"trained in {stage['seconds']}s",
+                    "ok (reused)": "the same request already trained it (reused; --run-id NEW to train again)"}.get(
+                status, f"stopped early in {stage['seconds']}s (checkpoint kept; --resume)")
+            console.print(f"{stage['model']}: {what} -> {stage.get('model_dir', '')}")
     console.print(f"{time.perf_counter() - t0:.1f}s")
 
 

@@ -94,22 +94,29 @@ def test_stage1_losses_are_the_four_losses_of_the_batch():
     xa, xb, xs = torch.randn(3, 4), torch.randn(3, 4), torch.randn(6, 4)
     la, lb = torch.tensor([0, 1, 1]), torch.tensor([2, 2, 2])
     neg = torch.tensor([1, 2, 0])
+    cos = torch.nn.functional.cosine_similarity
     parts = stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0)
+    cross = stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0, negatives="cross_language")
     with torch.no_grad():
         ma, lga = model(xa)
         mb, lgb = model(xb)
-        _, ls = model(xs)
-        pos = 1 - torch.nn.functional.cosine_similarity(ma, mb)
-        rnd = torch.nn.functional.cosine_similarity(ma, mb[neg]).clamp(min=0)
+        ms, ls = model(xs)
+        pos = 1 - cos(ma, mb)
+        # same-language random pairs (DREAM): each sentence against its same-language draw, three means summed
+        same_a, same_b = cos(ma, ms[:3]).clamp(min=0), cos(mb, ms[3:]).clamp(min=0)
+        assert parts["meaning"].item() == pytest.approx((pos.mean() + same_a.mean() + same_b.mean()).item(), abs=1e-6)
+        rnd = cos(ma, mb[neg]).clamp(min=0)  # cross-language: a sentence against another pair's translation
+        assert cross["meaning"].item() == pytest.approx(torch.cat([pos, rnd]).mean().item(), abs=1e-6)
         lang = torch.cat([lga, lgb])
-        assert parts["meaning"].item() == pytest.approx(torch.cat([pos, rnd]).mean().item(), abs=1e-6)
-        assert parts["reconstruction"].item() == pytest.approx(
-            ((torch.cat([ma, mb]) + lang - torch.cat([xa, xb])) ** 2).sum(1).mean().item(), abs=1e-6)
+        for p in (parts, cross):
+            assert p["reconstruction"].item() == pytest.approx(
+                ((torch.cat([ma, mb]) + lang - torch.cat([xa, xb])) ** 2).sum(1).mean().item(), abs=1e-6)
         logp = torch.log_softmax(model.classifier(lang), -1)
         assert parts["language_id"].item() == pytest.approx(
             -logp[torch.arange(6), torch.cat([la, lb])].mean().item(), abs=1e-6)
-        assert parts["language_similarity"].item() == pytest.approx(
-            (1 - torch.nn.functional.cosine_similarity(lang, ls)).mean().item(), abs=1e-6)
+        assert parts["language_similarity"].item() == pytest.approx((1 - cos(lang, ls)).mean().item(), abs=1e-6)
+    with pytest.raises(ValueError, match="negatives 'nope' unknown"):
+        stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0, negatives="nope")
 
 
 # ---------------------------------------------------------------------------------------------------- shapes, sampling

@@ -24,6 +24,7 @@ from amrsim.methods.pear import (
     CrossEncoderScorer,
     Hyper,
     bce_loss,
+    both_orders,
     fit_pear,
     length_batches,
     linear_warmup,
@@ -199,6 +200,22 @@ def test_resampling_labels_with_the_weak_model_and_adds_silver_pairs(tiny_bert):
     _, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment,
                        device="cpu")
     assert info["silver_pairs"] == 0 and len(calls) == 1  # k = 0: no re-sampling
+
+
+def test_both_orders_trains_every_gold_and_silver_pair_swapped(tiny_bert):
+    t1, t2, y = both_orders(["a b", "c"], ["d", "e f"], np.array([0.2, 0.9]))
+    assert (t1, t2) == (["a b", "d", "c", "e f"], ["d", "a b", "e f", "c"])
+    assert y.tolist() == pytest.approx([0.2, 0.2, 0.9, 0.9])
+    g1, g2, gy = toy(0, 12)
+
+    def augment(model, k):
+        return ["the red cat runs", "the blue dog"], ["the blue dog", "the cat"], np.array([0.4, 0.6])
+
+    _, info = fit_pear(tiny_bert, g1, g2, normalise_scores(gy, 0, 5),
+                       Hyper(lr=1e-3, epochs=1, e_weak=1, k=1, batch_size=4, both_orders=True),
+                       augment=augment, device="cpu")
+    assert info["gold_pairs"] == 12 and info["silver_pairs"] == 2 and info["train_rows"] == 28
+    assert [h["steps"] for h in info["history"]] == [6, 7]  # ceil(24 / 4) weak, ceil(28 / 4) main
 
 
 # ---------------------------------------------------------------------------------------------------- pipeline

@@ -165,12 +165,13 @@ class Stage1Config:
     weights: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(LOSSES, 1.0))
     dev_fraction: float = 0.05
     seed: int = 0
+    negatives: str = "same_language"  # random pairs of the meaning loss (stage1_losses)
 
     def as_dict(self) -> dict[str, Any]:
         return {"head": self.head, "hidden": self.hidden, "dropout": self.dropout, "epochs": self.epochs,
                 "batch_size": self.batch_size, "lr": self.lr, "weight_decay": self.weight_decay,
-                "margin": self.margin, "weights": dict(self.weights), "dev_fraction": self.dev_fraction,
-                "seed": self.seed}
+                "margin": self.margin, "negatives": self.negatives, "weights": dict(self.weights),
+                "dev_fraction": self.dev_fraction, "seed": self.seed}
 
 
 def check_parallel(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_langs: int) -> None:
@@ -207,21 +208,35 @@ class _SameLanguage:
         return self.sorted[self.start[idx] + (self.within[idx] + shift) % count]
 
 
+NEGATIVES = ("same_language", "cross_language")
+
+
 def stage1_losses(model: MeaningModel, x_a: torch.Tensor, x_b: torch.Tensor, lang_a: torch.Tensor,
-                  lang_b: torch.Tensor, x_same: torch.Tensor, neg: torch.Tensor, margin: float
-                  ) -> dict[str, torch.Tensor]:
-    """The four losses of a batch of translation pairs (x_a[i], x_b[i]); `neg` permutes the batch to make random
-    pairs (x_a[i], x_b[neg[i]]); `x_same[k]` is a same-language sentence of the k-th row of cat(x_a, x_b)."""
+                  lang_b: torch.Tensor, x_same: torch.Tensor, neg: torch.Tensor, margin: float,
+                  negatives: str = "same_language") -> dict[str, torch.Tensor]:
+    """The four losses of a batch of translation pairs (x_a[i], x_b[i]); `x_same[k]` is a random same-language
+    sentence of the k-th row of cat(x_a, x_b).
+
+    The meaning loss pulls translations together and pushes random pairs apart. With `same_language` (DREAM's
+    reference code) the random pairs are each sentence and its same-language draw, weighted like DREAM's three
+    terms (translations + source randoms + target randoms): pushing apart sentences that share a language removes
+    what they share. `cross_language` pairs x_a[i] with x_b[neg[i]], a random sentence in the other language; that
+    rewards meaning embeddings that keep languages apart, the opposite of the goal (kept to compare: it lowered
+    cross-lingual STS and Tatoeba here)."""
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives '{negatives}' unknown; use one of {', '.join(NEGATIVES)}")
     x = torch.cat([x_a, x_b])
     m, lang_emb = model(x)
     n = len(x_a)
     m_a, m_b = m[:n], m[n:]
     ones = torch.ones(n, device=x.device)
-    pos_neg_a = torch.cat([m_a, m_a])
-    pos_neg_b = torch.cat([m_b, m_b[neg]])
-    target = torch.cat([ones, -ones])
-    _, l_same = model(x_same)
-    return {"meaning": meaning_loss(pos_neg_a, pos_neg_b, target, margin),
+    m_same, l_same = model(x_same)
+    if negatives == "same_language":
+        meaning = (meaning_loss(m_a, m_b, ones, margin) + meaning_loss(m_a, m_same[:n], -ones, margin)
+                   + meaning_loss(m_b, m_same[n:], -ones, margin))
+    else:
+        meaning = meaning_loss(torch.cat([m_a, m_a]), torch.cat([m_b, m_b[neg]]), torch.cat([ones, -ones]), margin)
+    return {"meaning": meaning,
             "reconstruction": reconstruction_loss(m, lang_emb, x),
             "language_id": language_id_loss(model.classifier(lang_emb), torch.cat([lang_a, lang_b])),
             "language_similarity": language_similarity_loss(lang_emb, l_same)}
@@ -291,7 +306,8 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
         idx = np.concatenate([a, b])
         same_idx = same.draw(idx, brng)
         return stage1_losses(model, x_all[a], x_all[b], lang_all[a], lang_all[b], x_all[same_idx],
-                             torch.as_tensor(_negatives(len(batch), brng), device=device), config.margin)
+                             torch.as_tensor(_negatives(len(batch), brng), device=device), config.margin,
+                             config.negatives)
 
     def total(parts: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return sum((weights[k] * parts[k] for k in LOSSES), torch.zeros((), device=device))

@@ -55,6 +55,7 @@ class Params(MethodParams):
     lr: float = Field(default=1e-3, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     margin: float = Field(default=0.0, ge=-1, le=1)  # random pairs cost max(0, cos - margin)
+    negatives: Literal["same_language", "cross_language"] = "same_language"  # random pairs: see stage1_losses
     w_meaning: float = Field(default=1.0, ge=0)
     w_reconstruction: float = Field(default=1.0, ge=0)
     w_language_id: float = Field(default=1.0, ge=0)
@@ -363,6 +364,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         stage1 = Stage1Config(head=params.head, hidden=params.hidden, dropout=params.dropout, epochs=params.epochs,
                               batch_size=params.batch_size, lr=params.lr, weight_decay=params.weight_decay,
                               margin=params.margin, dev_fraction=params.dev_fraction, seed=params.seed,
+                              negatives=params.negatives,
                               weights={"meaning": params.w_meaning, "reconstruction": params.w_reconstruction,
                                        "language_id": params.w_language_id,
                                        "language_similarity": params.w_language_similarity})

@@ -201,6 +201,15 @@ class Hyper:
     batch_size: int = 32
     weight_decay: float = WEIGHT_DECAY
     warmup_ratio: float = WARMUP_RATIO
+    both_orders: bool = False  # train on (a, b) and (b, a): a cross-encoder reads one order, similarity has none
+
+
+def both_orders(texts1: Sequence[str], texts2: Sequence[str],
+                targets: np.ndarray) -> tuple[list[str], list[str], np.ndarray]:
+    """Every pair followed by its swap, same target (sentence-transformers' STSb cross-encoder recipe)."""
+    t1 = [s for a, b in zip(texts1, texts2, strict=True) for s in (a, b)]
+    t2 = [s for a, b in zip(texts1, texts2, strict=True) for s in (b, a)]
+    return t1, t2, np.repeat(np.asarray(targets, dtype=np.float32), 2)
 
 
 def _check_pairs(texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray) -> np.ndarray:
@@ -286,18 +295,21 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
              max_length: int = MAX_LENGTH) -> tuple[CrossEncoder, dict[str, Any]]:
     """PEAR's augmented re-sampling: E_weak epochs on gold; then, with k > 0, `augment(model, k)` returns kNN
     silver pairs weak-labelled by that model (None when E_weak = 0: nothing trained yet, the augmenter falls back
-    to the bi-encoder cosine); then E epochs on gold + silver, continuing from the weak model."""
+    to the bi-encoder cosine); then E epochs on gold + silver, continuing from the weak model. With
+    `hp.both_orders`, every gold and silver pair is trained in both sentence orders (twice the rows)."""
     y = _check_pairs(texts1, texts2, targets)
     model = CrossEncoder(base, device=device, max_length=max_length)
     common = {"lr": hp.lr, "batch_size": hp.batch_size, "max_grad_norm": hp.max_grad_norm,
               "weight_decay": hp.weight_decay, "warmup_ratio": hp.warmup_ratio, "seed": seed}
-    history = train_epochs(model, texts1, texts2, y, epochs=hp.e_weak, phase="weak", **common)
-    t1, t2, all_y, silver = list(texts1), list(texts2), y, 0
+    orders = both_orders if hp.both_orders else (lambda a, b, t: (list(a), list(b), np.asarray(t, np.float32)))
+    t1, t2, all_y = orders(texts1, texts2, y)
+    history = train_epochs(model, t1, t2, all_y, epochs=hp.e_weak, phase="weak", **common)
+    silver = 0
     if hp.k > 0 and augment is not None:
-        s1, s2, sy = augment(model if hp.e_weak > 0 else None, hp.k)
-        silver = len(sy)
+        s1, s2, sy = orders(*augment(model if hp.e_weak > 0 else None, hp.k))
+        silver = len(sy) // (2 if hp.both_orders else 1)
         t1, t2 = t1 + list(s1), t2 + list(s2)
-        all_y = np.concatenate([y, np.clip(np.asarray(sy, dtype=np.float32), 0.0, 1.0)])
+        all_y = np.concatenate([all_y, np.clip(np.asarray(sy, dtype=np.float32), 0.0, 1.0)])
     history += train_epochs(model, t1, t2, all_y, epochs=hp.epochs, phase="main", **{**common, "seed": seed + 1})
     return model, {"history": history, "gold_pairs": len(y), "silver_pairs": silver, "train_rows": len(all_y)}
 

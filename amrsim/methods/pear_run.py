@@ -83,6 +83,7 @@ class Params(MethodParams):
     max_grad_norm: float = Field(default=1.0, gt=0)
     batch_size: int = Field(default=32, ge=1)
     max_length: int = Field(default=128, ge=8)
+    both_orders: bool = False  # train every pair in both sentence orders (twice the steps)
     symmetric: bool = True  # a pair's score is the mean over both sentence orders (dev, search, saved model)
     biencoder: str = "minilm"  # neighbours for re-sampling (amrsim.encoders name)
     max_silver: int | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
@@ -104,7 +105,8 @@ class Params(MethodParams):
         from amrsim.methods.pear import Hyper
 
         return Hyper(lr=self.lr, epochs=self.epochs, e_weak=self.e_weak, k=self.k,
-                     max_grad_norm=self.max_grad_norm, batch_size=self.batch_size)
+                     max_grad_norm=self.max_grad_norm, batch_size=self.batch_size,
+                     both_orders=self.both_orders)
 
 
 # ---------------------------------------------------------------------------------------------------- data
