@@ -306,8 +306,9 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
     history = train_epochs(model, t1, t2, all_y, epochs=hp.e_weak, phase="weak", **common)
     silver = 0
     if hp.k > 0 and augment is not None:
-        s1, s2, sy = orders(*augment(model if hp.e_weak > 0 else None, hp.k))
-        silver = len(sy) // (2 if hp.both_orders else 1)
+        s1, s2, sy = augment(model if hp.e_weak > 0 else None, hp.k)
+        silver = len(sy)
+        s1, s2, sy = orders(s1, s2, sy)
         t1, t2 = t1 + list(s1), t2 + list(s2)
         all_y = np.concatenate([all_y, np.clip(np.asarray(sy, dtype=np.float32), 0.0, 1.0)])
     history += train_epochs(model, t1, t2, all_y, epochs=hp.epochs, phase="main", **{**common, "seed": seed + 1})
