@@ -26,11 +26,11 @@ class _Strict(BaseModel):
 class RayConfig(_Strict):
     """Where row-parallel stages run: in-process (default), local Ray, or a cluster at `address`."""
 
-    enabled: bool = False
+    enabled: bool = False  # run row-parallel stages on Ray (a local Ray unless `address` is set)
     address: str | None = None  # "ray://head:10001", "head:6379" or "auto"; RAY_ADDRESS in the environment also works
-    num_cpus: int | None = Field(default=None, ge=1)
+    num_cpus: int | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
     num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
-    batch_size: int = Field(default=256, ge=1)
+    batch_size: int = Field(default=256, ge=1)  # rows per Ray task
     connect_timeout_s: float = Field(default=5.0, gt=0)  # a cluster address that does not answer in time: ConfigError
     ship_code: bool = True  # cluster: send this checkout to the workers (runtime_env); false: the nodes' own install
 
@@ -84,8 +84,8 @@ class PairsToTriplesConfig(_Strict):
 class DatasetConfig(_Strict):
     """One input file and how its columns map onto a canonical table."""
 
-    path: str
-    kind: Kind
+    path: str  # file (tsv, csv, jsonl, parquet, optionally .gz), `sample:<file>` (bundled) or `hf:<dataset id>`
+    kind: Kind  # the canonical table the rows become
     format: Format | None = None  # inferred from the file suffix when absent
     lang: str = "en"  # language of the text columns when no `lang` column is mapped
     target_lang: str | None = None  # parallel only: language of `target`
@@ -93,7 +93,7 @@ class DatasetConfig(_Strict):
     # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
     # columns default to the main file's column names
     translations: dict[str, dict[str, str]] = Field(default_factory=dict)
-    score_range: tuple[float, float] | None = None
+    score_range: tuple[float, float] | None = None  # [min, max] of valid gold scores; outside: a failed row
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
     from_pairs: PairsToTriplesConfig | None = None  # kind triples only: derive triples from NLI-labelled pairs
@@ -151,17 +151,17 @@ def _check_encoder(name: str) -> str:
 
 
 class EncodeConfig(_Strict):
-    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
+    encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))  # minilm, muse, hf:<id>, <method>:<run>
     datasets: list[str] | None = None  # default: every dataset of the pipeline
     batch_size: int = Field(default=64, ge=1)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU
 
     _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
 
 
 class StsEvalConfig(_Strict):
     encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))
-    datasets: list[str] = Field(default_factory=list)
+    datasets: list[str] = Field(default_factory=list)  # pairs datasets of this pipeline
     splits: list[str] = Field(default_factory=lambda: ["test"])
     lang_pairs: list[str] = Field(default_factory=lambda: ["en-en"])  # "de-de", "en-de": sentence1 lang-sentence2 lang
 
@@ -223,12 +223,12 @@ class EvaluateConfig(_Strict):
 class MetricsConfig(_Strict):
     """AMR graph metrics over pairs whose sentences have graphs in the `amr` table."""
 
-    datasets: list[str] = Field(default_factory=list)
+    datasets: list[str] = Field(default_factory=list)  # pairs datasets whose sentences have graphs
     parser: str = "provided"  # which parser's graphs to compare (`amr.parser`)
     aspects: list[str] | None = None  # default: all
-    convention: Literal["amr", "smatch"] = "amr"
-    vectors: str = "minilm"
-    seed: int = 0
+    convention: Literal["amr", "smatch"] = "amr"  # Smatch triples: root concept in TOP (amr) or smatch 1.0.4's
+    vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
+    seed: int = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
     commit_rows: int = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
 
     @field_validator("aspects")
@@ -257,7 +257,7 @@ class ParseConfig(_Strict):
     """Text to AMR: which backend parses which languages; other languages go through their English side."""
 
     datasets: list[str] | None = None  # default: every dataset of the pipeline
-    backend: Literal["ud", "amrlib", "provided"] = "ud"
+    backend: Literal["ud", "amrlib", "provided"] = "ud"  # ud: spaCy rules (en, fr); amrlib: parse_xfm (en)
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
@@ -286,7 +286,7 @@ class TranslateConfig(_Strict):
     """Machine translation of a dataset's source-language sentences (`translations` table)."""
 
     datasets: list[str] | None = None
-    backend: Literal["marian", "provided"] = "provided"
+    backend: Literal["marian", "provided"] = "provided"  # provided: the input file's own translation columns
     source_lang: str = "en"
     targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
     models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
@@ -313,8 +313,8 @@ def looks_like_path(model: str) -> bool:
 class TrainConfig(_Strict):
     """One training run of a registered method; `params` are checked against the method's own `Params` model."""
 
-    method: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    method: str  # s3bert, mse_amr, dueam, pear or meaning
+    params: dict[str, Any] = Field(default_factory=dict)  # the method's parameters (listed below)
 
     @field_validator("method")
     @classmethod
@@ -338,8 +338,8 @@ class AugmentConfig(_Strict):
 
     datasets: list[str] = Field(default_factory=list)  # pairs datasets; their sentences of `lang` are the pool
     lang: str = "en"
-    encoder: str = "minilm"
-    k: int = Field(default=5, ge=1)
+    encoder: str = "minilm"  # the bi-encoder whose nearest neighbours become silver pairs
+    k: int = Field(default=5, ge=1)  # neighbours per sentence
     index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
     # weak labels: "cosine" (the bi-encoder's own) or a trained cross-encoder such as pear:latest (PEAR)
     scorer: str = "cosine"
@@ -361,14 +361,14 @@ class PipelineConfig(_Strict):
     """A named pipeline: its datasets and the parameters of each stage."""
 
     description: str = ""
-    datasets: dict[str, DatasetConfig] = Field(default_factory=dict)
+    datasets: dict[str, DatasetConfig] = Field(default_factory=dict)  # name -> input; names become directories
     encode: EncodeConfig | None = None
     augment: AugmentConfig | None = None
     evaluate: EvaluateConfig | None = None
     metrics: MetricsConfig | None = None
     parse: ParseConfig | None = None
     translate: TranslateConfig | None = None
-    train: list[TrainConfig] = Field(default_factory=list)
+    train: list[TrainConfig] = Field(default_factory=list)  # methods `amrsim train` / the train flow runs
     ray: RayConfig = Field(default_factory=RayConfig)
     schedule: str | None = None  # cron for the refresh-dataset deployment; off when absent
 
@@ -449,9 +449,9 @@ def _input_files(pipe: PipelineConfig) -> list[tuple[str, str]]:
 class ProjectConfig(_Strict):
     """The whole pipelines.yaml."""
 
-    default_pipeline: str = "demo"
-    warehouse: str = "warehouse"
-    run_dir: str = ".amrsim"
+    default_pipeline: str = "demo"  # what `amrsim run` runs without a name
+    warehouse: str = "warehouse"  # root of the Delta tables
+    run_dir: str = ".amrsim"  # local run state: Prefect database (prefect/), local Ray temp dir (ray/)
     pipelines: dict[str, PipelineConfig]
 
 
