@@ -172,8 +172,9 @@ def render() -> str:
     titles = {ProjectConfig: "Top level (`pipelines.yaml`)"}
     for model in walk(ProjectConfig):
         out += model_section(model, titles.get(model, f"`{model.__name__}`"), level=3)
-    out += ["## Training parameters (`train: - method: NAME, params: {...}`)", "",
-            "Each method validates its own `params`; `amrsim train METHOD --param key=value` overrides one.", ""]
+    out += ["## Training parameters", "",
+            "A pipeline's `train: [{method: NAME, params: {...}}]` entries; each method validates its own `params`, "
+            "and `amrsim train METHOD --param key=value` overrides one.", ""]
     for method in sorted(METHODS):
         params = importlib.import_module(METHODS[method]).Params
         out += model_section(params, f"`{method}`", level=3)
