@@ -1,5 +1,6 @@
-"""DuEAM's README table: the evaluation suite's stored results for some encoders, side by side; and the BUCC-style
-mining files it uses (no BUCC corpus is offline: Tatoeba deu-eng, split in two, with unaligned English distractors).
+"""DuEAM's results table (docs/methods/dueam.md): the evaluation suite's stored results for some encoders, side by
+side; and the BUCC-style mining files it uses (no BUCC corpus is offline: Tatoeba deu-eng, split in two, with
+unaligned English distractors).
 
 Usage:
   python benchmarks/dueam_table.py make-bucc --out DIR        # DIR/{de,en}.{train,test}, DIR/gold.{train,test}

@@ -1,4 +1,4 @@
-"""Meaning embeddings vs their base encoder: the README table from `warehouse/eval/results`.
+"""Meaning embeddings vs their base encoder: the table of docs/methods/meaning.md from `warehouse/eval/results`.
 
 Rows: each STS language pair of `--dataset` (Spearman x 100, split test) and each Tatoeba file (accuracy x 100, mean
 of both directions), one column per `--model`; then the averages over the cross-lingual pairs, over the pairs both
