@@ -17,7 +17,6 @@ import typing
 from collections.abc import Iterator
 from typing import Any, Literal
 
-import annotated_types
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -100,14 +99,12 @@ def type_name(tp: Any) -> str:
 
 def constraints(info: FieldInfo) -> str:
     """Bounds declared on a field (`≥ 1`, `at least 1 item`)."""
+    symbols = {"ge": "≥", "gt": "\\>", "le": "≤", "lt": "\\<"}
     marks = []
-    symbols = {annotated_types.Ge: ("≥", "ge"), annotated_types.Gt: ("\\>", "gt"), annotated_types.Le: ("≤", "le"),
-               annotated_types.Lt: ("\\<", "lt")}
     for meta in info.metadata:
-        for kind, (symbol, attr) in symbols.items():
-            if isinstance(meta, kind):
-                marks.append(f"{symbol} {getattr(meta, attr)}")
-        if isinstance(meta, annotated_types.MinLen):
+        marks += [f"{symbol} {getattr(meta, attr)}" for attr, symbol in symbols.items()
+                  if getattr(meta, attr, None) is not None]
+        if getattr(meta, "min_length", None):
             marks.append(f"at least {meta.min_length} item{'s' if meta.min_length != 1 else ''}")
         if getattr(meta, "pattern", None):
             marks.append(f"matches `{meta.pattern}`")
