@@ -30,7 +30,7 @@ class RayConfig(_Strict):
     address: str | None = None  # "ray://head:10001", "head:6379" or "auto"; RAY_ADDRESS in the environment also works
     num_cpus: int | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
     num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
-    batch_size: int = Field(default=256, ge=1)  # rows per Ray task
+    batch_size: int = Field(default=256, ge=1)  # rows per batch sent to a worker (parse: at least its own batch)
     connect_timeout_s: float = Field(default=5.0, gt=0)  # a cluster address that does not answer in time: ConfigError
     ship_code: bool = True  # cluster: send this checkout to the workers (runtime_env); false: the nodes' own install
 
@@ -313,7 +313,7 @@ def looks_like_path(model: str) -> bool:
 class TrainConfig(_Strict):
     """One training run of a registered method; `params` are checked against the method's own `Params` model."""
 
-    method: str  # s3bert, mse_amr, dueam, pear or meaning
+    method: str  # a registered training method (its params are listed under Training parameters)
     params: dict[str, Any] = Field(default_factory=dict)  # the method's parameters (listed below)
 
     @field_validator("method")
