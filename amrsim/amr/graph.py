@@ -2,7 +2,9 @@
 
 `parse` validates a PENMAN string with a small tokenizer (clear `AMRError`s: unbalanced parentheses, duplicate or
 undefined variables, empty input) and returns the `penman.Graph`; `smatch_triples` turns a graph (or a string, the
-fast path that skips penman) into the instance / attribute / relation triples Smatch aligns.
+fast path that skips penman) into the instance / attribute / relation triples Smatch aligns. Both first try the C
+reader (`_penman_reader.c`: one pass, the same graph penman builds); a text it does not handle (alignments, escapes,
+odd whitespace, any error) takes the Python tokenizer and penman, so errors are the same either way.
 
 Conventions (`convention=`):
 
@@ -29,6 +31,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import penman
+from penman.layout import POP, Push
+
+from amrsim.amr import _penman_reader
 
 __all__ = ["AMRError", "SmatchTriples", "parse", "smatch_triples", "surface_edges"]
 
@@ -181,8 +186,39 @@ def _surface_from_penman(graph: penman.Graph) -> _Surface:
     return _Surface(tuple(variables), tuple(concepts), tuple(edges))
 
 
+def _penman_metadata(comments: list[str]) -> dict[str, str]:
+    """Metadata of the comment lines before a graph, read as penman does (``# ::key value ::key2 value2``)."""
+    metadata = {}
+    for comment in comments:
+        while comment:
+            comment, found, meta = comment.rpartition("::")
+            if found:
+                key, _, value = meta.partition(" ")
+                metadata[key] = value.rstrip()
+    return metadata
+
+
+def _read_fast(text: str) -> penman.Graph | None:
+    """The C reader's graph (penman's triples, epigraph and metadata, plus the surface), or None where the text
+    needs the Python path (anything unusual, every error)."""
+    read = _penman_reader.read(text, Push, POP, True)
+    if read is None:
+        return None
+    variables, concepts, edges, triples, epidata, comments = read
+    graph = penman.Graph(triples, top=variables[0], epidata=epidata,
+                         metadata=_penman_metadata(comments) if comments else None)
+    graph._amrsim_surface = _Surface(variables, concepts, edges)
+    return graph
+
+
 def parse(text: str) -> penman.Graph:
     """Parse one PENMAN graph (``# ::`` metadata lines allowed); raises AMRError, never anything else."""
+    graph = _read_fast(text)
+    return graph if graph is not None else _parse_python(text)
+
+
+def _parse_python(text: str) -> penman.Graph:
+    """`parse` by the Python tokenizer and penman: the path for what the C reader leaves, and the reference."""
     surface = _read_surface(text)
     try:
         graph = penman.decode(text)
@@ -201,7 +237,8 @@ def surface_edges(graph: penman.Graph | str) -> tuple[tuple[str, str, str, bool]
 
 def _surface(graph: penman.Graph | str) -> _Surface:
     if isinstance(graph, str):
-        return _read_surface(graph)
+        read = _penman_reader.read(graph, Push, POP, False)
+        return _read_surface(graph) if read is None else _Surface(*read)
     surface = getattr(graph, "_amrsim_surface", None)
     return surface if surface is not None else _surface_from_penman(graph)
 
