@@ -53,9 +53,9 @@ def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dat
     """View `name` over a table's current snapshot, streamed (see `scan_connection`); only `columns` if given."""
     from amrsim.warehouse.schemas import SCHEMAS
 
-    path = wh.table_path(dataset, table)
-    if wh.exists(dataset, table):
-        data = DeltaTable(str(path)).to_pyarrow_dataset()
+    snapshot = wh._open(dataset, table)
+    if snapshot is not None:
+        data = snapshot.to_pyarrow_dataset()
         # a scanner, not the dataset: DuckDB reads a dataset in 1M-row Arrow batches, which would make memory
         # grow with the table up to that size; 64k-row batches (one row group) with little read-ahead do not
         wanted = [c for c in (columns or data.schema.names) if c in data.schema.names]
@@ -66,7 +66,7 @@ def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dat
         names = source.schema.names
     con.register(f"__{name}", source)
     # a table written before a column joined its schema reads that column as null
-    missing = [f for f in SCHEMAS[table] if f.name not in names and (columns is None or f.name in columns)]
+    missing = [f for f in SCHEMAS.get(table, []) if f.name not in names and (columns is None or f.name in columns)]
     extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
     con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
 
