@@ -3,7 +3,9 @@ many, three ways, each from a fresh copy of the same table, interleaved, median 
   plain   - write_deltalake append (what the metrics stage did: unsafe when two runs commit the same keys);
   locked  - Warehouse.append: the table's flock, a streamed semi-join of the new keys against the table, append;
   merge   - Delta's own conflict detection: an insert-only merge on the key (a losing writer must retry).
-Prints seconds and the ratios to `plain`.
+Prints seconds and the ratios to `plain`; then the cost of the checks every open of a table makes (commits since
+the last checkpoint are Delta actions, data files exist with their recorded sizes): Warehouse.version() against a
+bare DeltaTable(path).version() on the same table.
 Usage: python benchmarks/bench_safe_commit.py [--existing 200000] [--rows 20000] [--commits 10] [--repeats 5]
 """
 
@@ -68,6 +70,16 @@ def main() -> None:
              .merge(data, predicate="t.key = s.key", source_alias="s", target_alias="t", writer_properties=WRITER)
              .when_not_matched_insert_all().execute())
 
+        table = str(base.table_path("d", "amr_metrics"))
+        opens = {"bare DeltaTable": lambda: DeltaTable(table).version(),
+                 "Warehouse (checked)": lambda: base.version("d", "amr_metrics")}
+        open_seconds: dict[str, list[float]] = {name: [] for name in opens}
+        for _ in range(args.repeats * 10):
+            for name, call in opens.items():
+                t0 = time.perf_counter()
+                call()
+                open_seconds[name].append(time.perf_counter() - t0)
+
         ways = {"plain": plain, "locked": locked, "merge": merge}
         seconds: dict[str, list[float]] = {name: [] for name in ways}
         for r in range(args.repeats):
@@ -86,6 +98,11 @@ def main() -> None:
     print("| commit | seconds | ratio to plain append |\n|---|---|---|")
     for name in ways:
         print(f"| {name} | {med[name]:.3f} | {med[name] / med['plain']:.2f} |")
+    opened = {name: statistics.median(s) for name, s in open_seconds.items()}
+    print(f"\nopening the table ({args.commits} commits), median of {args.repeats * 10}:")
+    print("| open | ms | ratio to bare |\n|---|---|---|")
+    for name, value in opened.items():
+        print(f"| {name} | {value * 1000:.2f} | {value / opened['bare DeltaTable']:.2f} |")
 
 
 if __name__ == "__main__":
