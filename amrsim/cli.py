@@ -102,17 +102,29 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
     from amrsim.report import console, frame_table
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.lineage import last_runs
+    from amrsim.warehouse.store import BrokenTable
 
     wh = Warehouse(warehouse_root(config))
-    rows = []
+    rows, broken = [], []
     for dataset, table in wh.tables():
-        rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table),
-                     "rows": wh.count(dataset, table), "failed": wh.count(dataset, table, status="failed")})
+        try:  # one damaged table is reported by name; the others are still listed
+            rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table),
+                         "rows": wh.count(dataset, table), "failed": wh.count(dataset, table, status="failed"),
+                         "status": "ok"})
+        except BrokenTable as e:
+            rows.append({"table": f"{dataset}.{table}", "version": None, "rows": None, "failed": None,
+                         "status": "broken"})
+            broken.append(str(e))
     if not rows:
         console.print(f"warehouse {wh.root} is empty: run `amrsim run` first")
         return
     console.print(frame_table(pl.DataFrame(rows), f"Warehouse {wh.root}"))
-    runs = last_runs(wh, 12)
+    for error in broken:
+        console.print(f"broken: {error}", markup=False, highlight=False, soft_wrap=True)
+    try:
+        runs = last_runs(wh, 12)
+    except BrokenTable:
+        return  # listed above
     if runs.height:
         view = runs.select("started_at", "run_id", "stage", "dataset", "table", "rows_computed", "rows_failed",
                            pl.col("seconds").round(2), "status")

@@ -274,7 +274,7 @@ def test_chunked_ingest_equals_a_whole_file_read(wh, write_tsv):
     graphs = tables_of(wh, "chunked")["amr"].join(tables_of(wh, "chunked")["sentences"],
                                                  left_on="sentence_key", right_on="key")
     assert graphs.filter(pl.col("text") == "Sentence 0.")["penman"].to_list() == ["(s0 / say-01)"]
-    assert sorted(p.name for p in wh.root.iterdir()) == ["chunked", "meta", "whole"]  # the stage is gone
+    assert sorted(p.name for p in wh.root.iterdir()) == [".locks", "chunked", "meta", "whole"]  # the stage is gone
 
 
 def test_chunked_reingest_appends_new_rows_and_deletes_vanished_ones(wh, write_tsv):
@@ -310,7 +310,7 @@ def test_a_bad_line_after_several_chunks_commits_nothing(wh, write_tsv, tmp_path
     with pytest.raises(InputError, match=rf"{bad}:13: expected 7 fields"):
         ingest_tables(wh, "d", ds, bad, "r2", chunk_rows=2)
     assert {t: wh.version("d", t) for t in ("pairs", "sentences")} == versions
-    assert sorted(p.name for p in wh.root.iterdir()) == ["d", "meta"]
+    assert sorted(p.name for p in wh.root.iterdir()) == [".locks", "d", "meta"]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])

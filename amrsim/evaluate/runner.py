@@ -66,10 +66,9 @@ def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: s
         known = wh.keys(EVAL, RESULTS, ok_only=False)
         fresh = rows.filter(~pl.col("key").is_in(list(known)))
         run.rows_in = rows.height
-        run.rows_computed = fresh.height
         run.rows_out = rows.height
         if fresh.height:
-            wh.append(EVAL, RESULTS, fresh)
+            run.rows_computed = wh.append(EVAL, RESULTS, fresh)  # less any a concurrent run stored meanwhile
             run.outputs.append(RESULTS)
     return rows
 

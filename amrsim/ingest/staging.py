@@ -93,8 +93,8 @@ def sync_staged(wh: Warehouse, dataset: str, table: str, stage: Stage, scope: tu
     vanished ones deleted, in one commit; nothing is written if they are equal. With `scope` = (column, value) only
     table rows with that value are compared and deleted; `append_only` (the stage holds appended rows) deletes
     nothing. Returns (added, removed)."""
-    con = stage.connect()
-    try:
+    # under the table's lock: the keys compared are those the commit applies to, whoever else writes the table
+    with wh.lock(dataset, table), stage.connect() as con:
         register_table(con, wh, "target", dataset, table, ["key", *([scope[0]] if scope else [])])
         where = f"WHERE {scope[0]} = '{scope[1].replace(chr(39), chr(39) * 2)}'" if scope else ""
         staged = f"read_parquet('{stage.files(table)}')"
@@ -126,8 +126,6 @@ def sync_staged(wh: Warehouse, dataset: str, table: str, stage: Stage, scope: tu
                .when_not_matched_insert(updates={c: f"s.{c}" for c in names}, predicate="NOT s.__delete")
                .execute())
         return n_added, n_removed
-    finally:
-        con.close()
 
 
 def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:

@@ -17,7 +17,7 @@ import polars as pl
 
 import amrsim
 from amrsim.secrets import redact, redact_obj
-from amrsim.warehouse.store import Warehouse
+from amrsim.warehouse.store import BrokenTable, Warehouse
 
 META = "meta"
 
@@ -82,10 +82,14 @@ def record_stage(wh: Warehouse, run: StageRun) -> Iterator[StageRun]:
         rows = []
         error, inputs = redact(run.error), json.dumps(redact_obj(run.input_versions), sort_keys=True)
         for table in run.outputs or [""]:
+            try:
+                output_version = wh.version(run.dataset, table) if table else None
+            except BrokenTable:  # the stage's own error names the table; its lineage row is still recorded
+                output_version = None
             rows.append({
                 "run_id": run.run_id, "pipeline": run.pipeline, "stage": run.stage, "dataset": run.dataset,
                 "table": table, "input_versions": inputs,
-                "output_version": wh.version(run.dataset, table) if table else None,
+                "output_version": output_version,
                 "config_hash": run.config_hash, "code_version": code_version(), "rows_in": run.rows_in,
                 "rows_computed": run.rows_computed, "rows_failed": run.rows_failed, "rows_out": run.rows_out,
                 "seconds": run.seconds, "started_at": started, "status": run.status, "error": error,

@@ -6,21 +6,38 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from deltalake import DeltaTable
 
-from amrsim.warehouse.store import Warehouse
+from amrsim.warehouse.store import BrokenTable, Warehouse
 
 
 def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one schema per dataset and one view per table."""
+    """An in-memory DuckDB connection with one schema per dataset and one view per table. A damaged table's view
+    fails any query that reads it with the table's error; queries on the other tables work."""
     con = duckdb.connect()
     for dataset, table in wh.tables():
-        dataset_obj = DeltaTable(str(wh.table_path(dataset, table))).to_pyarrow_dataset()
-        alias = f"__{dataset}__{table}"
-        con.register(alias, dataset_obj)
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{dataset}"')
+        try:
+            snapshot = wh._open(dataset, table)
+        except BrokenTable as e:
+            con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS {_failing_select(table, str(e))}')
+            continue
+        if snapshot is None:
+            continue
+        alias = f"__{dataset}__{table}"
+        con.register(alias, snapshot.to_pyarrow_dataset())
         con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS SELECT * FROM "{alias}"')
     return con
+
+
+def _failing_select(table: str, message: str) -> str:
+    """A SELECT with the table's columns whose every read raises `message` (the filter needs the failing value,
+    so no projection can skip it)."""
+    from amrsim.warehouse.schemas import SCHEMAS
+
+    columns = "".join(f', NULL::{_SQL_TYPES.get(str(f.type), "VARCHAR")} AS "{f.name}"'
+                      for f in SCHEMAS.get(table, []))
+    quoted = message.replace("'", "''")
+    return f"SELECT * EXCLUDE (__broken) FROM (SELECT error('{quoted}') AS __broken{columns}) WHERE __broken IS NULL"
 
 
 def query(wh: Warehouse, sql: str) -> pl.DataFrame:
@@ -53,9 +70,9 @@ def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dat
     """View `name` over a table's current snapshot, streamed (see `scan_connection`); only `columns` if given."""
     from amrsim.warehouse.schemas import SCHEMAS
 
-    path = wh.table_path(dataset, table)
-    if wh.exists(dataset, table):
-        data = DeltaTable(str(path)).to_pyarrow_dataset()
+    snapshot = wh._open(dataset, table)
+    if snapshot is not None:
+        data = snapshot.to_pyarrow_dataset()
         # a scanner, not the dataset: DuckDB reads a dataset in 1M-row Arrow batches, which would make memory
         # grow with the table up to that size; 64k-row batches (one row group) with little read-ahead do not
         wanted = [c for c in (columns or data.schema.names) if c in data.schema.names]
@@ -66,7 +83,7 @@ def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dat
         names = source.schema.names
     con.register(f"__{name}", source)
     # a table written before a column joined its schema reads that column as null
-    missing = [f for f in SCHEMAS[table] if f.name not in names and (columns is None or f.name in columns)]
+    missing = [f for f in SCHEMAS.get(table, []) if f.name not in names and (columns is None or f.name in columns)]
     extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
     con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
 

@@ -1,13 +1,18 @@
 """The warehouse: one Delta table per dataset and stage under `<root>/<dataset>/<table>`.
 
 Delta commits are atomic (data files first, then one put-if-absent log entry), so a killed writer leaves at most
-unreferenced Parquet files and never a visible half-written version.
+unreferenced Parquet files and never a visible half-written version. Every write holds the table's lock (see
+`lock.py`) while it compares keys and commits, so concurrent runs never store a key twice.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from contextlib import AbstractContextManager
 from pathlib import Path
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
@@ -15,6 +20,7 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from amrsim.errors import WarehouseError
+from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
 from amrsim.warehouse.schemas import SCHEMAS
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -23,14 +29,22 @@ FAILED = "failed"
 # a reader decodes a whole Parquet row group at once: parquet-rs's default (1M rows) would make a streaming scan's
 # memory grow with the table up to a million rows; 64k rows keeps it at one small group
 WRITER = WriterProperties(max_row_group_size=64 * 1024)
+# the action names a Delta commit's lines may hold (protocol spec); anything else means a log file was overwritten
+_ACTIONS = {"add", "remove", "metaData", "protocol", "commitInfo", "txn", "cdc", "domainMetadata",
+            "checkpointMetadata", "sidecar"}
+
+
+class BrokenTable(WarehouseError):
+    """A table's log or data files are unreadable: reported by name, never read as empty."""
 
 
 class Warehouse:
     """Read, upsert and list the Delta tables under one root directory."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, lock_timeout: float = LOCK_TIMEOUT):
         self.root = Path(root).resolve()
         self.models_root = self.root / "models"  # warehouse/models/<method>/<run_id>/: trained models
+        self.lock_timeout = lock_timeout
 
     # -- naming -------------------------------------------------------------------------------------------------
     def table_path(self, dataset: str, table: str) -> Path:
@@ -42,14 +56,30 @@ class Warehouse:
             raise WarehouseError(f"table '{dataset}/{table}' resolves outside the warehouse root {self.root}")
         return path
 
+    def lock(self, dataset: str, table: str) -> AbstractContextManager[None]:
+        """Hold the table's write lock (waits up to `lock_timeout` seconds for another writer)."""
+        return table_lock(self.root, dataset, table, self.lock_timeout)
+
     def _open(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:
+        """The table's snapshot, None if it has no commit yet; BrokenTable if its log or data files are damaged."""
         path = self.table_path(dataset, table)
-        if not (path / "_delta_log").is_dir():
+        log = path / "_delta_log"
+        if not log.is_dir():
             return None
+        name = f"{dataset}/{table}"
         try:
-            return DeltaTable(str(path), version=version)
-        except TableNotFoundError:
-            return None
+            dt = DeltaTable(str(path), version=version)
+        except TableNotFoundError as e:
+            if not any(log.glob("*.json")) and not any(log.glob("*.checkpoint*.parquet")):
+                return None  # a first commit that never happened (killed writer): the table does not exist yet
+            raise BrokenTable(f"table '{name}' is unreadable: {_first_line(e)}") from None
+        except Exception as e:  # deltalake raises its own DeltaError, OSError or ValueError for a damaged log
+            if version is not None and self._open(dataset, table) is not None:
+                raise WarehouseError(f"table '{name}' has no version {version}") from None
+            raise BrokenTable(f"table '{name}' is unreadable: {_first_line(e)}") from None
+        _check_log(name, log)
+        _check_files(name, path, dt)
+        return dt
 
     # -- reading ------------------------------------------------------------------------------------------------
     def exists(self, dataset: str, table: str) -> bool:
@@ -69,7 +99,10 @@ class Warehouse:
             schema = SCHEMAS.get(table)
             frame = pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
         else:
-            frame = pl.from_arrow(dt.to_pyarrow_table(columns=columns))
+            try:
+                frame = pl.from_arrow(dt.to_pyarrow_table(columns=columns))
+            except (OSError, ValueError) as e:  # a data file damaged in place (same size)
+                raise BrokenTable(f"table '{dataset}/{table}' is unreadable: {_first_line(e)}") from None
         assert isinstance(frame, pl.DataFrame)
         if columns and frame.width and set(columns) <= set(frame.columns):
             frame = frame.select(columns)
@@ -127,14 +160,15 @@ class Warehouse:
         if data.num_rows == 0:
             return 0
         path = self.table_path(dataset, table)
-        dt = self._open(dataset, table)
-        if dt is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
-            return data.num_rows
-        (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
-                  writer_properties=WRITER)
-           .when_matched_update_all().when_not_matched_insert_all().execute())
+        with self.lock(dataset, table):  # two first writes would both append; two merges would conflict
+            dt = self._open(dataset, table)
+            if dt is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
+                return data.num_rows
+            (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                      writer_properties=WRITER)
+               .when_matched_update_all().when_not_matched_insert_all().execute())
         return data.num_rows
 
     def sync(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table, key: str = "key",
@@ -143,40 +177,104 @@ class Warehouse:
         With `scope` = (column, value) only rows having that value are compared and deleted (the `amr` table holds
         provided graphs, which ingest owns, next to parsed ones, which the parse stage owns)."""
         data = self._conform(table, frame)
-        if scope is None:
-            existing = self.keys(dataset, table, ok_only=False)
-        else:
-            rows = self.read(dataset, table, columns=[key, scope[0]])
-            existing = set(rows.filter(pl.col(scope[0]) == scope[1])[key].to_list()) if rows.height else set()
-        incoming = set(data.column(key).to_pylist())
-        added, removed = incoming - existing, existing - incoming
-        if not added and not removed:
-            return 0, 0
-        path = self.table_path(dataset, table)
-        dt = self._open(dataset, table)
-        if dt is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
-        else:
-            merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
-                             writer_properties=WRITER)
-            merge = merge.when_not_matched_insert_all()
+        with self.lock(dataset, table):  # the keys compared are those the commit applies to
             if scope is None:
-                merge = merge.when_not_matched_by_source_delete()
+                existing = self.keys(dataset, table, ok_only=False)
             else:
-                value = scope[1].replace("'", "''")
-                merge = merge.when_not_matched_by_source_delete(predicate=f"t.{scope[0]} = '{value}'")
-            merge.execute()
-        return len(added), len(removed)
+                rows = self.read(dataset, table, columns=[key, scope[0]])
+                existing = set(rows.filter(pl.col(scope[0]) == scope[1])[key].to_list()) if rows.height else set()
+            incoming = set(data.column(key).to_pylist())
+            added, removed = incoming - existing, existing - incoming
+            if not added and not removed:
+                return 0, 0
+            path = self.table_path(dataset, table)
+            dt = self._open(dataset, table)
+            if dt is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
+            else:
+                merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
+                                 writer_properties=WRITER)
+                merge = merge.when_not_matched_insert_all()
+                if scope is None:
+                    merge = merge.when_not_matched_by_source_delete()
+                else:
+                    value = scope[1].replace("'", "''")
+                    merge = merge.when_not_matched_by_source_delete(predicate=f"t.{scope[0]} = '{value}'")
+                merge.execute()
+            return len(added), len(removed)
 
     def append(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table) -> int:
-        """Append rows (lineage, results): one atomic commit."""
+        """Append rows in one atomic commit (see `append_new`); returns the number of rows added."""
+        return self.append_new(dataset, table, frame).num_rows
+
+    def append_new(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
+        """Append rows in one atomic commit; rows whose `key` the table (or an earlier row) already has are left
+        out, checked under the table's lock so a concurrent writer cannot slip the same key in. Returns the rows
+        added."""
         data = self._conform(table, frame)
         if data.num_rows == 0:
-            return 0
+            return data
         path = self.table_path(dataset, table)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
-        write_deltalake(str(path), data, mode="append", schema_mode="merge",
-                        writer_properties=WRITER)
-        return data.num_rows
+        with self.lock(dataset, table):
+            if "key" in data.column_names:  # tables without a content key (lineage) only ever gain rows
+                data = self._new_rows(dataset, table, data)
+                if data.num_rows == 0:
+                    return data
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
+            write_deltalake(str(path), data, mode="append", schema_mode="merge", writer_properties=WRITER)
+        return data
+
+    def _new_rows(self, dataset: str, table: str, data: pa.Table) -> pa.Table:
+        """`data` less rows whose key the table holds or an earlier row of `data` repeats."""
+        from amrsim.warehouse.query import existing_keys
+
+        keys = data.column("key").to_pylist()
+        present = existing_keys(self, dataset, table, keys)
+        seen: set[str] = set()
+        keep = []
+        for k in keys:
+            keep.append(k not in present and k not in seen)
+            seen.add(k)
+        return data if all(keep) else data.filter(pa.array(keep))
+
+
+def _first_line(error: BaseException) -> str:
+    """deltalake's messages carry a Rust backtrace after the first line."""
+    lines = str(error).strip().splitlines()
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _check_log(name: str, log: Path) -> None:
+    """Every commit after the last checkpoint holds only Delta actions: deltalake would read a commit overwritten
+    with other JSON (e.g. a query's COPY output) as an empty commit and silently drop that version's rows."""
+    try:
+        after = json.loads((log / "_last_checkpoint").read_text())["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        after = -1
+    for commit in sorted(log.glob("[0-9]*.json")):
+        if not commit.stem.isdigit() or int(commit.stem) <= after:
+            continue
+        try:
+            lines = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+            valid = bool(lines) and all(isinstance(a, dict) and len(a) == 1 and set(a) <= _ACTIONS for a in lines)
+        except (OSError, ValueError):
+            valid = False
+        if not valid:
+            raise BrokenTable(f"table '{name}' is unreadable: log entry {commit} is not a Delta commit")
+
+
+def _check_files(name: str, path: Path, dt: DeltaTable) -> None:
+    """Every data file the snapshot names exists with the size its commit recorded (a deleted or truncated file
+    would otherwise fail deep inside a scan, or in DuckDB, without naming the table)."""
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    for file, size in zip(actions.column("path").to_pylist(), actions.column("size_bytes").to_pylist(), strict=True):
+        data = path / unquote(file)
+        try:
+            actual = os.stat(data).st_size
+        except OSError:
+            raise BrokenTable(f"table '{name}' is unreadable: data file {data} is missing") from None
+        if actual != size:
+            raise BrokenTable(f"table '{name}' is unreadable: data file {data} has {actual} bytes, its commit "
+                              f"recorded {size}")

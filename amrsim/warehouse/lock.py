@@ -1,0 +1,93 @@
+"""One writer per table at a time: an exclusive `flock` on `<root>/.locks/<dataset>.<table>.lock`, held while a
+writer checks which keys a table has and commits the rest. The kernel drops the lock when its holder exits (even
+on SIGKILL), so a crashed run never leaves a stale lock; the file only records who holds it, for the busy message."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from amrsim.errors import WarehouseError
+
+LOCK_DIR = ".locks"
+LOCK_TIMEOUT = 600.0  # seconds a writer waits for another's commit: longer than any single commit takes
+log = logging.getLogger(__name__)
+_held = threading.local()  # lock paths this thread holds -> depth: a writer may re-enter its own table's lock
+
+
+class TableBusy(WarehouseError):
+    """Another process held a table's lock for longer than the writer would wait."""
+
+
+def lock_path(root: Path, dataset: str, table: str) -> Path:
+    return root / LOCK_DIR / f"{dataset}.{table}.lock"
+
+
+def holder(path: Path, name: str) -> str:
+    """Who holds the lock on table `name`, as the holder recorded it."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        return (f"another run (pid {info['pid']}, host {info['host']}, command `{info['command']}`) "
+                f"holds table '{name}' since {info['since']}")
+    except (OSError, ValueError, KeyError, TypeError):  # the holder is writing its record right now
+        return f"another run holds table '{name}'"
+
+
+def _record(fd: int) -> None:
+    from amrsim.secrets import redact
+
+    command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "command": (redact(command) or "")[:200],
+            "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+
+
+@contextmanager
+def table_lock(root: Path, dataset: str, table: str, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold `dataset/table`'s write lock; waits up to `timeout` seconds for another holder, then raises TableBusy."""
+    path, name = lock_path(root, dataset, table), f"{dataset}/{table}"
+    depth: dict[str, int] = _held.__dict__.setdefault("depth", {})
+    if depth.get(str(path)):
+        depth[str(path)] += 1
+        try:
+            yield
+        finally:
+            depth[str(path)] -= 1
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, pause, warned = time.monotonic() + timeout, 0.02, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TableBusy(f"busy: {holder(path, name)}; waited {timeout:.0f} s for it (lock file {path})") \
+                        from None
+                if not warned:
+                    log.warning("busy: %s; waiting up to %.0f s", holder(path, name), timeout)
+                    warned = True
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+        _record(fd)
+        depth[str(path)] = 1
+        try:
+            yield
+        finally:
+            depth.pop(str(path), None)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
