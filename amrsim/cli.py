@@ -135,19 +135,27 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
 @app.command()
 def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset>.<table>")],
           config: ConfigOpt = "pipelines.yaml",
-          limit: Annotated[int, typer.Option(help="rows to print")] = 50) -> None:
-    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs)."""
+          limit: Annotated[int, typer.Option(min=0, help="rows to print (DuckDB stops after them)")] = 50,
+          allow_external: Annotated[bool, typer.Option(
+              "--allow-external", help="let the SQL use DuckDB's file functions (read_csv, COPY TO, ATTACH, ...) "
+                                       "with your file permissions; off by default")] = False) -> None:
+    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs). The SQL can
+    read only those views unless --allow-external is given."""
     import duckdb
 
     from amrsim.report import console, frame_table
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.query import query as run_query
 
-    try:
-        frame = run_query(Warehouse(warehouse_root(config)), sql)
+    try:  # one row past the limit says whether there are more, without running the whole query
+        frame = run_query(Warehouse(warehouse_root(config)), sql, limit=limit + 1, allow_external=allow_external)
     except duckdb.Error as e:
         raise AmrsimError(f"query failed: {str(e).splitlines()[0]}") from None
-    console.print(frame_table(frame.head(limit), f"{frame.height} rows", float_digits=4))
+    more = frame.height > limit
+    console.print(frame_table(frame.head(limit), f"first {limit} rows" if more else f"{frame.height} rows",
+                              float_digits=4))
+    if more:
+        console.print(f"the first {limit} rows of more (--limit shows more)")
 
 
 @metrics_app.command("score")
