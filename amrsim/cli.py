@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
 from amrsim.cli_deploy import deploy_command
 from amrsim.cli_evaluate import evaluate_app, report_command
 from amrsim.cli_score import score_command
@@ -135,19 +135,27 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
 @app.command()
 def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset>.<table>")],
           config: ConfigOpt = "pipelines.yaml",
-          limit: Annotated[int, typer.Option(help="rows to print")] = 50) -> None:
-    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs)."""
+          limit: Annotated[int, typer.Option(min=0, help="rows to print (DuckDB stops after them)")] = 50,
+          allow_external: Annotated[bool, typer.Option(
+              "--allow-external", help="let the SQL use DuckDB's file functions (read_csv, COPY TO, ATTACH, ...) "
+                                       "with your file permissions; off by default")] = False) -> None:
+    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs). The SQL can
+    read only those views unless --allow-external is given."""
     import duckdb
 
     from amrsim.report import console, frame_table
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.query import query as run_query
 
-    try:
-        frame = run_query(Warehouse(warehouse_root(config)), sql)
+    try:  # one row past the limit says whether there are more, without running the whole query
+        frame = run_query(Warehouse(warehouse_root(config)), sql, limit=limit + 1, allow_external=allow_external)
     except duckdb.Error as e:
         raise AmrsimError(f"query failed: {str(e).splitlines()[0]}") from None
-    console.print(frame_table(frame.head(limit), f"{frame.height} rows", float_digits=4))
+    more = frame.height > limit
+    console.print(frame_table(frame.head(limit), f"first {limit} rows" if more else f"{frame.height} rows",
+                              float_digits=4))
+    if more:
+        console.print(f"the first {limit} rows of more (--limit shows more)")
 
 
 @metrics_app.command("score")
@@ -168,6 +176,7 @@ def metrics_score(
     from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, aspect_columns, score_pairs_parallel
     from amrsim.report import console, frame_table
 
+    refuse_out_over_input(out, file=file)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, vectors=vectors, seed=seed)
@@ -190,9 +199,7 @@ def metrics_score(
     parts = [p for p in (done, scored) if p is not None]
     result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
                                               .unique("key", keep="last"), on="key", how="left")
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    result.drop("amr1", "amr2", strict=False).write_parquet(tmp)
-    os.replace(tmp, out)  # readers never see a half-written file
+    write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
     failed = result.filter(pl.col("status") == "failed").height
     means = result.filter(pl.col("status") == "ok").select(
         [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
@@ -267,6 +274,7 @@ def parse_command(
     from amrsim.config import PARSER_LANGS
     from amrsim.report import console
 
+    refuse_out_over_input(out, file=file)
     if backend not in PARSER_LANGS:
         raise ConfigError(f"--backend '{backend}': use one of {sorted(PARSER_LANGS)}")
     if backend != "provided" and lang not in PARSER_LANGS[backend]:
@@ -294,14 +302,16 @@ def parse_command(
     seconds = time.perf_counter() - t0
     graphs, status = [r.penman for r in results], [r.status for r in results]
     lin = linearized_column(graphs, status, None if linearize == "none" else linearize)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for snt, r, line in zip(sentences, results, lin, strict=True):
-            row = {"snt": snt, "amr": r.penman, "status": r.status, "error": r.error}
-            if linearize != "none":
-                row["linearized"] = line
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    os.replace(tmp, out)
+
+    def write_jsonl(path: Path) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            for snt, r, line in zip(sentences, results, lin, strict=True):
+                row = {"snt": snt, "amr": r.penman, "status": r.status, "error": r.error}
+                if linearize != "none":
+                    row["linearized"] = line
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    write_out(out, write_jsonl)
     failed = sum(s != "ok" for s in status)
     rate = f"{len(sentences) / seconds:.0f} sentences/s" if sentences and seconds else "no sentences"
     console.print(f"{len(sentences)} sentences: {len(sentences) - failed} parsed, {failed} failed ({rate}) -> {out}")

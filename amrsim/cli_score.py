@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
 from amrsim.errors import ConfigError
 
 _S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
@@ -59,6 +59,8 @@ def score_command(
     from amrsim.report import console
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if out is not None:
+        refuse_out_over_input(out, file=file)
     if not file.is_file():
         raise ConfigError(f"--file: file not found ({file.resolve()})")
     root = warehouse_root(config) / "models"
@@ -87,9 +89,7 @@ def score_command(
     if out is None:
         print(result.write_csv(separator="\t", quote_style="never"), end="")
     else:
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-        result.write_csv(tmp, separator="\t", quote_style="never")
-        os.replace(tmp, out)  # readers never see a half-written file
+        write_out(out, lambda path: result.write_csv(path, separator="\t", quote_style="never"))
         console.print(f"{result.height} pairs scored with {model} ({trained.run_id}) -> {out}")
     if "gold" in result.columns:
         ok = result.filter(pl.col("gold").is_not_null())

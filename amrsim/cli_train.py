@@ -16,12 +16,14 @@ def show_training_progress() -> None:
     (idempotent). Secrets are already masked in every record (install_log_redaction)."""
     import logging
 
-    from rich.console import Console
     from rich.logging import RichHandler
+
+    from amrsim.report import make_console
 
     logger = logging.getLogger("amrsim")
     if not any(getattr(h, "amrsim_progress", False) for h in logger.handlers):
-        handler = RichHandler(console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S")
+        handler = RichHandler(console=make_console(stderr=True), markup=False, show_path=False,
+                              log_time_format="%H:%M:%S")
         handler.amrsim_progress = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)

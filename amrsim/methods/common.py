@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from amrsim.errors import WarehouseError
+from amrsim.files import atomic_write
+from amrsim.methods.training import atomic_json
 from amrsim.secrets import redact_obj
 from amrsim.warehouse import Warehouse
 
@@ -87,9 +89,7 @@ def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
     path = model_dir / "model.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
     meta.update(redact_obj(extra))
-    tmp = path.with_name("model.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_json(path, meta)
 
 
 def train_summary(method: str, run_id: str, rows_in: int, rows_used: int, skipped: int, started: float,
@@ -137,6 +137,5 @@ def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
 
 def write_request(cfg: Any, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
     path = run_dir(Warehouse(cfg.warehouse_root), method, run_id) / REQUEST
-    tmp = path.with_name(REQUEST + ".tmp")
-    tmp.write_text(json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    text = json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

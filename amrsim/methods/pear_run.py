@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.training import atomic_json
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
@@ -329,9 +330,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     out = {"study": study_name, "storage": str(study_path(wh, study_name)), "trials_total": len(study.trials),
            "trials_this_run": len(study.trials) - before, "completed": int((frame["state"] == "COMPLETE").sum()),
            "best": best, "message": message, "train_pairs": train.height, "dev_pairs": dev.height}
-    tmp = study_path(wh, study_name).with_suffix(".best.json.tmp")
-    tmp.write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(study_path(wh, study_name).with_suffix(".best.json"))
+    atomic_json(study_path(wh, study_name).with_suffix(".best.json"), out)
     return out
 
 
