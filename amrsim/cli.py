@@ -34,12 +34,17 @@ app.command("score")(score_command)
 
 
 def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
+    from amrsim.config import load_yaml_value
+
     out: dict[str, Any] = {}
     for item in pairs or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set '{item}': expected key=value (e.g. encode.batch_size=32)")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = load_yaml_value(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set '{item}': the value is not valid YAML ({str(e).splitlines()[0]})") from None
     return out
 
 

@@ -67,18 +67,24 @@ def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     return out
 
 
-def print_scores(rows, title: str) -> None:
+def shown_values(frame, columns: list[str]):
+    """`columns` as text with 2 decimals; a null or NaN (a correlation of constant input) as `undefined`."""
     import polars as pl
 
     from amrsim.evaluate.results import UNDEFINED
+
+    return frame.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None)
+                              .map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null(UNDEFINED)
+                              for c in columns if c in frame.columns)
+
+
+def print_scores(rows, title: str) -> None:
     from amrsim.report import console, frame_table
 
     if not rows.height:
         console.print(f"{title}: no results")
         return
-    shown = rows.select("model", "dataset", "split", "lang_pair", "metric", "n",
-                        value=pl.col("value").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String)
-                        .fill_null(UNDEFINED))
+    shown = shown_values(rows.select("model", "dataset", "split", "lang_pair", "metric", "n", "value"), ["value"])
     console.print(frame_table(shown.sort("dataset", "lang_pair", "metric", "model"), title))
 
 
@@ -130,7 +136,7 @@ def evaluate_sts_cmd(
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
-    console.print(frame_table(table, f"STS (x100) {file.name}"))
+    console.print(frame_table(shown_values(table, ["spearman", "pearson"]), f"STS (x100) {file.name}"))
     missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
     if missing:
         console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from amrsim.errors import ConfigError
 
@@ -17,6 +26,44 @@ SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
 RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
 KNOWN_ENCODERS = ("minilm", "muse")
+
+
+class _SafeConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key repeated in one mapping (the last would silently win) and reads `1e-5` as
+    a float, as YAML 1.2 does (YAML 1.1 needs a dot, `1.0e-5`, and would give a string that strict floats refuse)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; keys after it override by design
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_line.get(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            line = key_node.start_mark.line + 1
+            if seen is not None:
+                raise DuplicateKeyError(str(key)[:80], seen, line)
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, first: int, second: int):
+        super().__init__(f"duplicate key '{key}' (lines {first} and {second})")
+        self.line = second
+
+
+_SafeConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml_value(text: str) -> Any:
+    """YAML text (pipelines.yaml, or a `--set key=value` value) as pipelines.yaml is read: safe, no repeated keys,
+    `1e-5` a float."""
+    return yaml.load(text, Loader=_SafeConfigLoader)
 
 
 class _Strict(BaseModel):
@@ -28,10 +75,10 @@ class RayConfig(_Strict):
 
     enabled: bool = False  # run row-parallel stages on Ray (a local Ray unless `address` is set)
     address: str | None = None  # "ray://head:10001", "head:6379" or "auto"; RAY_ADDRESS in the environment also works
-    num_cpus: int | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
-    num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
-    batch_size: int = Field(default=256, ge=1)  # rows per batch sent to a worker (parse: at least its own batch)
-    connect_timeout_s: float = Field(default=5.0, gt=0)  # a cluster address that does not answer in time: ConfigError
+    num_cpus: StrictInt | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
+    num_gpus: StrictInt | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
+    batch_size: StrictInt = Field(default=256, ge=1)  # rows per batch sent to a worker (parse: at least its own batch)
+    connect_timeout_s: StrictFloat = Field(default=5.0, gt=0)  # a cluster address silent this long: ConfigError
     ship_code: bool = True  # cluster: send this checkout to the workers (runtime_env); false: the nodes' own install
 
 
@@ -67,7 +114,7 @@ class PairsToTriplesConfig(_Strict):
     neutral: list[str] = Field(default_factory=lambda: ["neutral"])  # other valid labels; any other is a failed row
     infer: bool = True  # also take contradictions of B
     fallback: Literal["random", "skip"] = "random"  # no contradiction found: a random sentence, or a failed row
-    seed: int = 0
+    seed: StrictInt = 0
 
     @model_validator(mode="after")
     def _labels(self) -> PairsToTriplesConfig:
@@ -93,10 +140,17 @@ class DatasetConfig(_Strict):
     # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
     # columns default to the main file's column names
     translations: dict[str, dict[str, str]] = Field(default_factory=dict)
-    score_range: tuple[float, float] | None = None  # [min, max] of valid gold scores; outside: a failed row
+    score_range: tuple[StrictFloat, StrictFloat] | None = None  # [min, max] of valid gold scores; outside: a failed row
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
     from_pairs: PairsToTriplesConfig | None = None  # kind triples only: derive triples from NLI-labelled pairs
+
+    @field_validator("score_range")
+    @classmethod
+    def _increasing(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not v[0] < v[1]:  # reversed or empty: every row would fail as out of range
+            raise ValueError(f"score_range must be [min, max] with min < max, got {list(v)}")
+        return v
 
     @model_validator(mode="after")
     def _columns_match_kind(self) -> DatasetConfig:
@@ -153,7 +207,7 @@ def _check_encoder(name: str) -> str:
 class EncodeConfig(_Strict):
     encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))  # minilm, muse, hf:<id>, <method>:<run>
     datasets: list[str] | None = None  # default: every dataset of the pipeline
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: StrictInt = Field(default=64, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU
 
     _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
@@ -228,8 +282,8 @@ class MetricsConfig(_Strict):
     aspects: list[str] | None = None  # default: all
     convention: Literal["amr", "smatch"] = "amr"  # Smatch triples: root concept in TOP (amr) or smatch 1.0.4's
     vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
-    seed: int = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
-    commit_rows: int = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
+    seed: StrictInt = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
+    commit_rows: StrictInt = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
 
     @field_validator("aspects")
     @classmethod
@@ -261,9 +315,9 @@ class ParseConfig(_Strict):
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
-    commit_rows: int = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
-    batch_size: int | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
-    num_beams: int = Field(default=4, ge=1)
+    commit_rows: StrictInt = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
+    batch_size: StrictInt | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
+    num_beams: StrictInt = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     linearize: Literal["paper", "pointer"] = "paper"  # the `linearized` column (MSE-AMR's AMR encoder input)
 
@@ -290,9 +344,9 @@ class TranslateConfig(_Strict):
     source_lang: str = "en"
     targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
     models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
-    batch_size: int = Field(default=32, ge=1)
-    num_beams: int = Field(default=4, ge=1)
-    max_length: int = Field(default=256, ge=1)
+    batch_size: StrictInt = Field(default=32, ge=1)
+    num_beams: StrictInt = Field(default=4, ge=1)
+    max_length: StrictInt = Field(default=256, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
@@ -339,7 +393,7 @@ class AugmentConfig(_Strict):
     datasets: list[str] = Field(default_factory=list)  # pairs datasets; their sentences of `lang` are the pool
     lang: str = "en"
     encoder: str = "minilm"  # the bi-encoder whose nearest neighbours become silver pairs
-    k: int = Field(default=5, ge=1)  # neighbours per sentence
+    k: StrictInt = Field(default=5, ge=1)  # neighbours per sentence
     index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
     # weak labels: "cosine" (the bi-encoder's own) or a trained cross-encoder such as pear:latest (PEAR)
     scorer: str = "cosine"
@@ -535,9 +589,11 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml_value(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{path}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""

@@ -438,3 +438,53 @@ def test_scan_hashes_the_prefix_and_sees_whether_rows_can_follow(tmp_path, conte
     assert state.lines == content.count(b"\n") and state.clean_end is clean
     assert scan(path, prefix=len(content)).prefix_sha256 == state.sha256
     assert scan(path, prefix=len(content) + 1).prefix_sha256 is None
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+def test_a_file_with_cr_only_line_endings_is_named_in_one_short_line(tmp_path, fmt):
+    sep = {"tsv": "\t", "csv": ","}.get(fmt)
+    if sep:
+        lines = [sep.join(["id", "score", "sentence1", "sentence2"])] + [
+            sep.join([f"r{i}", "1", f"sentence number {i} " * 5, "other"]) for i in range(200)]
+    else:
+        lines = [json.dumps({"id": f"r{i}", "score": 1, "sentence1": "s " * 20, "sentence2": "t"}) for i in range(200)]
+    path = tmp_path / f"mac.{fmt}"
+    path.write_bytes(("\r".join(lines) + "\r").encode())
+    with pytest.raises(InputError) as e:
+        read_dataset(pairs_cfg(path, format=fmt), path)
+    message = str(e.value)
+    assert message == f"{path}:1: line endings are CR only; convert the file to LF (or CRLF) line endings"
+    # CRLF files stay readable
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    assert ok_rows(read_dataset(pairs_cfg(path, format=fmt), path)).height == 200
+
+
+def test_header_errors_do_not_echo_a_huge_line(tmp_path):
+    path = tmp_path / "wide.tsv"
+    path.write_text("\t".join(f"column_{i}" for i in range(5000)) + "\nx\n", encoding="utf-8")
+    with pytest.raises(InputError, match="header lacks column") as e:
+        read_dataset(pairs_cfg(path), path)
+    assert len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("body, line, message", [
+    # the quote opened on line 3 never closes: it swallows every later line
+    ('a,1,x,y\n"b,2,x,y\nc,3,x,y\nd,4,x,y\n', 3, "unclosed quote: the quoted field opened on line 3 never closes"),
+    ('a,1,x,y\nb,2,x,"y\n', 3, "unclosed quote: the quoted field opened on line 3 never closes"),
+    # a stray quote on line 3 is closed by another on line 5: the record spans 3-5 and has the wrong field count
+    ('a,1,x,y\n"b,2,x,y\nc,3,x,y\nd",4,x\ne,5,x,y\n', 3, "expected 4 fields separated by ',', found 3 in the "
+                                                        "record of lines 3-5 (a quoted field spans them)"),
+])
+def test_an_unclosed_csv_quote_is_reported_where_it_opened(tmp_path, body, line, message):
+    path = tmp_path / "q.csv"
+    path.write_text("id,score,sentence1,sentence2\n" + body, encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_dataset(pairs_cfg(path), path)
+    assert str(e.value).startswith(f"{path}:{line}: {message}"), str(e.value)
+
+
+def test_quoted_fields_spanning_lines_and_literal_quotes_still_read(tmp_path):
+    path = tmp_path / "ok.csv"
+    path.write_text('id,score,sentence1,sentence2\na,1,"two\nlines",y\nb,2,5" tall,"say ""hi"""\n', encoding="utf-8")
+    rows = ok_rows(read_dataset(pairs_cfg(path), path)).sort("item_id")
+    assert rows["sentence1"].to_list() == ["two\nlines", '5" tall'] and rows["sentence2"][1] == 'say "hi"'

@@ -113,6 +113,9 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     if run_id not in runs:
         raise ValueError(f"encoder '{name}': no run '{run}' of '{method}' under {root}; runs: {', '.join(runs)}")
     path = root / method / run_id
+    if not resolves_inside(root, path):  # a symlinked run or method directory may point anywhere
+        raise ValueError(f"encoder '{name}': run directory {path} resolves outside the models root {root} "
+                         f"({path.resolve()}); run directories must lie inside it")
     try:
         meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
     except ValueError as e:
@@ -120,12 +123,17 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     return TrainedModel(method, run_id, path, meta)
 
 
+def resolves_inside(root: Path | str, path: Path | str) -> bool:
+    """Whether `path`, symlinks resolved, lies strictly inside `root` (symlinks resolved too)."""
+    return Path(root).resolve() in Path(path).resolve().parents
+
+
 def model_subdir(run_dir: Path | str, sub: str) -> Path:
     """A directory a trained run's model.json names (`encoder`, `amr_encoder`): must lie inside the run directory,
     so an edited model.json cannot point the loader elsewhere."""
     run_dir = Path(run_dir)
     path = run_dir / sub
-    if not sub or run_dir.resolve() not in path.resolve().parents:
+    if not sub or not resolves_inside(run_dir, path):
         raise ValueError(f"{run_dir / 'model.json'}: model directory '{sub}' is not inside {run_dir}")
     return path
 

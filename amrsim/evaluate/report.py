@@ -433,7 +433,9 @@ def plot_bitext_heatmap(dataset: str, split: str, models: list[str], pairs: list
 
 def scatter_spearman(data: ScatterData) -> float | None:
     """Spearman x 100 of predicted vs gold; None (undefined) for fewer than 2 points or constant input."""
-    if data.predicted.size < 2 or np.ptp(data.predicted) == 0 or np.ptp(data.gold) == 0:
+    from amrsim.evaluate.sts import is_constant
+
+    if data.predicted.size < 2 or is_constant(data.predicted) or is_constant(data.gold):
         return None
     from scipy.stats import spearmanr
 

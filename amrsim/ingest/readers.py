@@ -53,6 +53,9 @@ def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> It
                     raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", number) from None
                 if number == 1:
                     text = text.removeprefix("\ufeff")
+                    if "\r" in text.removesuffix("\n").removesuffix("\r"):  # never echo the file as one "line"
+                        raise InputError(str(path), "line endings are CR only; convert the file to LF (or CRLF) line "
+                                                    "endings", 1)
                 text = text.removesuffix("\n")
                 any_text = any_text or bool(text.strip())
                 yield number, text
@@ -72,10 +75,15 @@ class Tail:
     lines: int
 
 
+def _short(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def _check_header(path: Path, header: list[str], wanted: list[str]) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise InputError(str(path), f"header lacks column(s) {missing}; found {header}", 1)
+        raise InputError(str(path), f"header lacks column(s) {missing}; found {_short(header)}", 1)
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise InputError(str(path), f"header repeats column(s) {dupes}", 1)
@@ -105,33 +113,47 @@ def _chunked(rows: Iterator[list[Any]], columns: list[str], chunk_rows: int) -> 
         yield _frame(batch, columns)
 
 
-def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
-    """Tab-split lines; blank lines at the end of the file are ignored, blank lines before data are records."""
+def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of tab-split lines; blank lines at the end of the file are ignored, blank
+    lines before data are records."""
     blank: list[tuple[int, str]] = []
     for number, text in _text_lines(path, tail):
         if not text.strip():
             blank.append((number, text))
             continue
         for b_number, b_text in blank:
-            yield b_number, b_text.removesuffix("\r").split("\t")
+            yield b_number, b_number, b_text.removesuffix("\r").split("\t")
         blank = []
-        yield number, text.removesuffix("\r").split("\t")
+        yield number, number, text.removesuffix("\r").split("\t")
 
 
-def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
-    """RFC 4180 records (a quoted field may span lines); the line number is where the record ends."""
-    state = {"line": 0}
+def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of RFC 4180 records (a quoted field may span lines). A quote left open runs
+    to the end of the file: reported at the line where it opened, not where the file ended."""
+    # the csv module reads one line at a time and never ahead, so the line counter is exact for each record;
+    # `quoted`: the record's lines so far hold an odd number of '"', i.e. a quoted field is open (opened on `opened`)
+    state = {"line": 0, "first": 0, "new": True, "quoted": False, "opened": 0}
 
     def lines() -> Iterator[str]:
         for number, text in _text_lines(path, tail):
             state["line"] = number
+            if state["new"]:
+                state.update(first=number, new=False, quoted=False)
+            if text.count('"') % 2:
+                state.update(quoted=not state["quoted"], opened=number)
             yield text + "\n"
 
     reader = csv.reader(lines(), delimiter=delimiter)
     try:
         for rec in reader:
+            state["new"] = True
+            # a literal '"' inside an unquoted field (5" tall) leaves the count odd but ends at its line's newline;
+            # an open quote swallows the newlines, so a field ending in one means the file ended inside the quote
+            if state["quoted"] and any(f.endswith("\n") for f in rec):
+                raise InputError(str(path), f"unclosed quote: the quoted field opened on line {state['opened']} "
+                                            f"never closes", state["opened"])
             if rec:
-                yield state["line"], rec
+                yield state["first"], state["line"], rec
     except csv.Error as e:
         raise InputError(str(path), f"malformed CSV: {e}", state["line"]) from None
 
@@ -141,7 +163,7 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
     """TSV: split on tabs with no quoting (as ../shared/data is written). CSV: RFC 4180 quoting."""
     records = _tsv_records(path, tail) if delimiter == "\t" else _csv_records(path, delimiter, tail)
     try:
-        _, header = next(records)
+        _, _, header = next(records)
     except StopIteration:
         raise InputError(str(path), "empty file") from None
     header = [h.strip() for h in header]
@@ -150,10 +172,12 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
     sep = "tabs" if delimiter == "\t" else repr(delimiter)
 
     def rows() -> Iterator[list[Any]]:
-        for line_no, fields in records:
+        for first, line_no, fields in records:
             if len(fields) != len(header):
-                raise InputError(str(path), f"expected {len(header)} fields separated by {sep}, found {len(fields)}",
-                                 line_no)
+                spans = f" in the record of lines {first}-{line_no} (a quoted field spans them)" \
+                    if first != line_no else ""
+                raise InputError(str(path), f"expected {len(header)} fields separated by {sep}, found {len(fields)}"
+                                            f"{spans}", first)
             yield [fields[i] for i in idx] + [line_no]
 
     empty = True

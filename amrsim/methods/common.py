@@ -46,7 +46,9 @@ def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
     """`<models root>/<method>/<run_id>`, checked to lie inside the models root (also through symlinks)."""
     check_run_name(method, run_id)
     path = wh.models_root / method / run_id
-    if wh.models_root.resolve() not in path.resolve().parents:
+    from amrsim.encoders import resolves_inside
+
+    if not resolves_inside(wh.models_root, path):
         raise WarehouseError(f"model directory '{method}/{run_id}' resolves outside {wh.models_root}")
     return path
 

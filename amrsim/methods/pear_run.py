@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -48,16 +48,16 @@ class SearchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    trials: int = Field(default=20, ge=0)  # new trials per run; a resumed study keeps its earlier ones
-    timeout: float | None = Field(default=None, gt=0)  # seconds for this run's trials
+    trials: StrictInt = Field(default=20, ge=0)  # new trials per run; a resumed study keeps its earlier ones
+    timeout: StrictFloat | None = Field(default=None, gt=0)  # seconds for this run's trials
     study: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # default pear-<pipeline>
-    max_train_pairs: int | None = Field(default=None, ge=2)
-    max_dev_pairs: int | None = Field(default=None, ge=2)
-    lr: tuple[float, float] = (1e-6, 1e-4)  # log-uniform
-    k: tuple[int, int] = (0, 3)
-    epochs: tuple[int, int] = (1, 5)
-    e_weak: tuple[int, int] = (0, 2)
-    max_grad_norm: tuple[float, float] = (0.1, 1.0)
+    max_train_pairs: StrictInt | None = Field(default=None, ge=2)
+    max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
+    lr: tuple[StrictFloat, StrictFloat] = (1e-6, 1e-4)  # log-uniform
+    k: tuple[StrictInt, StrictInt] = (0, 3)
+    epochs: tuple[StrictInt, StrictInt] = (1, 5)
+    e_weak: tuple[StrictInt, StrictInt] = (0, 2)
+    max_grad_norm: tuple[StrictFloat, StrictFloat] = (0.1, 1.0)
 
     @model_validator(mode="after")
     def _ranges(self) -> SearchParams:
@@ -77,20 +77,20 @@ class Params(MethodParams):
     langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
     mode: Literal["all", "per_language"] = "all"
     base_model: str = "minilm"  # the packaged all-MiniLM-L6-v2 transformer, or hf:<hub id or path>
-    lr: float = Field(default=5e-5, gt=0)
-    epochs: int = Field(default=3, ge=1)  # E
-    e_weak: int = Field(default=0, ge=0)  # E_weak
-    k: int = Field(default=0, ge=0)  # kNN neighbours per sentence; 0: no re-sampling
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    batch_size: int = Field(default=32, ge=1)
-    max_length: int = Field(default=128, ge=8)
+    lr: StrictFloat = Field(default=5e-5, gt=0)
+    epochs: StrictInt = Field(default=3, ge=1)  # E
+    e_weak: StrictInt = Field(default=0, ge=0)  # E_weak
+    k: StrictInt = Field(default=0, ge=0)  # kNN neighbours per sentence; 0: no re-sampling
+    max_grad_norm: StrictFloat = Field(default=1.0, gt=0)
+    batch_size: StrictInt = Field(default=32, ge=1)
+    max_length: StrictInt = Field(default=128, ge=8)
     both_orders: bool = False  # train every pair in both sentence orders (twice the steps)
     symmetric: bool = True  # a pair's score is the mean over both sentence orders (dev, search, saved model)
     biencoder: str = "minilm"  # neighbours for re-sampling (amrsim.encoders name)
-    max_silver: int | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
-    max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs
+    max_silver: StrictInt | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
+    max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs
     search: SearchParams | None = None
-    seed: int = 0
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -39,22 +39,22 @@ class Params(MethodParams):
     parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
     base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), a sentence-transformers dir or hub id
     negatives: bool = True
-    max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
-    max_dev_pairs: int | None = Field(default=None, ge=2)
-    batch_size: int = Field(default=64, ge=2)
-    lr: float = Field(default=2e-5, gt=0)
-    warmup: int = Field(default=100, ge=0)
-    epochs: int = Field(default=2, ge=1)
-    eval_every: int = Field(default=1000, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (a later run with the run id resumes)
-    trainable_layers: int = Field(default=2, ge=1)
-    n_aspects: int = Field(default=15, ge=1, le=15)
-    aspect_dim: int = Field(default=16, ge=1)
+    max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
+    max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
+    batch_size: StrictInt = Field(default=64, ge=2)
+    lr: StrictFloat = Field(default=2e-5, gt=0)
+    warmup: StrictInt = Field(default=100, ge=0)
+    epochs: StrictInt = Field(default=2, ge=1)
+    eval_every: StrictInt = Field(default=1000, ge=1)
+    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    trainable_layers: StrictInt = Field(default=2, ge=1)
+    n_aspects: StrictInt = Field(default=15, ge=1, le=15)
+    aspect_dim: StrictInt = Field(default=16, ge=1)
     similarity: Literal["cosine", "manhattan"] = "cosine"
-    consistency_weight: float = Field(default=1.0, ge=0)
-    seed: int = 0
+    consistency_weight: StrictFloat = Field(default=1.0, ge=0)
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    workers: int | None = Field(default=None, ge=1)  # processes scoring the negatives (default: all cores)
+    workers: StrictInt | None = Field(default=None, ge=1)  # processes scoring the negatives (default: all cores)
 
     def dataset_refs(self) -> list[tuple[str, str]]:
         return [("datasets", d) for d in self.datasets]
