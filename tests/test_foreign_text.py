@@ -129,3 +129,89 @@ def test_to_english_config_errors(write_config, write_tsv):
         with pytest.raises(ConfigError) as err:
             load_config(path).pipeline("demo")
         assert message in str(err.value)
+
+
+def parse(wh, run_id: str, tr: TranslateConfig | None, cfg: ParseConfig | None = None):
+    """The parse stage as the task runs it (ud rules, in process), pivoting through `tr`'s translations."""
+    from amrsim.amr.parsing import ParserSpec, parse_frame
+    from amrsim.stages import parse_stage
+
+    cfg = cfg or ParseConfig(backend="ud")
+    specs = {lang: ParserSpec(cfg.backend, lang) for lang in cfg.direct_langs()}
+    return parse_stage(wh, "p", "g", cfg, "ud", run_id, partial(parse_frame, specs=specs, linearize=cfg.linearize),
+                       tr)
+
+
+def graphs(wh) -> pl.DataFrame:
+    return wh.read("g", "amr").join(wh.read("g", "sentences").select(sentence_key="key", text="text"),
+                                    on="sentence_key")
+
+
+def test_german_is_parsed_through_its_machine_translation(wh, german, de_en):
+    tr = to_english(de_en)
+    translate(wh, tr, "r1")
+    run = parse(wh, "r2", tr)
+    amr = graphs(wh)
+    assert run.rows_in == amr.height == 10 and run.rows_failed == 0
+    de = amr.filter(pl.col("lang") == "de")
+    english = wh.read("g", "translations").select(sentence_key="source_key", translation="text")
+    de = de.join(english, on="sentence_key")
+    assert de.height == 8 and (de["status"] == "ok").all()
+    assert (de["parsed_text"] == de["translation"]).all()  # the machine translation was parsed, not the German
+    assert set(de["pivot_lang"]) == {"en"} and set(de["pivot_source"]) == {de_en}
+    fr = amr.filter(pl.col("lang") == "fr")
+    assert fr["pivot_source"].is_null().all() and (fr["parsed_text"] == fr["text"]).all()
+    assert parse(wh, "r3", tr).rows_computed == 0
+
+
+def test_without_a_model_the_failed_row_names_the_language_and_the_key(wh, german, de_en):
+    run = parse(wh, "r1", None)
+    failed = graphs(wh).filter(pl.col("status") == "failed")
+    assert run.rows_failed == failed.height == 8 and set(failed["lang"]) == {"de"}
+    assert all("no ud parser for 'de'" in e and "translate.to_english.de" in e for e in failed["error"])
+    # the model configured but its translations not made yet: another reason, and another key
+    tr = to_english(de_en)
+    parse(wh, "r2", tr)
+    failed = graphs(wh).filter(pl.col("status") == "failed")
+    assert failed.height == 8 and all("run the translate stage" in e for e in failed["error"])
+    # translated: the same sentences now parse, and each keeps one graph
+    translate(wh, tr, "r3")
+    again = parse(wh, "r4", tr)
+    amr = graphs(wh)
+    assert (again.rows_computed, again.rows_failed) == (8, 0)
+    assert amr.height == 10 and (amr["status"] == "ok").all()
+
+
+def test_a_given_english_source_comes_first(wh, write_tsv, de_en):
+    path = write_tsv("en.tsv", ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de"],
+                     [["1", "test", "4.0", "The dog runs.", "A dog runs fast.", DE_PAIRS[0][3], DE_PAIRS[0][4]]])
+    ds = DatasetConfig(path=str(path), kind="pairs", lang="en", score_range=(0, 5),
+                       translations={"de": {"sentence1": "sentence1_de", "sentence2": "sentence2_de"}})
+    ingest_tables(wh, "g", ds, path, "r0")
+    tr = to_english(de_en)
+    translate(wh, tr, "r1")
+    parse(wh, "r2", tr)
+    de = graphs(wh).filter(pl.col("lang") == "de").sort("text")
+    assert de["pivot_source"].to_list() == ["given", "given"]
+    assert de["parsed_text"].to_list() == ["The dog runs.", "A dog runs fast."]  # Der Hund ..., Ein Hund ...
+
+
+def test_changing_the_model_recomputes_that_language_only(wh, german, de_en, de_en_other):
+    first = to_english(de_en)
+    translate(wh, first, "r1")
+    parse(wh, "r2", first)
+    before = graphs(wh)
+    second = to_english(de_en_other)
+    assert translate(wh, second, "r3").rows_computed == 8  # the German sentences, with the new model
+    run = parse(wh, "r4", second)
+    after = graphs(wh)
+    assert run.rows_computed == 8  # French is not parsed again
+    assert after.height == 10  # the old German graphs were replaced, not kept next to the new ones
+    assert set(after.filter(pl.col("lang") == "de")["pivot_source"]) == {de_en_other}
+    fr_before, fr_after = (f.filter(pl.col("lang") == "fr").sort("key") for f in (before, after))
+    assert fr_before.select("key", "penman").equals(fr_after.select("key", "penman"))
+    new_text = wh.read("g", "translations").filter(pl.col("model") == de_en_other).select(
+        sentence_key="source_key", translation="text")
+    de = after.filter(pl.col("lang") == "de").join(new_text, on="sentence_key")
+    assert (de["parsed_text"] == de["translation"]).all()
+    assert parse(wh, "r5", second).rows_computed == 0
