@@ -258,6 +258,19 @@ def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | N
             [r.get("amr") for r in records] if want_amr else [None] * len(records))
 
 
+def _translate_to_english(model: str, sentences: list[str], device: str) -> tuple[list[str | None], list[str | None]]:
+    """English translation (None when it failed) and the failure's reason, per sentence; a model that does not
+    load is a config error naming it."""
+    from amrsim.translate.run import TranslatorSpec, translator_for
+
+    try:
+        translator = translator_for(TranslatorSpec(model, device=device))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"--translate '{model}': {e}") from None
+    results = translator.translate(sentences)
+    return [r.text for r in results], [r.error for r in results]
+
+
 @app.command("parse")
 def parse_command(
         file: Annotated[Path, typer.Option(help="JSONL(.gz)/TSV/CSV with a sentence or snt column, or a text file "
@@ -270,27 +283,39 @@ def parse_command(
         batch_size: Annotated[int | None, typer.Option(min=1, help="default: ud 1000, amrlib 16")] = None,
         device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
         linearize: Annotated[str, typer.Option(help="add a linearized field: paper | pointer | none")] = "none",
+        translate: Annotated[str | None, typer.Option(
+            help="MarianMT model (hub id such as Helsinki-NLP/opus-mt-de-en, or a directory) translating --lang into "
+                 "English first; the English is parsed (translate-then-parse)")] = None,
 ) -> None:
-    """Parse sentences into AMR graphs; every input row gets an output row, written atomically."""
+    """Parse sentences into AMR graphs; every input row gets an output row, written atomically. Text in a language
+    without a parser is translated into English first with --translate."""
     import json
 
     from amrsim.amr.backends import ParseResult
     from amrsim.amr.parsing import ParserSpec, linearized_column, parser_for
-    from amrsim.config import PARSER_LANGS
+    from amrsim.config import PARSER_LANGS, PIVOT_LANG
     from amrsim.report import console
 
     refuse_out_over_input(out, file=file)
     if backend not in PARSER_LANGS:
         raise ConfigError(f"--backend '{backend}': use one of {sorted(PARSER_LANGS)}")
-    if backend != "provided" and lang not in PARSER_LANGS[backend]:
-        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(PARSER_LANGS[backend])}; parse the English "
-                          f"translation instead (translate-then-parse)")
+    if translate is not None and (backend == "provided" or lang == PIVOT_LANG):
+        raise ConfigError(f"--translate: translates --lang into English for parsing; it does not apply to "
+                          f"{'--backend provided' if backend == 'provided' else 'English sentences'}")
+    parse_lang = PIVOT_LANG if translate is not None else lang
+    if backend != "provided" and parse_lang not in PARSER_LANGS[backend]:
+        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(PARSER_LANGS[backend])}; translate into "
+                          f"English first: --translate Helsinki-NLP/opus-mt-{lang}-en (or a model directory)")
     if backend == "amrlib" and (model_dir is None or not model_dir.is_dir()):
         raise ConfigError(f"--model-dir: parse_xfm model directory not found ({model_dir})")
     if linearize not in ("paper", "pointer", "none"):
         raise ConfigError(f"--linearize '{linearize}': use paper, pointer or none")
     sentences, given = _read_sentences(file, want_amr=backend == "provided")
     t0 = time.perf_counter()
+    english: list[str | None] = []
+    why: list[str | None] = []
+    if translate is not None:
+        english, why = _translate_to_english(translate, sentences, device)
     if backend == "provided":
         from amrsim.amr.graph import AMRError, parse
 
@@ -302,16 +327,23 @@ def parse_command(
             except AMRError as e:
                 results.append(ParseResult.failed(str(e)))
     else:
-        spec = ParserSpec(backend, lang, str(model_dir) if model_dir else None, batch_size, device=device)
-        results = parser_for(spec).parse(sentences)
+        spec = ParserSpec(backend, parse_lang, str(model_dir) if model_dir else None, batch_size, device=device)
+        if translate is None:
+            results = parser_for(spec).parse(sentences)
+        else:  # parse the rows that translated; the others fail with the translation's reason
+            ok = [i for i, t in enumerate(english) if t is not None]
+            parsed = dict(zip(ok, parser_for(spec).parse([english[i] or "" for i in ok]), strict=True))
+            results = [parsed.get(i) or ParseResult.failed(f"translation failed: {why[i]}")
+                       for i in range(len(sentences))]
     seconds = time.perf_counter() - t0
     graphs, status = [r.penman for r in results], [r.status for r in results]
     lin = linearized_column(graphs, status, None if linearize == "none" else linearize)
-
     def write_jsonl(path: Path) -> None:
         with open(path, "w", encoding="utf-8") as f:
-            for snt, r, line in zip(sentences, results, lin, strict=True):
+            for i, (snt, r, line) in enumerate(zip(sentences, results, lin, strict=True)):
                 row = {"snt": snt, "amr": r.penman, "status": r.status, "error": r.error}
+                if translate is not None:
+                    row |= {"english": english[i], "translation_model": translate}
                 if linearize != "none":
                     row["linearized"] = line
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")

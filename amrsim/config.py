@@ -344,6 +344,9 @@ class TranslateConfig(_Strict):
     source_lang: str = "en"
     targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
     models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
+    # source lang -> hub id (Helsinki-NLP/opus-mt-de-en) or dir: sentences in these languages are translated into
+    # English (marian, whatever `backend` is), and the parse stage parses that English where no parser reads them
+    to_english: dict[str, str] = Field(default_factory=dict)
     batch_size: StrictInt = Field(default=32, ge=1)
     num_beams: StrictInt = Field(default=4, ge=1)
     max_length: StrictInt = Field(default=256, ge=1)
@@ -357,6 +360,24 @@ class TranslateConfig(_Strict):
                 raise ValueError(f"no model configured for target language(s) {missing} "
                                  f"(translate.models has {sorted(self.models)})")
         return self
+
+    @field_validator("to_english")
+    @classmethod
+    def _to_english(cls, v: dict[str, str]) -> dict[str, str]:
+        from amrsim.ingest.normalise import normalise_lang
+
+        out = {}
+        for lang, model in v.items():
+            code = normalise_lang(lang)
+            if code is None:
+                raise ValueError(f"to_english: '{lang}' is not a language code (use e.g. de, es, zh)")
+            if code == PIVOT_LANG:
+                raise ValueError("to_english: 'en' is English already; list the languages to translate from")
+            if not model.strip():
+                raise ValueError(f"to_english.{lang}: empty model (a hub id such as Helsinki-NLP/opus-mt-{code}-en "
+                                 f"or a model directory)")
+            out[code] = model
+        return out
 
 
 def looks_like_path(model: str) -> bool:
@@ -539,6 +560,9 @@ class LoadedConfig:
             model_paths.append(("parse.model_dir", pipe.parse.model_dir))
         if pipe.translate and pipe.translate.backend == "marian":
             model_paths += [(f"translate.models.{t}", m) for t, m in pipe.translate.models.items()
+                            if looks_like_path(m)]
+        if pipe.translate:
+            model_paths += [(f"translate.to_english.{t}", m) for t, m in pipe.translate.to_english.items()
                             if looks_like_path(m)]
         for key, value in model_paths:
             if not self.resolve_path(value).is_dir():

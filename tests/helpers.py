@@ -1,12 +1,68 @@
-"""Helpers shared by test modules (fixtures stay in conftest.py)."""
+"""Helpers shared across test modules (fixtures stay in conftest.py)."""
 
 from __future__ import annotations
 
+import json
+import random
 import subprocess
 import sys
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.conftest import cli_env
+
+# words of the tiny translation models' corpora: English, and German for the X -> English models
+EN_WORDS = ("the cat dog bird house tree river stone green small big runs sees eats walks quickly slowly near under "
+            "over with and but a an old young red blue sings reads writes book letter garden window door city").split()
+DE_WORDS = ("der die das Katze Hund Vogel Haus Baum Fluss Stein grün klein groß läuft sieht isst geht schnell "
+            "langsam nahe unter über mit und aber ein eine alt jung rot blau singt liest schreibt Buch Brief Garten "
+            "Fenster Tür Stadt").split()
+
+
+def random_sentence(rng: random.Random, words: Sequence[str] = EN_WORDS) -> str:
+    return " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))).capitalize() + rng.choice(".!?")
+
+
+def build_tiny_marian(root: Path, words: Sequence[str] = EN_WORDS, max_pos: int = 64, seed: int = 0) -> str:
+    """A 1+1-layer, d_model 16 Marian model with random weights and a SentencePiece tokenizer trained on sentences of
+    `words` (plus English ones, so its output decodes to English pieces), saved under `root/model`; returns that
+    directory. Random weights translate into garbage: enough to check mechanics (order, batching, keys, failures)."""
+    import sentencepiece as spm
+    import torch
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    corpus = root / "corpus.txt"
+    lines = [random_sentence(rng, words) for _ in range(400)]
+    if words is not EN_WORDS:
+        lines += [random_sentence(rng) for _ in range(400)]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(root / "sp"), vocab_size=200,
+                                   model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
+                                   unk_id=0, bos_id=-1, eos_id=1, pad_id=-1, minloglevel=2)
+    proc = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    # Marian's vocab.json maps pieces to model ids: </s> 0, <unk> 1, the pieces, then <pad> last.
+    vocab = {"</s>": 0, "<unk>": 1}
+    for i in range(proc.get_piece_size()):
+        vocab.setdefault(proc.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (root / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses."
+        tok = MarianTokenizer(str(root / "sp.model"), str(root / "sp.model"), str(root / "vocab.json"),
+                              model_max_length=max_pos)
+    out = root / "model"
+    tok.save_pretrained(out)
+    torch.manual_seed(seed)
+    config = MarianConfig(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                          decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=len(vocab),
+                          max_position_embeddings=max_pos, pad_token_id=vocab["<pad>"], eos_token_id=0,
+                          forced_eos_token_id=0, decoder_start_token_id=vocab["<pad>"], scale_embedding=True,
+                          init_std=1.0)  # large weights: outputs then depend on the input
+    MarianMTModel(config).save_pretrained(out)
+    return str(out)
 
 
 def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -29,22 +29,24 @@ def translator_for(spec: TranslatorSpec) -> Translator:
 
 
 def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl.DataFrame:
-    """`frame` has `source` and `target_lang`; adds text, flags, status, error, seconds (per sentence)."""
+    """`frame` has `source`, `source_lang`, `target_lang` and `model` (as configured; `specs` maps it to what
+    loads); adds text, flags, status, error, seconds (per sentence). Rows of a model without a spec fail."""
     n = frame.height
     text: list[str | None] = [None] * n
     flags: list[str | None] = [None] * n
     status = [FAILED] * n
     error: list[str | None] = [None] * n
     seconds: list[float | None] = [None] * n
-    sources, targets = frame["source"].to_list(), frame["target_lang"].to_list()
-    for lang in sorted(set(targets)):
-        rows = [i for i, t in enumerate(targets) if t == lang]
-        if lang not in specs:
+    sources, models = frame["source"].to_list(), frame["model"].to_list()
+    directions = list(zip(frame["source_lang"].to_list(), frame["target_lang"].to_list(), strict=True))
+    for model in sorted(set(models)):
+        rows = [i for i, m in enumerate(models) if m == model]
+        if model not in specs:
             for i in rows:
-                error[i] = f"no translation model for target language '{lang}'"
+                error[i] = f"no translation model for {directions[i][0]}->{directions[i][1]} ('{model}' not loaded)"
             continue
         t0 = time.perf_counter()
-        results = translator_for(specs[lang]).translate([sources[i] or "" for i in rows])
+        results = translator_for(specs[model]).translate([sources[i] or "" for i in rows])
         per = (time.perf_counter() - t0) / max(1, len(rows))
         for i, r in zip(rows, results, strict=True):
             text[i], flags[i], status[i], error[i], seconds[i] = r.text, r.flags, r.status, r.error, per

@@ -13,6 +13,10 @@ AMR_METRIC_COLUMNS = [
 _STATUS = [pa.field("status", pa.string()), pa.field("error", pa.string())]
 _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int64())]
 
+# columns added to a schema after tables were written: rows may lack them (null), and a commit adds them to an
+# older table
+LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"})}
+
 SCHEMAS: dict[str, pa.Schema] = {
     "sentences": pa.schema([
         pa.field("key", pa.string()), pa.field("lang", pa.string()), pa.field("text", pa.string()), *_STATUS,
@@ -49,6 +53,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("penman", pa.string()), pa.field("parser", pa.string()),
         pa.field("pivot_lang", pa.string()), pa.field("parsed_text", pa.string()), pa.field("linearized", pa.string()),
         *_STATUS, pa.field("seconds", pa.float64()),
+        pa.field("pivot_source", pa.string()),  # where a pivoted English text came from: given, or the MT model
     ]),
     "translations": pa.schema([
         pa.field("key", pa.string()), pa.field("source_key", pa.string()), pa.field("source_lang", pa.string()),
