@@ -172,7 +172,8 @@ def metrics_score(
         = "amr",
         vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
         keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
-        workers: Annotated[int, typer.Option(min=1, help="processes (default: all cores)")] = os.cpu_count() or 1,
+        workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
+                                                                "small files, all cores where they pay off)")] = None,
         seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0) -> None:
     """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
     import polars as pl
@@ -191,8 +192,7 @@ def metrics_score(
                 if s in file.name), "jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
     frame = read_rows(file, fmt, ["amr1", "amr2", *extra]).rename({"__line": "line"})
-    frame = frame.with_columns(pl.Series("key", [options.pair_key(a or "", b or "")
-                                                 for a, b in zip(frame["amr1"], frame["amr2"], strict=True)]))
+    frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
     done = pl.read_parquet(out) if out.is_file() else None
     if done is not None and "key" in done.columns:
         todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))

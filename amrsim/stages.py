@@ -185,8 +185,7 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             chunk = chunk.filter(~pl.col("done")).drop("done")
             if not chunk.height:
                 continue
-            chunk = chunk.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
-                                                         zip(chunk["amr1"], chunk["amr2"], strict=True)], pl.String))
+            chunk = chunk.with_columns(pl.Series("key", options.pair_keys(chunk["amr1"], chunk["amr2"]), pl.String))
             chunk = chunk.unique("key", keep="first", maintain_order=True)
             # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done. The
             # check sees this run's earlier commits too, so a key repeated across chunks is computed once.

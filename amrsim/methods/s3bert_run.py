@@ -99,7 +99,7 @@ def scored_pairs(wh: Warehouse, dataset: str, split: str, langs: list[str], pars
     with_graphs = metric_graph_pairs(wh, dataset, parser).filter(pl.col("split") == split)
     with_graphs = with_graphs.join(pairs.select(pair_key="key", sentence1="sentence1", sentence2="sentence2"),
                                    on="pair_key")
-    keys = [options.pair_key(a, b) for a, b in zip(with_graphs["amr1"], with_graphs["amr2"], strict=True)]
+    keys = options.pair_keys(with_graphs["amr1"], with_graphs["amr2"])
     with_graphs = with_graphs.with_columns(pl.Series("key", keys, pl.String))
     metrics = wh.read(dataset, "amr_metrics") if wh.exists(dataset, "amr_metrics") else pl.DataFrame(
         {"key": [], "status": []}, schema={"key": pl.String, "status": pl.String})
