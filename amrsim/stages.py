@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from amrsim.config import PIVOT_LANG, AugmentConfig, LoadedConfig, ParseConfig, StsEvalConfig, TranslateConfig
-from amrsim.encoders import model_id
+from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
@@ -69,7 +69,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                         key = result_key(encoder, dataset, split, lang_pair,
                                          (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(),
                                          wh.models_root)
-                        wanted = [row_key("sts", encoder, dataset, split, lang_pair, m, [key])
+                        wanted = [row_key("sts", run_name(encoder, wh.models_root), dataset, split, lang_pair, m, [key])
                                   for m in ("spearman", "pearson")]
                         done = existing.filter(pl.col("key").is_in(wanted))
                         if done.height == len(wanted):
@@ -83,7 +83,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                         else:
                             embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
                             scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
-                        rows = score_rows(scores, run_id, run.config_hash, [key])
+                        rows = score_rows(scores, run_id, run.config_hash, [key], wh.models_root)
                         frames.append(rows)
                         wh.append(EVAL, RESULTS, rows)
                         run.rows_computed += 1

@@ -161,8 +161,8 @@ def test_training_params_are_strict_numbers_and_exponents_read_as_floats(write_c
         method_params("s3bert", {"datasets": ["d"], "batch_size": True})
     with pytest.raises(ValidationError, match="valid number"):
         method_params("s3bert", {"datasets": ["d"], "lr": "fast"})
-    body = GOOD.replace("    encode:", "    train: [{method: s3bert, params: {datasets: [d], lr: 2e-5, batch_size: 8}}]\n"
-                                      "    encode:")
+    train = "    train: [{method: s3bert, params: {datasets: [d], lr: 2e-5, batch_size: 8}}]\n"
+    body = GOOD.replace("    encode:", train + "    encode:")
     cfg = load_config(write_config(body))  # YAML 1.1 reads 2e-5 as a string; the config loader reads it as 2.0e-5
     assert method_params("s3bert", cfg.project.pipelines["p"].train[0].params).lr == pytest.approx(2e-5)
     assert _yaml("1e3") == 1000.0 and _yaml("'1e3'") == "1e3" and _yaml("e5") == "e5"

@@ -128,6 +128,15 @@ def resolves_inside(root: Path | str, path: Path | str) -> bool:
     return Path(root).resolve() in Path(path).resolve().parents
 
 
+def run_name(name: str, models_root: Path | str | None = None) -> str:
+    """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
+    to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""
+    if name in PACKAGED or name.startswith("hf:") or ":" not in name:
+        return name
+    model = find_trained(name, models_root)
+    return f"{model.method}:{model.run_id}"
+
+
 def model_subdir(run_dir: Path | str, sub: str) -> Path:
     """A directory a trained run's model.json names (`encoder`, `amr_encoder`): must lie inside the run directory,
     so an edited model.json cannot point the loader elsewhere."""

@@ -24,14 +24,9 @@ from urllib.parse import quote
 import numpy as np
 import polars as pl
 
-from amrsim.evaluate.results import UNDEFINED
+from amrsim.evaluate.results import RESULT_SCHEMA, UNDEFINED
 
 GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]
-RESULT_SCHEMA: dict[str, Any] = {
-    "key": pl.String, "run_id": pl.String, "created_at": pl.Datetime("us", "UTC"), "task": pl.String,
-    "model": pl.String, "dataset": pl.String, "split": pl.String, "lang_pair": pl.String, "metric": pl.String,
-    "value": pl.Float64, "n": pl.Int64, "config_hash": pl.String,
-}
 REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
 TASK_ORDER = ("sts", "bitext", "bucc", "transfer", "aspects")
 TASK_LABEL = {"sts": "STS", "bitext": "Tatoeba", "bucc": "BUCC", "transfer": "Transfer", "aspects": "Aspects"}

@@ -76,9 +76,10 @@ SCHEMAS: dict[str, pa.Schema] = {
     "results": pa.schema([
         pa.field("key", pa.string()), pa.field("run_id", pa.string()),
         pa.field("created_at", pa.timestamp("us", tz="UTC")), pa.field("task", pa.string()),
+        # model names the run (`<method>:<run id>`); model_requested is the name asked for (`<method>:latest`)
         pa.field("model", pa.string()), pa.field("dataset", pa.string()), pa.field("split", pa.string()),
         pa.field("lang_pair", pa.string()), pa.field("metric", pa.string()), pa.field("value", pa.float64()),
-        pa.field("n", pa.int64()), pa.field("config_hash", pa.string()),
+        pa.field("n", pa.int64()), pa.field("config_hash", pa.string()), pa.field("model_requested", pa.string()),
     ]),
     "lineage": pa.schema([
         pa.field("run_id", pa.string()), pa.field("pipeline", pa.string()), pa.field("stage", pa.string()),

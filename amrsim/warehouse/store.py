@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from urllib.parse import unquote
@@ -241,6 +241,22 @@ class Warehouse:
             # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
             write_deltalake(str(path), data, mode="append", schema_mode="merge", writer_properties=WRITER)
         return data
+
+    def rewrite(self, dataset: str, table: str,
+                change: Callable[[pl.DataFrame], pl.DataFrame | None]) -> int | None:
+        """Replace the table's rows with `change(rows)` in one commit under its lock: a migration to the current
+        schema (earlier versions stay readable by version). `change` returns None when there is nothing to do.
+        Returns the new version, or None when nothing was written."""
+        path = self.table_path(dataset, table)
+        with self.lock(dataset, table):
+            if self._open(dataset, table) is None:
+                return None
+            changed = change(self.read(dataset, table))
+            if changed is None:
+                return None
+            write_deltalake(str(path), self._conform(table, changed), mode="overwrite", schema_mode="overwrite",
+                            writer_properties=WRITER)
+        return self.version(dataset, table)
 
     def _new_rows(self, dataset: str, table: str, data: pa.Table) -> pa.Table:
         """`data` less rows whose key the table holds or an earlier row of `data` repeats."""
