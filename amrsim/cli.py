@@ -181,7 +181,9 @@ def metrics_score(
     fmt = next((f for s, f in ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
                 if s in file.name), "jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
-    frame = read_rows(file, fmt, ["amr1", "amr2", *extra]).rename({"__line": "line"})
+    frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
+    unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    frame = frame.drop("__error")
     frame = frame.with_columns(pl.Series("key", [options.pair_key(a or "", b or "")
                                                  for a, b in zip(frame["amr1"], frame["amr2"], strict=True)]))
     done = pl.read_parquet(out) if out.is_file() else None
@@ -195,6 +197,10 @@ def metrics_score(
     parts = [p for p in (done, scored) if p is not None]
     result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
                                               .unique("key", keep="last"), on="key", how="left")
+    if unusable.height:
+        result = result.join(unusable, on="line", how="left").with_columns(
+            status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
+            error=pl.coalesce("why", "error")).drop("why")
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     result.drop("amr1", "amr2", strict=False).write_parquet(tmp)
     os.replace(tmp, out)  # readers never see a half-written file
