@@ -243,7 +243,9 @@ def metrics_score(
     fmt = next((f for s, f in ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
                 if s in file.name), "jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
-    frame = read_rows(file, fmt, ["amr1", "amr2", *extra]).rename({"__line": "line"})
+    frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
+    unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    frame = frame.drop("__error")
     frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
     done = pl.read_parquet(out) if out.is_file() else None
     if done is not None and "key" in done.columns:
@@ -256,6 +258,10 @@ def metrics_score(
     parts = [p for p in (done, scored) if p is not None]
     result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
                                               .unique("key", keep="last"), on="key", how="left")
+    if unusable.height:
+        result = result.join(unusable, on="line", how="left").with_columns(
+            status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
+            error=pl.coalesce("why", "error")).drop("why")
     write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
     failed = result.filter(pl.col("status") == "failed").height
     means = result.filter(pl.col("status") == "ok").select(

@@ -488,3 +488,70 @@ def test_quoted_fields_spanning_lines_and_literal_quotes_still_read(tmp_path):
     path.write_text('id,score,sentence1,sentence2\na,1,"two\nlines",y\nb,2,5" tall,"say ""hi"""\n', encoding="utf-8")
     rows = ok_rows(read_dataset(pairs_cfg(path), path)).sort("item_id")
     assert rows["sentence1"].to_list() == ["two\nlines", '5" tall'] and rows["sentence2"][1] == 'say "hi"'
+
+
+def _typed_records() -> list[dict]:
+    return [
+        {"id": 1, "score": 4.5, "sentence1": "A fine sentence.", "sentence2": "Another one."},
+        {"id": 2, "score": 3, "sentence1": ["A", "list", "sentence"], "sentence2": "Text."},
+        {"id": 3, "score": 2, "sentence1": "Text.", "sentence2": True},
+        {"id": 4, "score": 1, "sentence1": {"text": "an object"}, "sentence2": 42},
+        {"id": 5, "score": True, "sentence1": "Bool score.", "sentence2": "Here."},
+        {"id": [6], "score": 1, "sentence1": "List id.", "sentence2": "Here."},
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz"])
+def test_jsonl_cells_that_are_not_strings_become_failed_rows_naming_column_and_type(tmp_path, fmt):
+    path = tmp_path / f"typed.{fmt}"
+    text = "\n".join(json.dumps(r) for r in _typed_records()) + "\n"
+    path.write_bytes(gzip.compress(text.encode()) if fmt.endswith(".gz") else text.encode())
+    tables = read_dataset(pairs_cfg(path, format="jsonl"), path)
+    pairs = tables["pairs"].sort("source_line")
+    assert pairs.height == 6, "no row may be dropped"
+    reasons = dict(zip(pairs["source_line"], pairs["error"], strict=True))
+    assert reasons[1] is None and pairs["item_id"][0] == "1" and pairs["score"][0] == 4.5  # numbers in id/score
+    assert reasons[2] == "column 'sentence1' holds a list, not a string"
+    assert reasons[3] == "column 'sentence2' holds a boolean, not a string"
+    assert reasons[4] == "column 'sentence1' holds an object, not a string; column 'sentence2' holds a number, " \
+                         "not a string"
+    assert reasons[5] == "column 'score' holds a boolean, not a string or number"
+    assert reasons[6] == "column 'id' holds a list, not a string or number"
+    stored = " ".join(str(v) for col in ("sentence1", "sentence2", "item_id") for v in pairs[col] if v is not None)
+    assert "[" not in stored and "True" not in stored and "{" not in stored and "42" not in stored
+    assert tables["sentences"]["text"].sort().to_list() == ["A fine sentence.", "Another one."]
+
+
+def test_parquet_cells_that_are_not_strings_become_failed_rows(tmp_path):
+    path = tmp_path / "typed.parquet"
+    pl.DataFrame({"id": ["a", "b"], "score": [1.0, 2.0], "sentence1": [["x", "y"], ["z"]],
+                  "sentence2": [1, 2]}).write_parquet(path)
+    pairs = read_dataset(pairs_cfg(path), path)["pairs"]
+    assert pairs["status"].to_list() == ["failed", "failed"]
+    assert set(pairs["error"]) == {"column 'sentence1' holds a list, not a string; column 'sentence2' holds a "
+                                   "number, not a string"}
+    assert pairs["sentence1"].to_list() == ["", ""]  # never the repr of the list
+
+
+def test_non_string_cells_in_derived_triples_and_translation_files_fail_their_rows(tmp_path):
+    path = tmp_path / "nli.jsonl"
+    rows = [{"sentence1": "A man sleeps.", "sentence2": "A person rests.", "label": "entailment"},
+            {"sentence1": "A man sleeps.", "sentence2": "A man runs.", "label": "contradiction"},
+            {"sentence1": ["A", "list"], "sentence2": "B.", "label": "entailment"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    ds = DatasetConfig(path=str(path), kind="triples", from_pairs={})
+    triples = read_dataset(ds, path)["triples"].sort("source_line")
+    assert triples["status"].to_list() == ["ok", "failed"]
+    assert triples["error"][1] == "column 'sentence1' holds a list, not a string"
+
+    main, de = tmp_path / "en.jsonl", tmp_path / "de.jsonl"
+    main.write_text("\n".join(json.dumps({"sentence1": f"s{i}", "sentence2": f"t{i}", "score": i}) for i in range(2)),
+                    encoding="utf-8")
+    de.write_text(json.dumps({"sentence1": "s0 de", "sentence2": "t0 de"}) + "\n"
+                  + json.dumps({"sentence1": False, "sentence2": "t1 de"}) + "\n", encoding="utf-8")
+    ds = DatasetConfig(path=str(main), kind="pairs", translations={"de": {"path": str(de)}})
+    pairs = read_dataset(ds, main)["pairs"]
+    failed = pairs.filter(pl.col("status") == "failed")
+    assert failed.height >= 1 and set(failed["source_line"]) == {2}
+    assert all("de.jsonl: column 'sentence1' holds a boolean, not a string" in e for e in failed["error"])
+    assert pairs.filter((pl.col("status") == "ok") & (pl.col("lang1") == "de"))["sentence1"].to_list() == ["s0 de"]

@@ -319,3 +319,20 @@ def test_given_workers_use_one_pool_for_every_call():
     single = score_pairs(frame, options).drop("seconds")
     assert first.drop("seconds").equals(single)
     assert second.drop("seconds").equals(single.reverse())
+
+
+def test_metrics_score_cli_fails_a_graph_cell_that_is_not_a_string(tmp_path):
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    path, out = tmp_path / "pairs.jsonl", tmp_path / "scores.parquet"
+    rows = [{"amr1": WANT, "amr2": WANT_NOT, "idx": 1}, {"amr1": ["(w / want-01)"], "amr2": WANT, "idx": 2}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out), "--aspects", "smatch",
+                                      "--vectors", "random", "--workers", "1", "--keep", "idx"])
+    assert result.exit_code == 0, result.output
+    table = pl.read_parquet(out).sort("line")
+    assert "__error" not in table.columns and table["idx"].to_list() == ["1", "2"]
+    assert table["status"].to_list() == ["ok", "failed"]
+    assert table["error"][1] == "column 'amr1' holds a list, not a string"

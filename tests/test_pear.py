@@ -362,6 +362,13 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     result = runner.invoke(app, ["score", "--model", "pear:nope", "--file", "test.tsv", "--config", str(cfg.path)])
     assert result.exit_code != 0 and "no run 'nope'" in str(result.exception)
 
+    # a sentence cell that is not a string is named, never scored as its Python repr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence1": "a", "sentence2": "b"}\n{"sentence1": ["x"], "sentence2": "b"}\n', encoding="utf-8")
+    result = runner.invoke(app, ["score", "--model", "pear:latest", "--file", str(bad), "--config", str(cfg.path)])
+    assert result.exit_code != 0
+    assert str(result.exception) == f"{bad}:2: column 'sentence1' holds a list, not a string"
+
 
 def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny_bert):
     from amrsim.config import AugmentConfig

@@ -154,7 +154,9 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
         parts.append(rows)
         for reason, n in left_out.items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows = pl.concat(parts, how="vertical_relaxed")
+    # Delta tables and joins give no row order; sorted by content key, the rows (and the seeded sample, negatives
+    # and data fingerprint drawn from them) are the same on every call, so an interrupted run can resume
+    rows = pl.concat(parts, how="vertical_relaxed").sort("pair_key", "amr1", "amr2")
     cap = params.max_pairs if split == params.train_split else params.max_dev_pairs
     if cap is not None and rows.height > cap:
         skipped[SAMPLED_OUT] = rows.height - cap
@@ -221,5 +223,6 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         run.rows_out = len(y) if result["completed"] else 0
     return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,
                          result["completed"], model_dir=str(out_dir), steps=result["steps"],
-                         total_steps=result["total_steps"], best_dev_loss=result["best_dev_loss"],
+                         total_steps=result["total_steps"], resumed_from=result["resumed_from"],
+                         best_dev_loss=result["best_dev_loss"],
                          initial_dev_loss=result["initial_dev_loss"], left_out=skipped)
