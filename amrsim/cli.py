@@ -188,7 +188,11 @@ def metrics_score(
     frame = read_rows(file, fmt, ["amr1", "amr2", *extra]).rename({"__line": "line"})
     frame = frame.with_columns(pl.Series("key", [options.pair_key(a or "", b or "")
                                                  for a, b in zip(frame["amr1"], frame["amr2"], strict=True)]))
-    done = pl.read_parquet(out) if out.is_file() else None
+    try:
+        done = pl.read_parquet(out) if out.is_file() else None
+    except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
+        raise AmrsimError(f"--out {out}: exists and is not a Parquet file of earlier results "
+                          f"({str(e).splitlines()[0]}); remove it or write to another file") from None
     if done is not None and "key" in done.columns:
         todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))
     else:
