@@ -247,7 +247,11 @@ def metrics_score(
     unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
     frame = frame.drop("__error")
     frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
-    done = pl.read_parquet(out) if out.is_file() else None
+    try:
+        done = pl.read_parquet(out) if out.is_file() else None
+    except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
+        raise AmrsimError(f"--out {out}: exists and is not a Parquet file of earlier results "
+                          f"({str(e).splitlines()[0]}); remove it or write to another file") from None
     if done is not None and "key" in done.columns:
         todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))
     else:

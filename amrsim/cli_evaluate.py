@@ -54,6 +54,18 @@ def _warehouse(config: str, encoder: str | None = None):
     return wh
 
 
+def _check_dataset(name: str) -> str:
+    """A --dataset value, checked before any path is built from it."""
+    from amrsim.config import dataset_name_error
+
+    if problem := dataset_name_error(name):
+        raise ConfigError(f"--dataset: {problem}")
+    return name
+
+
+_STS_SUFFIXES = (".tsv", ".csv", ".jsonl", ".parquet")
+
+
 def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     """['de=path', ...] -> {'de': Path}; each file must exist."""
     out: dict[str, Path] = {}
@@ -106,12 +118,17 @@ def evaluate_sts_cmd(
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
-    from amrsim.config import DatasetConfig, StsEvalConfig
+    from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig
     from amrsim.ingest import ingest_tables
     from amrsim.report import console, frame_table
     from amrsim.stages import results_table, sts_stage
     from amrsim.warehouse.lineage import new_run_id
 
+    if not file.name.lower().removesuffix(".gz").endswith(_STS_SUFFIXES):
+        raise ConfigError(f"--file {file}: evaluate sts reads {', '.join(_STS_SUFFIXES[:-1])} or "
+                          f"{_STS_SUFFIXES[-1]} files, optionally gzipped (.tsv.gz)")
+    if dataset is not None:
+        _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     header = _header(file)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
@@ -122,6 +139,8 @@ def evaluate_sts_cmd(
     name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
     if translations and not dataset:
         name = re.sub(r"_(" + "|".join(map(re.escape, [lang, *translations])) + r")(?=_|$)", "", name) + "_multi"
+    if name in RESERVED_DATASETS and not dataset:  # ev/eval.tsv: `eval` holds the results, not a dataset
+        name = f"{name}_data"
     pairs = (lang_pairs.split(",") if lang_pairs else
              [f"{lang}-{lang}", *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang}-{tl}"))])
     try:
@@ -211,6 +230,7 @@ def evaluate_bucc_cmd(
     from amrsim.evaluate.runner import bucc_eval
     from amrsim.warehouse.lineage import new_run_id
 
+    _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     files = {"src_train": src_train, "tgt_train": tgt_train, "gold_train": gold_train, "src_test": src_test,
              "tgt_test": tgt_test, "gold_test": gold_test}
@@ -235,6 +255,7 @@ def evaluate_aspects_cmd(
     from amrsim.evaluate.runner import aspects_eval
     from amrsim.warehouse.lineage import new_run_id
 
+    _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     rows = aspects_eval(wh, encoder, dataset, new_run_id(), split, batch_size=batch_size, device=device)
     print_scores(rows, f"AMR aspects: Spearman (x100) - {dataset}")

@@ -66,6 +66,13 @@ def load_yaml_value(text: str) -> Any:
     return yaml.load(text, Loader=_SafeConfigLoader)
 
 
+def dataset_name_error(name: str) -> str | None:
+    """Why `name` cannot name a dataset (it becomes one directory under the warehouse root), or None."""
+    if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
+        return f"dataset name {name!r} must match {NAME_RE.pattern} and not be one of {sorted(RESERVED_DATASETS)}"
+    return None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -451,9 +458,8 @@ class PipelineConfig(_Strict):
     @classmethod
     def _names(cls, v: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
         for name in v:
-            if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
-                raise ValueError(f"dataset name '{name}' must match {NAME_RE.pattern} and not be one of "
-                                 f"{sorted(RESERVED_DATASETS)}")
+            if problem := dataset_name_error(name):
+                raise ValueError(problem)
         return v
 
     @model_validator(mode="after")

