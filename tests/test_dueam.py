@@ -117,7 +117,8 @@ def test_anchor_targets_identical_pairs_exactly_zero_empty_skipped_each_pair_onc
     # the distances are those of the anchor's token embeddings without [CLS]/[SEP]
     tokens = anchor.tokens(["the cat runs", "the dog sleeps"])
     assert [len(t) for t in tokens] == [3, 3]
-    assert targets.wmd[1] == pytest.approx(real(tokens[0], tokens[1]), abs=1e-9)
+    # float32 token embeddings differ in the last bits with the batch's padding, hence 1e-6, not bit equality
+    assert targets.wmd[1] == pytest.approx(real(tokens[0], tokens[1]), abs=1e-6)
     assert len(calls) == targets.distances_computed == 3  # (1), (2), (4): (4) is (1) reversed, a distinct pair
     assert targets.sentences_embedded == len(set(t1) | set(t2))
 
