@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
-from amrsim.errors import AmrsimError, ConfigError
+from amrsim.errors import AmrsimError, ConfigError, InputError
 
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 
@@ -26,11 +26,53 @@ _SCORE = ("score", "relatedness_score", "similarity", "label", "gold")
 
 
 def _header(path: Path) -> list[str]:
-    if path.suffix in (".tsv", ".csv") and path.is_file():
+    """Column names of a TSV/CSV header or of a JSONL file's first object ([] when unknown)."""
+    if path.suffix in (".tsv", ".csv", ".jsonl") and path.is_file():
         with path.open(encoding="utf-8", errors="replace") as f:
             first = f.readline().rstrip("\r\n")
+        if path.suffix == ".jsonl":
+            import json
+
+            try:
+                record = json.loads(first)
+            except ValueError:
+                return []
+            return list(record) if isinstance(record, dict) else []
         return [c.strip() for c in first.split("\t" if path.suffix == ".tsv" else ",")]
     return []
+
+
+def sentence_langs(value: str) -> tuple[str, str]:
+    """--lang 'de' -> ('de', 'de'); 'es-en' -> ('es', 'en'): sentence 1 Spanish, sentence 2 English. Two
+    language codes joined by '-' are a pair; one tag (en-US) is both sentences' language."""
+    from amrsim.ingest.normalise import normalise_lang
+
+    parts = value.strip().split("-")
+    if len(parts) == 2 and all(re.fullmatch(r"[A-Za-z]{2,3}", p) and normalise_lang(p) for p in parts):
+        return normalise_lang(parts[0]) or parts[0], normalise_lang(parts[1]) or parts[1]
+    code = normalise_lang(value)
+    if code is None:
+        raise ConfigError(f"--lang '{value}': not a language code; use e.g. en, de, or es-en (sentence 1 Spanish, "
+                          f"sentence 2 English)")
+    return code, code
+
+
+def _check_row_langs(file: Path, ds) -> None:
+    """A lang/lang1/lang2 value that is not a language code stops the evaluation before anything is written,
+    naming the row (an empty value means the --lang default)."""
+    from amrsim.ingest.normalise import normalise_lang
+    from amrsim.ingest.readers import LINE, iter_rows
+
+    columns = [c for c in ("lang", "lang1", "lang2") if c in ds.columns]
+    if not columns:
+        return
+    for chunk in iter_rows(file, ds.resolved_format(), columns):
+        for row in chunk.iter_rows(named=True):
+            for column in columns:
+                value = (row[column] or "").strip()
+                if value and normalise_lang(value) is None:
+                    raise InputError(str(file), f"column {column}: '{value[:40]}' is not a language code",
+                                     line=row[LINE])
 
 
 def _pick(header: list[str], given: str | None, candidates: tuple[str, ...]) -> str:
@@ -89,12 +131,14 @@ def evaluate_sts_cmd(
         sentence1_col: Annotated[str | None, typer.Option(help="default: sentence1 or sentence_A")] = None,
         sentence2_col: Annotated[str | None, typer.Option(help="default: sentence2 or sentence_B")] = None,
         score_col: Annotated[str | None, typer.Option(help="default: score or relatedness_score")] = None,
-        lang: Annotated[str, typer.Option(help="language of both sentences")] = "en",
+        lang: Annotated[str, typer.Option(
+            help="language of both sentences (de), or of sentence 1 and sentence 2 (es-en); lang1/lang2 (or lang) "
+                 "columns of the file override it row by row")] = "en",
         translation: Annotated[list[str] | None, typer.Option(
             help="LANG=PATH: a row-aligned file of the same pairs in LANG (stsb_multi_mt); repeatable")] = None,
         lang_pairs: Annotated[str | None, typer.Option(
-            help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: LANG-LANG, and for "
-                 "each translation L: L-L and LANG-L")] = None,
+            help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: every language pair "
+                 "of the file's rows, and for each translation L: L-L and LANG-L")] = None,
         split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
         dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
@@ -107,25 +151,33 @@ def evaluate_sts_cmd(
     from amrsim.warehouse.lineage import new_run_id
 
     wh = _warehouse(config, encoder)
+    lang1, lang2 = sentence_langs(lang)
     header = _header(file)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
                "score": _pick(header, score_col, _SCORE)}
+    columns |= {c: c for c in ("lang", "lang1", "lang2") if c in header}  # per-row languages
     translations = {tl: {"path": str(p.resolve())} for tl, p in _lang_files(translation, "--translation").items()}
     stem = file.name.split(".")[0].lower()
     split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
     name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
     if translations and not dataset:
-        name = re.sub(r"_(" + "|".join(map(re.escape, [lang, *translations])) + r")(?=_|$)", "", name) + "_multi"
-    pairs = (lang_pairs.split(",") if lang_pairs else
-             [f"{lang}-{lang}", *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang}-{tl}"))])
+        name = re.sub(r"_(" + "|".join(map(re.escape, [lang1, lang2, *translations])) + r")(?=_|$)", "", name)
+        name += "_multi"
     try:
-        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang, columns=columns, split=split,
-                           translations=translations)
-        sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split], lang_pairs=[p.strip() for p in pairs])
+        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang1, lang2=lang2 if lang2 != lang1 else None,
+                           columns=columns, split=split, translations=translations)
     except ValueError as e:
         raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+    _check_row_langs(file, ds)
     run_id = new_run_id()
     ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
+    pairs = (lang_pairs.split(",") if lang_pairs else
+             [*_file_lang_pairs(wh, name, split), *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang1}-{tl}"))])
+    try:
+        sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split],
+                            lang_pairs=list(dict.fromkeys(p.strip() for p in pairs)))
+    except ValueError as e:
+        raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
     _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
     table = results_table(rows)
     if not table.height:
@@ -134,6 +186,17 @@ def evaluate_sts_cmd(
     missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
     if missing:
         console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
+
+
+def _file_lang_pairs(wh, dataset: str, split: str) -> list[str]:
+    """The (sentence 1, sentence 2) language pairs of a dataset's ok rows, most rows first."""
+    import polars as pl
+
+    pairs = wh.read(dataset, "pairs", columns=["lang1", "lang2", "status", "split"]).filter(pl.col("status") == "ok")
+    if split != "all":
+        pairs = pairs.filter(pl.col("split") == split)
+    counted = pairs.group_by("lang1", "lang2").len().sort("len", "lang1", "lang2", descending=[True, False, False])
+    return [f"{a}-{b}" for a, b in zip(counted["lang1"], counted["lang2"], strict=True)]
 
 
 def _expand(patterns: list[str]) -> list[Path]:

@@ -246,3 +246,64 @@ def test_parse_command_translates_then_parses(tmp_path, de_en):
                          timeout=120)
     assert bad.returncode == 2 and str(missing) in bad.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3  # the earlier output is left whole
+
+
+def _sts_cli(tmp_path, *args: str):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cli_env
+
+    cfg = tmp_path / "pipelines.yaml"
+    cfg.write_text("warehouse: wh\npipelines: {demo: {}}\n", encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "amrsim.cli", "evaluate", "sts", "--config", str(cfg), *args],
+                          capture_output=True, text=True, cwd=ROOT, env={**cli_env(tmp_path), "COLUMNS": "300"},
+                          timeout=600)
+
+
+AR = [("القط ينام", "القطة نائمة", "4.5"), ("الولد يقرأ كتابا", "الطفل يقرأ", "3.5"),
+      ("السماء زرقاء", "الكلب ينبح", "0.5"), ("المدينة كبيرة", "البيت صغير", "1.0")]
+ES_EN = [("El gato duerme.", "The cat sleeps.", "5.0"), ("El niño lee un libro.", "A child reads.", "3.5"),
+         ("El cielo es azul.", "The dog barks.", "0.5"), ("La ciudad es grande.", "The house is small.", "1.0")]
+
+
+def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
+    from amrsim.warehouse import Warehouse
+
+    ar = write_tsv("ar_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
+                   [[a, b, s, "ar", "ar"] for a, b, s in AR])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(ar))
+    assert done.returncode == 0, done.stderr[-2000:]
+    wh = Warehouse(tmp_path / "wh")
+    results = wh.read("eval", "results")
+    assert set(results["lang_pair"]) == {"ar-ar"}  # not the --lang default en-en
+    assert set(wh.read("ar_test", "sentences")["lang"]) == {"ar"}
+    # --lang es-en: sentence 1 Spanish, sentence 2 English
+    es_en = write_tsv("es_en_test.tsv", ["sentence1", "sentence2", "score"], [list(r) for r in ES_EN])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(es_en), "--lang", "es-en")
+    assert done.returncode == 0, done.stderr[-2000:]
+    pairs = wh.read("es_en_test", "pairs")
+    assert set(pairs["lang1"]) == {"es"} and set(pairs["lang2"]) == {"en"}
+    assert set(wh.read("eval", "results").filter(pl.col("dataset") == "es_en_test")["lang_pair"]) == {"es-en"}
+    # a language code that is not one: exit 2 naming the row; nothing is written for the file
+    bad = write_tsv("bad_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
+                    [[a, b, s, "ar", "ar"] for a, b, s in AR[:2]] + [[AR[2][0], AR[2][1], "1", "ar", "arabic!"]])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(bad))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert f"{bad}:4: column lang2: 'arabic!' is not a language code" in lines[0]
+    assert not (tmp_path / "wh" / "bad_test").exists()
+    wrong = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(es_en), "--lang", "spanish")
+    assert wrong.returncode == 2 and "--lang 'spanish': not a language code" in wrong.stderr
+
+
+def test_lang_option_names_one_language_or_a_pair():
+    from amrsim.cli_evaluate import sentence_langs
+    from amrsim.errors import ConfigError
+
+    assert sentence_langs("de") == ("de", "de")
+    assert sentence_langs("es-en") == ("es", "en")
+    assert sentence_langs("en-US") == ("en-US", "en-US")  # one tag: a language and a region
+    assert sentence_langs("deu-eng") == ("de", "en")
+    with pytest.raises(ConfigError, match="not a language code"):
+        sentence_langs("xx-yy-zz")
