@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
-from amrsim.errors import AmrsimError, ConfigError, InputError
+from amrsim.errors import AmrsimError, ConfigError, InputError, WarehouseError
 
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 
@@ -141,6 +141,9 @@ def evaluate_sts_cmd(
                  "of the file's rows, and for each translation L: L-L and LANG-L")] = None,
         split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
         dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
+        translate: Annotated[list[str] | None, typer.Option(
+            help="LANG=MODEL: a MarianMT model (hub id such as Helsinki-NLP/opus-mt-es-en, or a directory) "
+                 "translating LANG into English for an encoder that parses (mse_amr:...); repeatable")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
@@ -152,6 +155,7 @@ def evaluate_sts_cmd(
 
     wh = _warehouse(config, encoder)
     lang1, lang2 = sentence_langs(lang)
+    translators = _translators(translate, device)
     header = _header(file)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
                "score": _pick(header, score_col, _SCORE)}
@@ -178,7 +182,10 @@ def evaluate_sts_cmd(
                             lang_pairs=list(dict.fromkeys(p.strip() for p in pairs)))
     except ValueError as e:
         raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
-    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
+    try:
+        _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device, translate=translators)
+    except WarehouseError as e:  # a sentence without a vector: say which rows failed and why
+        raise AmrsimError(f"{file}: {_failed_embeddings(wh, name, encoder) or e}") from None
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
@@ -186,6 +193,45 @@ def evaluate_sts_cmd(
     missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
     if missing:
         console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
+
+
+def _translators(items: list[str] | None, device: str) -> dict:
+    """['es=Helsinki-NLP/opus-mt-es-en', 'de=./opus-de-en'] -> {language: TranslatorSpec}; a directory must exist."""
+    from amrsim.config import looks_like_path
+    from amrsim.ingest.normalise import normalise_lang
+    from amrsim.translate.run import TranslatorSpec
+
+    out = {}
+    for item in items or []:
+        lang, sep, model = item.partition("=")
+        code = normalise_lang(lang)
+        if not sep or not model or code is None:
+            raise ConfigError(f"--translate '{item}': expected LANG=MODEL (e.g. --translate "
+                              f"es=Helsinki-NLP/opus-mt-es-en)")
+        if looks_like_path(model) or Path(model).expanduser().exists():
+            path = Path(model).expanduser().resolve()
+            if not path.is_dir():
+                raise ConfigError(f"--translate '{item}': model directory not found ({path})")
+            model = str(path)
+        out[code] = TranslatorSpec(model, device=device)
+    return out
+
+
+def _failed_embeddings(wh, dataset: str, encoder: str) -> str | None:
+    """'N sentences have no vector: "text" (lang): why; ...' for an encoder's failed rows of a dataset."""
+    import polars as pl
+
+    from amrsim.encoders import model_id
+
+    failed = wh.read(dataset, "embeddings", columns=["sentence_key", "model_id", "status", "error"]).filter(
+        (pl.col("model_id") == model_id(encoder, wh.models_root)) & (pl.col("status") != "ok"))
+    if not failed.height:
+        return None
+    sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text"])
+    rows = failed.join(sentences, left_on="sentence_key", right_on="key").sort("text")
+    shown = "; ".join(f"{t[:40]!r} ({lg}): {e}" for t, lg, e in zip(rows["text"][:3], rows["lang"][:3],
+                                                                      rows["error"][:3], strict=True))
+    return f"{failed.height} sentence(s) have no {encoder} vector: {shown}{'; ...' if failed.height > 3 else ''}"
 
 
 def _file_lang_pairs(wh, dataset: str, split: str) -> list[str]:

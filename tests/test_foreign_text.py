@@ -270,6 +270,7 @@ ES_EN = [("El gato duerme.", "The cat sleeps.", "5.0"), ("El niño lee un libro.
 def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
     from amrsim.warehouse import Warehouse
 
+
     ar = write_tsv("ar_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
                    [[a, b, s, "ar", "ar"] for a, b, s in AR])
     done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(ar))
@@ -307,3 +308,86 @@ def test_lang_option_names_one_language_or_a_pair():
     assert sentence_langs("deu-eng") == ("de", "en")
     with pytest.raises(ConfigError, match="not a language code"):
         sentence_langs("xx-yy-zz")
+
+
+# --- end to end: German only, through translate -> parse -> metrics -> mse_amr encode -> STS --------------------------
+
+
+def add_mse_amr_run(models_root) -> None:
+    """One `mse_amr` run under `models_root`: a tiny BERT as both the graph encoder and the base encoder (its
+    model.json as training writes it). The encode path is under test here, not training."""
+    import json
+
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    run = models_root / "mse_amr" / "tiny"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "(", ")", ":", "-", "arg", "##0", "##1", "01",
+             *sorted({w.lower() for w in DE_WORDS}), "the", "cat", "dog", "runs", "sleeps"]
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)})
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=64))
+    for sub in ("amr_encoder", "base"):
+        bert.save_pretrained(str(run / sub))
+        tok.save_pretrained(str(run / sub))
+    (run / "model.json").write_text(json.dumps({
+        "method": "mse_amr", "run_id": "tiny", "created_at": "2026-01-01T00:00:00", "amr_encoder": "amr_encoder",
+        "pooling": "cls", "max_length": 64, "base_encoder": f"hf:{run / 'base'}#cls", "integration": "concat",
+        "parser": "ud", "linearize": "paper", "langs": ["en"]}), encoding="utf-8")
+
+
+def test_german_only_end_to_end(wh, write_tsv, de_en):
+    from amrsim.config import MetricsConfig, StsEvalConfig
+    from amrsim.metrics.engine import score_pairs
+    from amrsim.stages import metrics_stage, sts_stage
+
+    add_mse_amr_run(wh.models_root)
+    path = write_tsv("de.tsv", ["id", "split", "score", "sentence1", "sentence2"], DE_PAIRS)
+    ingest_tables(wh, "g", DatasetConfig(path=str(path), kind="pairs", lang="de", score_range=(0, 5),
+                                          columns={"id": "id", "split": "split"}), path, "r0")
+    tr = to_english(de_en)
+    assert translate(wh, tr, "r1").rows_failed == 0
+    assert parse(wh, "r2", tr).rows_failed == 0
+    options = MetricsConfig(datasets=["g"], parser="ud", vectors="random", aspects=["smatch", "wlk"]).options()
+    metrics = metrics_stage(wh, "p", "g", options, "r3", partial(score_pairs, options=options))
+    scored = wh.read("g", "amr_metrics")
+    assert metrics.rows_computed == scored.height == 4 and (scored["status"] == "ok").all()
+    sts = StsEvalConfig(encoders=["mse_amr:latest"], datasets=["g"], splits=["test"], lang_pairs=["de-de"])
+    run, results = sts_stage(wh, "p", sts, "r4", device="cpu")
+    assert run.rows_computed == 1 and set(results["lang_pair"]) == {"de-de"} and set(results["n"]) == {4}
+    emb = wh.read("g", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    assert emb.height == 8 and (emb["status"] == "ok").all()  # each German sentence has its translation's graph
+    # a rerun of every stage computes nothing
+    assert translate(wh, tr, "r5").rows_computed == 0 and parse(wh, "r6", tr).rows_computed == 0
+    assert metrics_stage(wh, "p", "g", options, "r7", partial(score_pairs, options=options)).rows_computed == 0
+    assert sts_stage(wh, "p", sts, "r8", device="cpu")[0].rows_computed == 0
+
+
+def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv, de_en):
+    from amrsim.cli_evaluate import _failed_embeddings
+    from amrsim.config import StsEvalConfig
+    from amrsim.errors import WarehouseError
+    from amrsim.stages import sts_stage
+    from amrsim.translate.run import TranslatorSpec
+
+    add_mse_amr_run(wh.models_root)
+    path = write_tsv("de_en.tsv", ["id", "split", "score", "sentence1", "sentence2"],
+                     [[i, s, sc, a, "The cat sleeps."] for i, s, sc, a, _ in DE_PAIRS])
+    ds = DatasetConfig(path=str(path), kind="pairs", lang="de", lang2="en", score_range=(0, 5),
+                       columns={"id": "id", "split": "split"})
+    ingest_tables(wh, "x", ds, path, "r0")  # no parse stage, no translate stage: graphs are made at encode time
+    sts = StsEvalConfig(encoders=["mse_amr:latest"], datasets=["x"], splits=["test"], lang_pairs=["de-en"])
+    with pytest.raises(WarehouseError):
+        sts_stage(wh, "p", sts, "r1", device="cpu")
+    message = _failed_embeddings(wh, "x", "mse_amr:latest")
+    assert message.startswith("4 sentence(s) have no mse_amr:latest vector")
+    assert "(de): no AMR graph" in message and "--translate de=<model>" in message
+    specs = {"de": TranslatorSpec(de_en, num_beams=1, max_length=12, device="cpu")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run, results = sts_stage(wh, "p", sts, "r2", device="cpu", translate=specs)
+    assert run.rows_computed == 1 and set(results["lang_pair"]) == {"de-en"}
+    tr = wh.read("x", "translations")
+    assert tr.height == 4 and set(tr["model"]) == {de_en} and (tr["status"] == "ok").all()
+    emb = wh.read("x", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    assert emb.height == 5 and (emb["status"] == "ok").all()
