@@ -142,6 +142,7 @@ class DatasetConfig(_Strict):
     kind: Kind  # the canonical table the rows become
     format: Format | None = None  # inferred from the file suffix when absent
     lang: str = "en"  # language of the text columns when no `lang` column is mapped
+    lang2: str | None = None  # pairs: language of sentence2 when it differs from `lang` (then sentence1's language)
     target_lang: str | None = None  # parallel only: language of `target`
     columns: dict[str, str] = Field(default_factory=dict)  # role -> column name in the file
     # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
@@ -182,6 +183,8 @@ class DatasetConfig(_Strict):
                                  f"and path/format (a row-aligned file)")
             if "format" in mapping and "path" not in mapping:
                 raise ValueError(f"translations.{lang}.format needs translations.{lang}.path")
+        if self.lang2 is not None and self.kind != "pairs":
+            raise ValueError(f"lang2 is the language of a pair's sentence2; kind is '{self.kind}'")
         if self.kind == "parallel" and not self.target_lang and "target_lang" not in self.columns:
             raise ValueError("kind 'parallel' needs target_lang (or a target_lang column)")
         return self

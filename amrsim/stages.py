@@ -46,9 +46,11 @@ def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, 
 
 def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
               datasets: list[str] | None = None, encoders: list[str] | None = None,
-              batch_size: int = 64, device: str = "auto") -> tuple[StageRun, pl.DataFrame]:
+              batch_size: int = 64, device: str = "auto",
+              translate: dict[str, Any] | None = None) -> tuple[StageRun, pl.DataFrame]:
     """STS for every (dataset, encoder, split, language pair); results already in the warehouse are reused. A
-    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings."""
+    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings. `translate` (language ->
+    TranslatorSpec): an encoder that parses (mse_amr) translates sentences of those languages into English first."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="evaluate:sts", dataset=EVAL,
                    config_hash=config_hash(sts))
     frames = []
@@ -81,7 +83,8 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             scores = cross_encoder_sts(wh, dataset, encoder, split, lang_pair, chosen, sentences,
                                                        batch_size=batch_size, device=device)
                         else:
-                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
+                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device,
+                                            translate=translate)
                             scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
                         rows = score_rows(scores, run_id, run.config_hash, [key], wh.models_root)
                         frames.append(rows)

@@ -246,3 +246,148 @@ def test_parse_command_translates_then_parses(tmp_path, de_en):
                          timeout=120)
     assert bad.returncode == 2 and str(missing) in bad.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3  # the earlier output is left whole
+
+
+def _sts_cli(tmp_path, *args: str):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cli_env
+
+    cfg = tmp_path / "pipelines.yaml"
+    cfg.write_text("warehouse: wh\npipelines: {demo: {}}\n", encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "amrsim.cli", "evaluate", "sts", "--config", str(cfg), *args],
+                          capture_output=True, text=True, cwd=ROOT, env={**cli_env(tmp_path), "COLUMNS": "300"},
+                          timeout=600)
+
+
+AR = [("القط ينام", "القطة نائمة", "4.5"), ("الولد يقرأ كتابا", "الطفل يقرأ", "3.5"),
+      ("السماء زرقاء", "الكلب ينبح", "0.5"), ("المدينة كبيرة", "البيت صغير", "1.0")]
+ES_EN = [("El gato duerme.", "The cat sleeps.", "5.0"), ("El niño lee un libro.", "A child reads.", "3.5"),
+         ("El cielo es azul.", "The dog barks.", "0.5"), ("La ciudad es grande.", "The house is small.", "1.0")]
+
+
+def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
+    from amrsim.warehouse import Warehouse
+
+
+    ar = write_tsv("ar_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
+                   [[a, b, s, "ar", "ar"] for a, b, s in AR])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(ar))
+    assert done.returncode == 0, done.stderr[-2000:]
+    wh = Warehouse(tmp_path / "wh")
+    results = wh.read("eval", "results")
+    assert set(results["lang_pair"]) == {"ar-ar"}  # not the --lang default en-en
+    assert set(wh.read("ar_test", "sentences")["lang"]) == {"ar"}
+    # --lang es-en: sentence 1 Spanish, sentence 2 English
+    es_en = write_tsv("es_en_test.tsv", ["sentence1", "sentence2", "score"], [list(r) for r in ES_EN])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(es_en), "--lang", "es-en")
+    assert done.returncode == 0, done.stderr[-2000:]
+    pairs = wh.read("es_en_test", "pairs")
+    assert set(pairs["lang1"]) == {"es"} and set(pairs["lang2"]) == {"en"}
+    assert set(wh.read("eval", "results").filter(pl.col("dataset") == "es_en_test")["lang_pair"]) == {"es-en"}
+    # a language code that is not one: exit 2 naming the row; nothing is written for the file
+    bad = write_tsv("bad_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
+                    [[a, b, s, "ar", "ar"] for a, b, s in AR[:2]] + [[AR[2][0], AR[2][1], "1", "ar", "arabic!"]])
+    done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(bad))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert f"{bad}:4: column lang2: 'arabic!' is not a language code" in lines[0]
+    assert not (tmp_path / "wh" / "bad_test").exists()
+    wrong = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(es_en), "--lang", "spanish")
+    assert wrong.returncode == 2 and "--lang 'spanish': not a language code" in wrong.stderr
+
+
+def test_lang_option_names_one_language_or_a_pair():
+    from amrsim.cli_evaluate import sentence_langs
+    from amrsim.errors import ConfigError
+
+    assert sentence_langs("de") == ("de", "de")
+    assert sentence_langs("es-en") == ("es", "en")
+    assert sentence_langs("en-US") == ("en-US", "en-US")  # one tag: a language and a region
+    assert sentence_langs("deu-eng") == ("de", "en")
+    with pytest.raises(ConfigError, match="not a language code"):
+        sentence_langs("xx-yy-zz")
+
+
+# --- end to end: German only, through translate -> parse -> metrics -> mse_amr encode -> STS --------------------------
+
+
+def add_mse_amr_run(models_root) -> None:
+    """One `mse_amr` run under `models_root`: a tiny BERT as both the graph encoder and the base encoder (its
+    model.json as training writes it). The encode path is under test here, not training."""
+    import json
+
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    run = models_root / "mse_amr" / "tiny"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "(", ")", ":", "-", "arg", "##0", "##1", "01",
+             *sorted({w.lower() for w in DE_WORDS}), "the", "cat", "dog", "runs", "sleeps"]
+    tok = BertTokenizerFast(vocab={t: i for i, t in enumerate(vocab)})
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=64))
+    for sub in ("amr_encoder", "base"):
+        bert.save_pretrained(str(run / sub))
+        tok.save_pretrained(str(run / sub))
+    (run / "model.json").write_text(json.dumps({
+        "method": "mse_amr", "run_id": "tiny", "created_at": "2026-01-01T00:00:00", "amr_encoder": "amr_encoder",
+        "pooling": "cls", "max_length": 64, "base_encoder": f"hf:{run / 'base'}#cls", "integration": "concat",
+        "parser": "ud", "linearize": "paper", "langs": ["en"]}), encoding="utf-8")
+
+
+def test_german_only_end_to_end(wh, write_tsv, de_en):
+    from amrsim.config import MetricsConfig, StsEvalConfig
+    from amrsim.metrics.engine import score_pairs
+    from amrsim.stages import metrics_stage, sts_stage
+
+    add_mse_amr_run(wh.models_root)
+    path = write_tsv("de.tsv", ["id", "split", "score", "sentence1", "sentence2"], DE_PAIRS)
+    ingest_tables(wh, "g", DatasetConfig(path=str(path), kind="pairs", lang="de", score_range=(0, 5),
+                                          columns={"id": "id", "split": "split"}), path, "r0")
+    tr = to_english(de_en)
+    assert translate(wh, tr, "r1").rows_failed == 0
+    assert parse(wh, "r2", tr).rows_failed == 0
+    options = MetricsConfig(datasets=["g"], parser="ud", vectors="random", aspects=["smatch", "wlk"]).options()
+    metrics = metrics_stage(wh, "p", "g", options, "r3", partial(score_pairs, options=options))
+    scored = wh.read("g", "amr_metrics")
+    assert metrics.rows_computed == scored.height == 4 and (scored["status"] == "ok").all()
+    sts = StsEvalConfig(encoders=["mse_amr:latest"], datasets=["g"], splits=["test"], lang_pairs=["de-de"])
+    run, results = sts_stage(wh, "p", sts, "r4", device="cpu")
+    assert run.rows_computed == 1 and set(results["lang_pair"]) == {"de-de"} and set(results["n"]) == {4}
+    emb = wh.read("g", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    assert emb.height == 8 and (emb["status"] == "ok").all()  # each German sentence has its translation's graph
+    # a rerun of every stage computes nothing
+    assert translate(wh, tr, "r5").rows_computed == 0 and parse(wh, "r6", tr).rows_computed == 0
+    assert metrics_stage(wh, "p", "g", options, "r7", partial(score_pairs, options=options)).rows_computed == 0
+    assert sts_stage(wh, "p", sts, "r8", device="cpu")[0].rows_computed == 0
+
+
+def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv, de_en):
+    from amrsim.cli_evaluate import _failed_embeddings
+    from amrsim.config import StsEvalConfig
+    from amrsim.errors import WarehouseError
+    from amrsim.stages import sts_stage
+    from amrsim.translate.run import TranslatorSpec
+
+    add_mse_amr_run(wh.models_root)
+    path = write_tsv("de_en.tsv", ["id", "split", "score", "sentence1", "sentence2"],
+                     [[i, s, sc, a, "The cat sleeps."] for i, s, sc, a, _ in DE_PAIRS])
+    ds = DatasetConfig(path=str(path), kind="pairs", lang="de", lang2="en", score_range=(0, 5),
+                       columns={"id": "id", "split": "split"})
+    ingest_tables(wh, "x", ds, path, "r0")  # no parse stage, no translate stage: graphs are made at encode time
+    sts = StsEvalConfig(encoders=["mse_amr:latest"], datasets=["x"], splits=["test"], lang_pairs=["de-en"])
+    with pytest.raises(WarehouseError):
+        sts_stage(wh, "p", sts, "r1", device="cpu")
+    message = _failed_embeddings(wh, "x", "mse_amr:latest")
+    assert message.startswith("4 sentence(s) have no mse_amr:latest vector")
+    assert "(de): no AMR graph" in message and "--translate de=<model>" in message
+    specs = {"de": TranslatorSpec(de_en, num_beams=1, max_length=12, device="cpu")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run, results = sts_stage(wh, "p", sts, "r2", device="cpu", translate=specs)
+    assert run.rows_computed == 1 and set(results["lang_pair"]) == {"de-en"}
+    tr = wh.read("x", "translations")
+    assert tr.height == 4 and set(tr["model"]) == {de_en} and (tr["status"] == "ok").all()
+    emb = wh.read("x", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    assert emb.height == 5 and (emb["status"] == "ok").all()

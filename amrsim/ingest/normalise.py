@@ -127,7 +127,8 @@ class Normaliser:
             for role in roles:
                 raw = row_lang_raw
                 if ds.kind == "pairs" and role in ("sentence1", "sentence2"):
-                    raw = get("lang1" if role == "sentence1" else "lang2") or row_lang_raw
+                    side_default = ds.lang2 if role == "sentence2" and ds.lang2 and not get("lang") else None
+                    raw = get("lang1" if role == "sentence1" else "lang2") or side_default or row_lang_raw
                 if ds.kind == "parallel" and role == "target":
                     raw = get("target_lang") or ds.target_lang
                 lang = normalise_lang(raw)

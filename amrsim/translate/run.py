@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from amrsim.translate import FAILED, Translator
+if TYPE_CHECKING:
+    from amrsim.warehouse.store import Warehouse
+
+from amrsim.translate import ENGLISH, FAILED, OK, Translator, translation_key
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,12 @@ class TranslatorSpec:
     num_beams: int = 4
     max_length: int = 256
     device: str = "auto"
+    configured: str | None = None  # the model as the config names it (for keys), when `model` is its resolved path
+
+    @property
+    def id(self) -> str:
+        """The model's name in `translations.model` and in content keys."""
+        return self.configured or self.model
 
 
 @lru_cache(maxsize=8)
@@ -53,3 +63,27 @@ def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl
     return frame.with_columns(pl.Series("text", text, pl.String), pl.Series("flags", flags, pl.String),
                               pl.Series("status", status, pl.String), pl.Series("error", error, pl.String),
                               pl.Series("seconds", seconds, pl.Float64))
+
+
+def english_translations(wh: Warehouse, dataset: str, frame: pl.DataFrame, specs: dict[str, TranslatorSpec]
+                         ) -> dict[str, tuple[str | None, str | None]]:
+    """English text (None when failed) and the reason per sentence of `frame` (key, lang, text) whose language has
+    a spec: the `translations` row of that sentence, model and settings when the dataset has one, else translated
+    now and stored there, so every later stage and rerun reuses it. Sentences of other languages are left out."""
+    frame = frame.filter(pl.col("lang").is_in(list(specs)))
+    if not frame.height:
+        return {}
+    keys = [translation_key(k, ENGLISH, specs[lang].id, specs[lang].num_beams, specs[lang].max_length)
+            for k, lang in zip(frame["key"], frame["lang"], strict=True)]
+    todo = frame.select(source_key="key", source_lang="lang", source="text").with_columns(
+        key=pl.Series(keys, dtype=pl.String), target_lang=pl.lit(ENGLISH),
+        model=pl.Series([specs[lang].id for lang in frame["lang"]], dtype=pl.String))
+    stored = (wh.read(dataset, "translations", columns=["key", "text", "status", "error"]).filter(
+        pl.col("key").is_in(keys) & (pl.col("status") == OK)) if wh.exists(dataset, "translations") else None)
+    have = {} if stored is None else {k: (t, None) for k, t in zip(stored["key"], stored["text"], strict=True)}
+    missing = todo.filter(~pl.col("key").is_in(list(have))).unique("key", maintain_order=True)
+    if missing.height:
+        done = translate_frame(missing, {spec.id: spec for spec in specs.values()})
+        wh.upsert(dataset, "translations", done)
+        have.update({k: (t, e) for k, t, e in zip(done["key"], done["text"], done["error"], strict=True)})
+    return {k: have[tk] for k, tk in zip(frame["key"], keys, strict=True)}
