@@ -381,8 +381,8 @@ def _wwlk(
     g12, g11, g22 = x1 @ x2.transpose(0, 2, 1), x1 @ x1.transpose(0, 2, 1), x2 @ x2.transpose(0, 2, 1)
     p1, p2 = _propagators(l1, params, role_index, k), _propagators(l2, params, role_index, k)
     cross = sum(a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1, p2, strict=True))
-    sq1 = sum(((a @ g11) * a).sum(axis=2) for a in p1)
-    sq2 = sum(((a @ g22) * a).sum(axis=2) for a in p2)
+    sq1 = sum(np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1)
+    sq2 = sum(np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2)
     n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
     inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
                                                                                      where=n2 > 0)
