@@ -278,6 +278,43 @@ def metrics_score(
                   f"{failed} failed -> {out}")
 
 
+@metrics_app.command("corpus")
+def metrics_corpus(
+        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with a test and a gold graph column")],
+        test_col: Annotated[str, typer.Option(help="column of the graphs scored (a parser's output)")] = "amr1",
+        gold_col: Annotated[str, typer.Option(help="column of the gold graphs")] = "amr2",
+        convention: Annotated[str, typer.Option(help="Smatch triples: smatch (1.0.4's, default) | amr")] = "smatch",
+        samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
+        confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
+        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0) -> None:
+    """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1. An unreadable
+    test graph counts as empty; an unreadable gold graph is an error naming its line."""
+    from amrsim.errors import InputError
+    from amrsim.ingest.readers import read_rows
+    from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
+    from amrsim.report import console
+
+    if convention not in ("smatch", "amr"):
+        raise ConfigError(f"metrics corpus: --convention must be 'smatch' or 'amr', not '{convention}'")
+    fmt = next((f for s, f in ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
+                if s in file.name), "jsonl")
+    frame = read_rows(file, fmt, [test_col, gold_col])
+    lines = frame["__line"].to_list() if "__line" in frame.columns else list(range(1, frame.height + 1))
+    if not frame.height:
+        raise InputError(str(file), "no graph pairs")
+    try:
+        result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
+                               seed=seed, samples=samples, confidence=confidence)
+    except GoldGraphError as e:
+        raise InputError(str(file), f"gold graph ({gold_col}) cannot be read: {e}", line=lines[e.index]) from None
+    interval = (f", {100 * confidence:g}% bootstrap interval [{result.f1_low:.4f}, {result.f1_high:.4f}] "
+                f"({samples} resamples, seed {seed})" if samples else "")
+    console.print(f"Smatch P {result.precision:.4f}  R {result.recall:.4f}  F1 {result.f1:.4f}{interval}",
+                  markup=False, highlight=False)
+    console.print(f"{result.pairs} pairs, {result.failed} test graphs unreadable (counted as empty); triples "
+                  f"matched {result.matched}, test {result.n1}, gold {result.n2}", markup=False, highlight=False)
+
+
 def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | None]]:
     """Sentences (and graphs, for --backend provided) from JSONL(.gz)/TSV/CSV with a sentence|snt column, or a
     plain text file with one sentence per line."""

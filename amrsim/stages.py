@@ -199,7 +199,8 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             scored = score_batches(todo.drop("key"))
             scored = scored.with_columns(
                 pl.lit(options_json).alias("options"),
-                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns])
+                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns],
+                *([] if "bounded" in scored.columns else [pl.lit(None, pl.String).alias("bounded")]))
             # an append (one commit), no merge against the whole table: it leaves out keys a concurrent run
             # committed since the check above, so only the rows it adds are counted
             added = wh.append_new(dataset, "amr_metrics", scored.drop("amr1", "amr2"))

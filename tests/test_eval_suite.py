@@ -181,7 +181,8 @@ def test_aspects_eval_reads_amr_metrics_and_needs_them(wh, fake_encoder):
     frames = [0.9, 0.1, 0.2, 0.8, 0.3]
     rows = [{"key": f"m{i}", "pair_key": f"p{i}", "item_id": str(i), "split": "test", "sentence1_key": keys[a],
              "sentence2_key": keys[b], "score": 1.0, **dict.fromkeys(AMR_METRIC_COLUMNS), "frames": frames[i],
-             "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None}
+             "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None,
+             "bounded": None}
             for i, (a, b) in enumerate(pairs)]
     wh.upsert("d", "amr_metrics", pl.DataFrame(rows))
     out = aspects_eval(wh, "minilm", "d", "r1")

@@ -72,6 +72,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         *[pa.field(c, pa.float64()) for c in AMR_METRIC_COLUMNS],
         pa.field("options", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
         pa.field("graphs_md5", pa.string()),  # md5(amr1 \x1f amr2): lets a refresh skip done pairs without hashing
+        pa.field("bounded", pa.string()),  # aspects whose per-pair work budget cut the search (comma-separated)
     ]),
     "results": pa.schema([
         pa.field("key", pa.string()), pa.field("run_id", pa.string()),
