@@ -94,16 +94,14 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
     """Bring an `eval/results` table written before result rows named their run up to date, in one commit: adds
     `model_requested` (the name as stored) and renames `<method>:latest` rows to the run that was newest when the
     row was stored. Keys stay as they were. Returns (rows renamed, rows left as `:latest` because no run of that
-    method is old enough, e.g. it was deleted); (0, 0) and no commit when there is nothing to do."""
+    method is old enough, e.g. it was deleted); (0, 0) and no commit when there is nothing more to do."""
     counts = [0, 0]
 
     def change(rows: pl.DataFrame) -> pl.DataFrame | None:
-        has_column = "model_requested" in rows.columns
-        latest = rows["model"].str.ends_with(":latest")
-        if has_column and not latest.any():
-            return None
-        if not has_column:
-            rows = rows.with_columns(model_requested=pl.col("model"))
+        # an older table that gained the column through an append has it null on its old rows
+        unnamed = rows["model_requested"].null_count() if "model_requested" in rows.columns else rows.height
+        if "model_requested" not in rows.columns:
+            rows = rows.with_columns(model_requested=pl.lit(None, pl.String))
         rows = rows.with_columns(pl.coalesce("model_requested", "model").alias("model_requested"))
         cache: dict[tuple[str, datetime | None], str | None] = {}
         named = []
@@ -116,6 +114,9 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
             resolved = cache[(model, created)]
             counts[0 if resolved else 1] += 1
             named.append(resolved or model)
+        if not unnamed and not counts[0]:  # migrated before; rows still `:latest` cannot be resolved
+            counts[1] = 0
+            return None
         return rows.with_columns(pl.Series("model", named, pl.String))
 
     wh.rewrite(EVAL, RESULTS, change)
