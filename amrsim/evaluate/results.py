@@ -71,6 +71,17 @@ def score_rows(scores: Sequence[Score], run_id: str, config_hash: str, key_parts
     return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
+def store_results(wh: Warehouse, rows: pl.DataFrame) -> int:
+    """Append result rows (those whose key is new) and rewrite the model cards of the trained runs they name;
+    returns the rows added."""
+    added = wh.append_new(EVAL, RESULTS, rows)
+    if added.num_rows:
+        from amrsim.methods.card import refresh_cards
+
+        refresh_cards(wh, added.column("model").to_pylist())
+    return added.num_rows
+
+
 def run_at(name: str, when: datetime | None, models_root: Path | str | None = None) -> str | None:
     """The run `<method>:latest` named at time `when`: the newest run created at or before it (None if none)."""
     from amrsim.encoders import list_trained, models_root_default
