@@ -46,3 +46,37 @@ def sentence_transformer_run(models_root: Path, method: str, run_id: str, create
                                                 "created_at": created_at.isoformat(), "encoder": "encoder",
                                                 **meta}), encoding="utf-8")
     return run
+
+
+LOAD_SCRIPT = """
+import json, sys
+import numpy as np
+kind, path, inputs, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+if kind == "bi":
+    from sentence_transformers import SentenceTransformer
+    values = SentenceTransformer(path, device="cpu").encode(inputs, convert_to_numpy=True)
+else:
+    from sentence_transformers import CrossEncoder
+    values = CrossEncoder(path, device="cpu").predict([tuple(p) for p in inputs], convert_to_numpy=True)
+np.save(out, np.asarray(values, dtype=np.float64))
+print(json.dumps(sorted(m for m in sys.modules if m == "amrsim" or m.startswith("amrsim."))))
+"""
+
+
+def load_outside_amrsim(kind: str, path: Path, inputs: list, tmp: Path) -> tuple[object, list[str]]:
+    """Load `path` in a fresh Python process that imports only sentence-transformers (`SentenceTransformer` for
+    kind "bi", `CrossEncoder` for "cross") and run it on `inputs` (texts, or [text1, text2] pairs). Returns the
+    vectors or scores and the amrsim modules that process ended up importing."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    out = tmp / f"outside-{kind}.npy"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, kind, str(path), json.dumps(inputs), str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return np.load(out), json.loads(done.stdout.strip().splitlines()[-1])
