@@ -39,9 +39,13 @@ def tiny_sentence_transformer(root: Path, seed: int = 0, hidden: int = 32) -> Pa
 def sentence_transformer_run(models_root: Path, method: str, run_id: str, created_at: datetime, encoder: Path,
                              **meta: object) -> Path:
     """A run directory `<models_root>/<method>/<run_id>` whose model.json names `encoder` (copied in as
-    `encoder/`): the layout a bi-encoder method writes, for tests of what reads runs."""
+    `encoder/`, the run directory loading it): the layout a bi-encoder method writes, for tests of what reads
+    runs."""
+    from amrsim.methods.portable import link_run_root
+
     run = models_root / method / run_id
     shutil.copytree(encoder, run / "encoder")
+    link_run_root(run, "encoder")
     (run / "model.json").write_text(json.dumps({"method": method, "run_id": run_id,
                                                 "created_at": created_at.isoformat(), "encoder": "encoder",
                                                 **meta}), encoding="utf-8")

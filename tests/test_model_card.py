@@ -89,8 +89,8 @@ def test_a_trained_run_gets_a_card_that_new_results_update(tmp_path, write_confi
     # the card's loading snippet is true: the directory it names loads with sentence-transformers alone
     from sentence_transformers import SentenceTransformer
 
-    assert 'SentenceTransformer("path/to/s3bert/run1/encoder")' in card
-    assert SentenceTransformer(str(path.parent / "encoder"), device="cpu").encode(["the red cat runs"]).shape[0] == 1
+    assert 'SentenceTransformer("path/to/s3bert/run1")' in card
+    assert SentenceTransformer(str(path.parent), device="cpu").encode(["the red cat runs"]).shape[0] == 1
 
     tsv = tmp_path / "tatoeba.deu-eng.tsv"
     tsv.write_text("deu\teng\nder hund\tthe dog\ndie katze\tthe cat\n", encoding="utf-8")

@@ -65,3 +65,26 @@ def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread
     inside = load_encoder("dueam:run1", models_root=tmp_path / "models").encode(TEXTS)
     assert outside.shape == inside.shape == (4, 64)
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
+
+
+def test_pear_run_loads_with_sentence_transformers_cross_encoder(base64, tmp_path, one_thread):
+    from amrsim.methods.pear import CrossEncoder as PearModel
+    from amrsim.methods.pear import save_run, train_epochs
+
+    model = PearModel(str(base64), device="cpu")
+    t1, t2 = TEXTS * 3, list(reversed(TEXTS)) * 3
+    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), epochs=1, lr=1e-3, batch_size=4)
+    run = save_run(model, tmp_path / "models" / "pear" / "run1", {"symmetric": True})
+    pairs = [[a, b] for a, b in zip(TEXTS, reversed(TEXTS), strict=True)] + [["der hund", "the cat runs"]]
+    forward, imported = load_outside_amrsim("cross", run, pairs, tmp_path)
+    backward, _ = load_outside_amrsim("cross", run, [[b, a] for a, b in pairs], tmp_path)
+    assert imported == []
+    first, second = [p[0] for p in pairs], [p[1] for p in pairs]
+    one_order = PearModel(str(run / "cross_encoder"), device="cpu").predict(first, second)
+    np.testing.assert_allclose(forward, one_order, atol=1e-6, rtol=0)
+    # amrsim scores a symmetric run as the mean of both orders; the run's config says so
+    inside = load_encoder("pear:run1", models_root=tmp_path / "models").score(first, second)
+    np.testing.assert_allclose((forward + backward) / 2, inside, atol=1e-6, rtol=0)
+    config = json.loads((run / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    assert config["pear"] == {"symmetric": True, "max_length": 128} and config["model_type"] == "CrossEncoder"
+    assert json.loads((run / "cross_encoder" / "sentence_bert_config.json").read_text())["max_seq_length"] == 128

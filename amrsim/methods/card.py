@@ -116,23 +116,39 @@ def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
     return latest_results(rows) if rows.height else rows
 
 
+def loads_with_sentence_transformers(run: Path) -> bool:
+    """The run directory itself loads with sentence-transformers (its own modules.json)."""
+    return (run / "modules.json").is_file()
+
+
 def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
-    """Code that loads the run: sentence-transformers where its directory loads that way, else amrsim."""
+    """Code that loads the run: sentence-transformers where the run directory loads that way, else amrsim."""
     name = f"{method}:{run_id}"
     texts = '["A man is playing a guitar.", "Someone plays music."]'
+    pair = '("A man is playing a guitar.", "Someone plays music.")'
+    cross = meta.get("kind") == "cross-encoder"
     lines = ["```python"]
-    encoder = meta.get("encoder")
-    if encoder and meta.get("kind") != "cross-encoder" and (run / encoder / "modules.json").is_file():
+    if loads_with_sentence_transformers(run) and cross:
+        lines += ["from sentence_transformers import CrossEncoder", "",
+                  f'model = CrossEncoder("path/to/{method}/{run_id}")', f"pairs = [{pair}]",
+                  "scores = model.predict(pairs)"]
+        if meta.get("symmetric"):
+            lines += ["# amrsim scores this run as the mean of both sentence orders:",
+                      "scores = (model.predict(pairs) + model.predict([(b, a) for a, b in pairs])) / 2"]
+    elif loads_with_sentence_transformers(run):
         lines += ["from sentence_transformers import SentenceTransformer", "",
-                  f'model = SentenceTransformer("path/to/{method}/{run_id}/{encoder}")',
+                  f'model = SentenceTransformer("path/to/{method}/{run_id}")',
                   f"embeddings = model.encode({texts})"]
     else:
         lines += ["from amrsim.encoders import load_encoder", "",
                   f'model = load_encoder("{name}", models_root="path/to/warehouse/models")']
-        lines += [f"scores = model.score({texts[:-1]}], {texts[:-1]}])" if meta.get("kind") == "cross-encoder"
+        lines += [f"scores = model.score({texts[:-1]}], {texts[:-1]}])" if cross
                   else f"embeddings = model.encode({texts})"]
     lines += ["```", "", f"In amrsim: `amrsim evaluate sts --encoder {name} --file ...` (or `{method}:latest`, the "
               "newest run)."]
+    if method == "s3bert":
+        lines += ["", "The aspect layout (which dimensions carry which AMR aspect) is in the run's "
+                  "`config_sentence_transformers.json` under `s3bert`; `amrsim explain` reads it there."]
     return "\n".join(lines)
 
 
@@ -141,8 +157,8 @@ def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[s
     base = base_model(meta)
     versions = table_versions(meta)
     datasets = sorted({k.partition(".")[0] for k in versions})
-    loads_with_st = bool(meta.get("encoder")) and (run / str(meta.get("encoder")) / "modules.json").is_file()
-    front: dict[str, Any] = {"library_name": "sentence-transformers" if loads_with_st else "amrsim",
+    front: dict[str, Any] = {"library_name": "sentence-transformers" if loads_with_sentence_transformers(run)
+                             else "amrsim",
                              "pipeline_tag": info.pipeline_tag}
     if hub_id(base):
         front["base_model"] = hub_id(base)

@@ -46,3 +46,16 @@ def method_config(run_dir: Path, method: str, meta: dict[str, Any]) -> dict[str,
     """What the run's sentence-transformers config records for `method` (S3BERT: aspects, residual, scales); a run
     saved before that config existed falls back to its model.json."""
     return root_config(run_dir).get(method) or meta
+
+
+def add_cross_encoder_files(directory: Path, max_length: int) -> None:
+    """Turn a transformers sequence-classification directory (one logit) into a sentence-transformers CrossEncoder
+    directory: its modules.json and configs (sigmoid activation) as sentence-transformers writes them, plus the
+    truncation length amrsim scores with, which sentence-transformers does not save."""
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(str(directory), device="cpu", max_length=max_length, model_kwargs={"use_safetensors": True})
+    model.save(str(directory), create_model_card=False)
+    config_path = directory / "sentence_bert_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    _atomic_json(config_path, {**config, "max_seq_length": max_length})
