@@ -15,6 +15,7 @@ import yaml
 from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
 from amrsim.cli_deploy import deploy_command
 from amrsim.cli_evaluate import evaluate_app, report_command
+from amrsim.cli_results import results_app
 from amrsim.cli_score import score_command
 from amrsim.cli_train import explain_command, train_command
 from amrsim.errors import AmrsimError, ConfigError, RunFailed
@@ -27,6 +28,7 @@ metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch,
 app.add_typer(metrics_app, name="metrics")
 
 app.add_typer(evaluate_app, name="evaluate")
+app.add_typer(results_app, name="results")
 app.command("report")(report_command)
 app.command("train")(train_command)
 app.command("explain")(explain_command)

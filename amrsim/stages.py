@@ -12,7 +12,7 @@ from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
-from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
+from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows, store_results
 from amrsim.evaluate.sts import cross_encoder_sts, evaluate_sts, is_cross_encoder, result_key, select_pairs
 from amrsim.translate import translation_key
 from amrsim.warehouse.keys import config_hash, content_key
@@ -88,7 +88,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
                         rows = score_rows(scores, run_id, run.config_hash, [key], wh.models_root)
                         frames.append(rows)
-                        wh.append(EVAL, RESULTS, rows)
+                        store_results(wh, rows)
                         run.rows_computed += 1
         if run.rows_computed:
             run.outputs.append(RESULTS)

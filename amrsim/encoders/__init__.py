@@ -138,7 +138,7 @@ def resolves_inside(root: Path | str, path: Path | str) -> bool:
 def run_name(name: str, models_root: Path | str | None = None) -> str:
     """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
     to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""
-    if name in PACKAGED or name.startswith("hf:") or ":" not in name:
+    if name.startswith("hf:") or not name.endswith(":latest"):
         return name
     model = find_trained(name, models_root)
     return f"{model.method}:{model.run_id}"

@@ -71,6 +71,17 @@ def score_rows(scores: Sequence[Score], run_id: str, config_hash: str, key_parts
     return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
+def store_results(wh: Warehouse, rows: pl.DataFrame) -> int:
+    """Append result rows (those whose key is new) and rewrite the model cards of the trained runs they name;
+    returns the rows added."""
+    added = wh.append_new(EVAL, RESULTS, rows)
+    if added.num_rows:
+        from amrsim.methods.card import refresh_cards
+
+        refresh_cards(wh, added.column("model").to_pylist())
+    return added.num_rows
+
+
 def run_at(name: str, when: datetime | None, models_root: Path | str | None = None) -> str | None:
     """The run `<method>:latest` named at time `when`: the newest run created at or before it (None if none)."""
     from amrsim.encoders import list_trained, models_root_default
@@ -94,16 +105,14 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
     """Bring an `eval/results` table written before result rows named their run up to date, in one commit: adds
     `model_requested` (the name as stored) and renames `<method>:latest` rows to the run that was newest when the
     row was stored. Keys stay as they were. Returns (rows renamed, rows left as `:latest` because no run of that
-    method is old enough, e.g. it was deleted); (0, 0) and no commit when there is nothing to do."""
+    method is old enough, e.g. it was deleted); (0, 0) and no commit when there is nothing more to do."""
     counts = [0, 0]
 
     def change(rows: pl.DataFrame) -> pl.DataFrame | None:
-        has_column = "model_requested" in rows.columns
-        latest = rows["model"].str.ends_with(":latest")
-        if has_column and not latest.any():
-            return None
-        if not has_column:
-            rows = rows.with_columns(model_requested=pl.col("model"))
+        # an older table that gained the column through an append has it null on its old rows
+        unnamed = rows["model_requested"].null_count() if "model_requested" in rows.columns else rows.height
+        if "model_requested" not in rows.columns:
+            rows = rows.with_columns(model_requested=pl.lit(None, pl.String))
         rows = rows.with_columns(pl.coalesce("model_requested", "model").alias("model_requested"))
         cache: dict[tuple[str, datetime | None], str | None] = {}
         named = []
@@ -116,6 +125,9 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
             resolved = cache[(model, created)]
             counts[0 if resolved else 1] += 1
             named.append(resolved or model)
+        if not unnamed and not counts[0]:  # migrated before; rows still `:latest` cannot be resolved
+            counts[1] = 0
+            return None
         return rows.with_columns(pl.Series("model", named, pl.String))
 
     wh.rewrite(EVAL, RESULTS, change)

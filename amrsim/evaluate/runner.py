@@ -13,7 +13,7 @@ import polars as pl
 
 from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import embed_sentences, read_embeddings
-from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows
+from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
@@ -69,7 +69,7 @@ def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: s
         run.rows_in = rows.height
         run.rows_out = rows.height
         if fresh.height:
-            run.rows_computed = wh.append(EVAL, RESULTS, fresh)  # less any a concurrent run stored meanwhile
+            run.rows_computed = store_results(wh, fresh)  # less any a concurrent run stored meanwhile
             run.outputs.append(RESULTS)
     return rows
 
