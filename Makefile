@@ -21,6 +21,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra
 
 bench: $(STAMP)
