@@ -10,7 +10,8 @@ export TOKENIZERS_PARALLELISM ?= false
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml
+# the C extensions are built by the editable install: a changed .c file reinstalls
+$(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
@@ -20,6 +21,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra
 
 bench: $(STAMP)

@@ -160,7 +160,7 @@ class _Node:
         self.attrs: list[tuple[str, str]] = []
 
 
-@dataclass
+@dataclass(slots=True)
 class _Phrase:
     """One token's conversion in progress: its node, and what its dependents have set so far."""
 

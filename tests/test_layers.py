@@ -1,0 +1,81 @@
+"""The layer rules: the import-linter contracts in pyproject.toml (run by `make test` as `lint-imports`) catch each
+kind of violation, and what they cannot see — that starting the command line loads no Prefect, Ray or torch, because
+the CLI imports flows only inside the commands that start them — is checked by importing it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT
+
+PACKAGES = ("amrsim", "tasks", "flows")
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of the three packages' Python files and pyproject.toml, to plant violations in."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=lambda d, names: [n for n in names if not n.endswith(".py") and
+                                                 not (Path(d) / n).is_dir() or n == "__pycache__"])
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def lint_imports(checkout: Path) -> subprocess.CompletedProcess:
+    importlinter = pytest.importorskip("importlinter",
+                                       reason="import-linter is a dev dependency: pip install -e '.[dev]'")
+    site = Path(importlinter.__file__).resolve().parents[1]
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", code, "--no-cache"], capture_output=True, text=True, cwd=checkout,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(site)])})
+
+
+def plant(checkout: Path, module: str, body: str) -> None:
+    path = checkout.joinpath(*module.split(".")).with_suffix(".py")
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+
+
+def test_contracts_hold_on_this_checkout(checkout):
+    proc = lint_imports(checkout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "2 kept, 0 broken" in proc.stdout
+
+
+@pytest.mark.parametrize("module, body, broken", [
+    # a direct import in the library
+    ("amrsim.warehouse.planted", "import ray\n", ["amrsim never imports Prefect or Ray"]),
+    # inside a function: the load-time check this replaces could not see it
+    ("amrsim.metrics.planted", "def f():\n    from prefect import flow\n    return flow\n",
+     ["amrsim never imports Prefect or Ray"]),
+    # the library reaching up to the task layer (and through it, to Ray)
+    ("amrsim.encoders.planted", "import tasks.ray_map\n",
+     ["amrsim never imports Prefect or Ray", "flows -> tasks -> amrsim"]),
+    # a task importing a flow
+    ("tasks.planted", "from flows import demo\n", ["flows -> tasks -> amrsim"]),
+])
+def test_contracts_catch_a_planted_violation(checkout, module, body, broken):
+    plant(checkout, module, body)
+    proc = lint_imports(checkout)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for name in broken:
+        assert f"{name} BROKEN" in proc.stdout
+    assert f"{len(broken)} broken" in proc.stdout
+    assert module in proc.stdout  # the report names the offending module
+
+
+def test_cli_start_up_loads_no_prefect_ray_or_torch():
+    code = ("import sys, amrsim.cli, amrsim.config, amrsim.stages, amrsim.ingest, amrsim.encoders.cache, "
+            "amrsim.evaluate.sts, amrsim.warehouse.query, amrsim.report, amrsim.methods\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('prefect', 'ray', 'torch')]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
