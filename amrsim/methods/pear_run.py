@@ -70,7 +70,10 @@ class SearchParams(BaseModel):
 
 
 class Params(MethodParams):
-    datasets: list[str] = Field(min_length=1)  # pairs datasets with gold scores
+    datasets: list[str] = []  # pairs datasets with gold scores (required unless ood_split)
+    # train on one split of the out-of-distribution protocol (amrsim.evaluate.ood, e.g. loo-forums): its derived
+    # dataset's train pairs, dev pairs as dev; replaces datasets, train_split, dev_datasets and dev_split
+    ood_split: str | None = None
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
@@ -95,12 +98,36 @@ class Params(MethodParams):
 
     @model_validator(mode="after")
     def _search_needs_dev(self) -> Params:
-        if self.search is not None and not self.dev_datasets:
+        if self.ood_split is not None:
+            from amrsim.evaluate.ood import SPLITS
+
+            if self.ood_split not in SPLITS:
+                raise ValueError(f"ood_split '{self.ood_split}' is not a split of the out-of-distribution protocol; "
+                                 f"one of {', '.join(SPLITS)}")
+            if self.datasets or self.dev_datasets:
+                raise ValueError("ood_split replaces datasets and dev_datasets: give one or the other")
+        elif not self.datasets:
+            raise ValueError("datasets: give at least one pairs dataset (or ood_split)")
+        if self.search is not None and not self.dev_datasets and self.ood_split is None:
             raise ValueError("search needs dev_datasets: the Optuna objective is Spearman on the dev pairs")
         return self
 
     def dataset_refs(self) -> list[tuple[str, str]]:
+        if self.ood_split is not None:  # the configured source files its derived dataset is built from
+            from amrsim.evaluate.ood import split_sources
+
+            return [("ood_split", d) for d in split_sources(self.ood_split)]
         return [("datasets", d) for d in self.datasets] + [("dev_datasets", d) for d in self.dev_datasets]
+
+    def on_ood_split(self) -> Params:
+        """These params with datasets and splits pointing at the protocol split's derived dataset."""
+        if self.ood_split is None:
+            return self
+        from amrsim.evaluate.ood import SPLITS
+
+        dataset = SPLITS[self.ood_split].dataset
+        return self.model_copy(update={"datasets": [dataset], "train_split": "train", "dev_datasets": [dataset],
+                                       "dev_split": "dev"})
 
     def hyper(self) -> Hyper:
         from amrsim.methods.pear import Hyper
@@ -345,7 +372,14 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
-    ranges = score_ranges(cfg, pipeline, wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
+    if params.ood_split is not None:
+        from amrsim.evaluate.ood import SCORE_RANGE, derive_split
+
+        derive_split(wh, cfg, pipeline, params.ood_split, run_id)
+        params = params.on_ood_split()
+        ranges = {params.datasets[0]: SCORE_RANGE}
+    else:
+        ranges = score_ranges(cfg, pipeline, wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
     groups = [[lang] for lang in params.langs] if params.mode == "per_language" else [list(params.langs)]
     with training_run(wh, pipeline, "pear", run_id, params) as run:
         versions = table_versions(wh, params.datasets + params.dev_datasets, ["pairs"])
