@@ -92,7 +92,7 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
     _prefect_env(cfg.run_dir)
     log_path = cfg.run_dir / "logs" / "prefect.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    from flows.runtime import TemporaryServer, log_prefect_to_file
+    from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
 
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_SETTINGS_PATH", str(log_prefect_to_file(log_path)))
@@ -118,6 +118,7 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
             raise RunFailed(f"{type(e).__name__}: {e} (traceback in {log_path}; --verbose shows it here)") from e
         finally:
             if server is not None:
+                drain_prefect_logs()
                 server.stop()
 
 
