@@ -52,6 +52,9 @@ def _prefect_env(run_dir: Path) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # a local Ray's C++ crash handler would take SIGTERM from this process and abort it (exit 134) before the run
+    # could stop its server and workers
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     # the temporary server lives for one run: its UI and scheduling services only slow its start
