@@ -59,6 +59,9 @@ def _prefect_env(run_dir: Path) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # a local Ray's C++ crash handler would take SIGTERM from this process and abort it (exit 134) before the run
+    # could stop its server and workers
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     # the temporary server lives for one run: its UI and scheduling services only slow its start
@@ -99,7 +102,7 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
     _prefect_env(cfg.run_dir)
     log_path = cfg.run_dir / "logs" / "prefect.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    from flows.runtime import TemporaryServer, log_prefect_to_file
+    from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
 
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_SETTINGS_PATH", str(log_prefect_to_file(log_path)))
@@ -125,6 +128,7 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
             raise RunFailed(f"{type(e).__name__}: {e} (traceback in {log_path}; --verbose shows it here)") from e
         finally:
             if server is not None:
+                drain_prefect_logs()
                 server.stop()
 
 

@@ -116,3 +116,13 @@ class TemporaryServer:
             self.process.wait(5)
         except ProcessLookupError:
             pass
+
+
+def drain_prefect_logs() -> None:
+    """Send Prefect's queued log records to its API now, while the temporary server still answers: its at-exit
+    flush would find the server gone and print an error to the terminal."""
+    if "prefect.logging.handlers" not in sys.modules:
+        return
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=5)

@@ -1,0 +1,198 @@
+"""Stopping `amrsim run`: Ctrl-C and SIGTERM end it within 10 s with exit 130 / 143 and take its temporary Prefect
+server and workers with it; SIGKILL leaves no server behind; a second Ctrl-C is never ignored. Errors under `run`
+print one line; Prefect's logs and tracebacks go to <run_dir>/logs/prefect.log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from amrsim.procs import alive, descendants, parent_death_signal_supported
+from amrsim.synthetic import pipeline_yaml, write_pairs
+from tests.conftest import ROOT, cli_env
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; parent-death signal")
+
+SERVER_APP = "prefect.server.api.server:create_app"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _start_run(tmp_path: Path, ray: bool = False) -> subprocess.Popen[str]:
+    write_pairs(tmp_path / "pairs.tsv", 0, 1200)
+    text = pipeline_yaml(tmp_path / "pairs.tsv", commit_rows=100)
+    if ray:
+        text += "    ray: {enabled: true, num_cpus: 1}\n"
+    (tmp_path / "pipelines.yaml").write_text(text)
+    return subprocess.Popen([sys.executable, "-m", "amrsim.cli", "run"], cwd=tmp_path, env=cli_env(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_mid_metrics(proc: subprocess.Popen[str], tmp_path: Path) -> None:
+    log = tmp_path / "wh" / "synthetic" / "amr_metrics" / "_delta_log"
+    deadline = time.monotonic() + 300
+    while not (log.is_dir() and any(log.glob("*.json"))):
+        assert proc.poll() is None, f"the run ended before the metrics stage: {proc.stderr.read()[-3000:]}"
+        assert time.monotonic() < deadline, "no metrics commit within 300 s"
+        time.sleep(0.05)
+
+
+def _stop_and_check(proc: subprocess.Popen[str], sig: int, to_group: bool, expect_rc: int,
+                    expect_in_tree: tuple[str, ...]) -> str:
+    tree = descendants(proc.pid)
+    commands = {p: _cmdline(p[0]) for p in tree}
+    for what in expect_in_tree:  # the test covers what it claims to: these were running when the signal came
+        assert any(what in c for c in commands.values()), f"no '{what}' under the run: {sorted(commands.values())}"
+    t0 = time.monotonic()
+    if to_group:
+        os.killpg(proc.pid, sig)  # a terminal's Ctrl-C: every process of the foreground group
+    else:
+        os.kill(proc.pid, sig)  # `kill PID`: the CLI alone
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"still running 10 s after {signal.Signals(sig).name}")
+    elapsed = time.monotonic() - t0
+    while time.monotonic() - t0 < 10 and any(alive(p) for p in tree):
+        time.sleep(0.1)
+    survivors = {p[0]: commands[p] for p in tree if alive(p)}
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    stderr = proc.stderr.read()  # after the survivors are gone: one holding the pipe would block the read
+    assert not survivors, f"left running after {signal.Signals(sig).name}: {survivors}"
+    assert proc.returncode in (expect_rc, -sig), stderr[-3000:]
+    assert elapsed <= 10
+    return stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "to_group", "rc"), [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_signal_mid_stage_stops_the_run_its_server_and_workers_within_10_s(tmp_path, sig, to_group, rc):
+    proc = _start_run(tmp_path)
+    try:
+        _wait_mid_metrics(proc, tmp_path)
+        stderr = _stop_and_check(proc, sig, to_group, rc, (SERVER_APP,))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == rc  # not killed by the signal's default action: stopped in order
+    assert f"stopped by {signal.Signals(sig).name}" in stderr and "Traceback" not in stderr, stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_local_ray_workers_too(tmp_path):
+    proc = _start_run(tmp_path, ray=True)
+    try:
+        _wait_mid_metrics(proc, tmp_path)
+        _stop_and_check(proc, signal.SIGTERM, False, 143, (SERVER_APP, "raylet", "gcs_server"))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not parent_death_signal_supported(), reason="needs prctl(PR_SET_PDEATHSIG)")
+def test_sigkill_of_the_cli_leaves_no_prefect_server(tmp_path):
+    proc = _start_run(tmp_path)
+    try:
+        _wait_mid_metrics(proc, tmp_path)
+        _stop_and_check(proc, signal.SIGKILL, False, -signal.SIGKILL, (SERVER_APP,))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+STUBBORN = textwrap.dedent("""
+    import os, subprocess, sys
+    from amrsim.procs import SignalStop
+
+    with SignalStop(grace=60, announce=lambda s: print("stopping", flush=True)):
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                  "print('ready', flush=True); time.sleep(600)"], stdout=sys.stdout)
+        read_end, _ = os.pipe()
+        os.read(read_end, 1)  # the main thread blocks in a system call for good: the stop must not need it
+""")
+
+
+def test_a_second_ctrl_c_skips_the_grace_period_and_the_main_thread_is_not_needed(tmp_path):
+    """A child that ignores SIGTERM would hold the first stop for its 60 s grace; the second SIGINT ends it now."""
+    proc = subprocess.Popen([sys.executable, "-c", STUBBORN], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tree = descendants(proc.pid)
+        assert len(tree) == 1
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.stdout.readline().strip() == "stopping"
+        time.sleep(1.0)
+        assert proc.poll() is None and all(alive(p) for p in tree)  # the first stop waits on the stubborn child
+        t0 = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert time.monotonic() - t0 < 10
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(p) for p in tree)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_descendants_and_alive_follow_real_processes():
+    """The checks above rely on these: a grandchild is found, and a dead (or zombie) process is not alive."""
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                             "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        tree = descendants(os.getpid())
+        mine = {p for p in tree if p[0] == proc.pid}
+        grandchildren = descendants(proc.pid)
+        assert mine and len(grandchildren) == 1 and grandchildren <= tree
+        assert all(alive(p) for p in tree | mine)
+        (grandchild,) = grandchildren
+        os.kill(grandchild[0], signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while alive(grandchild) and time.monotonic() < deadline:  # a zombie until its parent waits: not alive
+            time.sleep(0.02)
+        assert not alive(grandchild)
+        assert not alive((proc.pid, next(iter(mine))[1] + 1))  # same pid, other start time: a different process
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefects_tracebacks(tmp_path):
+    (tmp_path / "pairs.tsv").write_text("id\tsplit\tscore\tsentence1\tsentence2\tamr1\n")  # amr2 missing
+    (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"))
+    cmd = [sys.executable, "-m", "amrsim.cli", "run"]
+    out = subprocess.run(cmd, cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=600)
+    log = tmp_path / "run" / "logs" / "prefect.log"
+    assert out.returncode == 2, out.stderr[-3000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr[-3000:]
+    assert lines[0].startswith("error: ") and "pairs.tsv:1: header lacks column(s) ['amr2']" in lines[0]
+    assert f"Prefect's log: {log}" in lines[0]
+    assert "Traceback (most recent call last)" in log.read_text() and "header lacks column(s)" in log.read_text()
+
+    verbose = subprocess.run([*cmd, "--verbose"], cwd=tmp_path, env=cli_env(tmp_path), capture_output=True,
+                             text=True, timeout=600)
+    assert verbose.returncode == 2 and "Traceback (most recent call last)" in verbose.stderr
+    assert "header lacks column(s) ['amr2']" in verbose.stderr
