@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
-from amrsim.errors import AmrsimError, ConfigError
+from amrsim.errors import AmrsimError, ConfigError, InputError, WarehouseError
 
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 
@@ -26,11 +26,53 @@ _SCORE = ("score", "relatedness_score", "similarity", "label", "gold")
 
 
 def _header(path: Path) -> list[str]:
-    if path.suffix in (".tsv", ".csv") and path.is_file():
+    """Column names of a TSV/CSV header or of a JSONL file's first object ([] when unknown)."""
+    if path.suffix in (".tsv", ".csv", ".jsonl") and path.is_file():
         with path.open(encoding="utf-8", errors="replace") as f:
             first = f.readline().rstrip("\r\n")
+        if path.suffix == ".jsonl":
+            import json
+
+            try:
+                record = json.loads(first)
+            except ValueError:
+                return []
+            return list(record) if isinstance(record, dict) else []
         return [c.strip() for c in first.split("\t" if path.suffix == ".tsv" else ",")]
     return []
+
+
+def sentence_langs(value: str) -> tuple[str, str]:
+    """--lang 'de' -> ('de', 'de'); 'es-en' -> ('es', 'en'): sentence 1 Spanish, sentence 2 English. Two
+    language codes joined by '-' are a pair; one tag (en-US) is both sentences' language."""
+    from amrsim.ingest.normalise import normalise_lang
+
+    parts = value.strip().split("-")
+    if len(parts) == 2 and all(re.fullmatch(r"[A-Za-z]{2,3}", p) and normalise_lang(p) for p in parts):
+        return normalise_lang(parts[0]) or parts[0], normalise_lang(parts[1]) or parts[1]
+    code = normalise_lang(value)
+    if code is None:
+        raise ConfigError(f"--lang '{value}': not a language code; use e.g. en, de, or es-en (sentence 1 Spanish, "
+                          f"sentence 2 English)")
+    return code, code
+
+
+def _check_row_langs(file: Path, ds) -> None:
+    """A lang/lang1/lang2 value that is not a language code stops the evaluation before anything is written,
+    naming the row (an empty value means the --lang default)."""
+    from amrsim.ingest.normalise import normalise_lang
+    from amrsim.ingest.readers import LINE, iter_rows
+
+    columns = [c for c in ("lang", "lang1", "lang2") if c in ds.columns]
+    if not columns:
+        return
+    for chunk in iter_rows(file, ds.resolved_format(), columns):
+        for row in chunk.iter_rows(named=True):
+            for column in columns:
+                value = (row[column] or "").strip()
+                if value and normalise_lang(value) is None:
+                    raise InputError(str(file), f"column {column}: '{value[:40]}' is not a language code",
+                                     line=row[LINE])
 
 
 def _pick(header: list[str], given: str | None, candidates: tuple[str, ...]) -> str:
@@ -54,6 +96,18 @@ def _warehouse(config: str, encoder: str | None = None):
     return wh
 
 
+def _check_dataset(name: str) -> str:
+    """A --dataset value, checked before any path is built from it."""
+    from amrsim.config import dataset_name_error
+
+    if problem := dataset_name_error(name):
+        raise ConfigError(f"--dataset: {problem}")
+    return name
+
+
+_STS_SUFFIXES = (".tsv", ".csv", ".jsonl", ".parquet")
+
+
 def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     """['de=path', ...] -> {'de': Path}; each file must exist."""
     out: dict[str, Path] = {}
@@ -67,18 +121,24 @@ def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     return out
 
 
-def print_scores(rows, title: str) -> None:
+def shown_values(frame, columns: list[str]):
+    """`columns` as text with 2 decimals; a null or NaN (a correlation of constant input) as `undefined`."""
     import polars as pl
 
     from amrsim.evaluate.results import UNDEFINED
+
+    return frame.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None)
+                              .map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null(UNDEFINED)
+                              for c in columns if c in frame.columns)
+
+
+def print_scores(rows, title: str) -> None:
     from amrsim.report import console, frame_table
 
     if not rows.height:
         console.print(f"{title}: no results")
         return
-    shown = rows.select("model", "dataset", "split", "lang_pair", "metric", "n",
-                        value=pl.col("value").map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String)
-                        .fill_null(UNDEFINED))
+    shown = shown_values(rows.select("model", "dataset", "split", "lang_pair", "metric", "n", "value"), ["value"])
     console.print(frame_table(shown.sort("dataset", "lang_pair", "metric", "model"), title))
 
 
@@ -89,51 +149,125 @@ def evaluate_sts_cmd(
         sentence1_col: Annotated[str | None, typer.Option(help="default: sentence1 or sentence_A")] = None,
         sentence2_col: Annotated[str | None, typer.Option(help="default: sentence2 or sentence_B")] = None,
         score_col: Annotated[str | None, typer.Option(help="default: score or relatedness_score")] = None,
-        lang: Annotated[str, typer.Option(help="language of both sentences")] = "en",
+        lang: Annotated[str, typer.Option(
+            help="language of both sentences (de), or of sentence 1 and sentence 2 (es-en); lang1/lang2 (or lang) "
+                 "columns of the file override it row by row")] = "en",
         translation: Annotated[list[str] | None, typer.Option(
             help="LANG=PATH: a row-aligned file of the same pairs in LANG (stsb_multi_mt); repeatable")] = None,
         lang_pairs: Annotated[str | None, typer.Option(
-            help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: LANG-LANG, and for "
-                 "each translation L: L-L and LANG-L")] = None,
+            help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: every language pair "
+                 "of the file's rows, and for each translation L: L-L and LANG-L")] = None,
         split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
         dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
+        translate: Annotated[list[str] | None, typer.Option(
+            help="LANG=MODEL: a MarianMT model (hub id such as Helsinki-NLP/opus-mt-es-en, or a directory) "
+                 "translating LANG into English for an encoder that parses (mse_amr:...); repeatable")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
-    from amrsim.config import DatasetConfig, StsEvalConfig
+    from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig
     from amrsim.ingest import ingest_tables
     from amrsim.report import console, frame_table
     from amrsim.stages import results_table, sts_stage
     from amrsim.warehouse.lineage import new_run_id
 
+    if not file.name.lower().removesuffix(".gz").endswith(_STS_SUFFIXES):
+        raise ConfigError(f"--file {file}: evaluate sts reads {', '.join(_STS_SUFFIXES[:-1])} or "
+                          f"{_STS_SUFFIXES[-1]} files, optionally gzipped (.tsv.gz)")
+    if dataset is not None:
+        _check_dataset(dataset)
     wh = _warehouse(config, encoder)
+    lang1, lang2 = sentence_langs(lang)
+    translators = _translators(translate, device)
     header = _header(file)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
                "score": _pick(header, score_col, _SCORE)}
+    columns |= {c: c for c in ("lang", "lang1", "lang2") if c in header}  # per-row languages
     translations = {tl: {"path": str(p.resolve())} for tl, p in _lang_files(translation, "--translation").items()}
     stem = file.name.split(".")[0].lower()
     split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
     name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
     if translations and not dataset:
-        name = re.sub(r"_(" + "|".join(map(re.escape, [lang, *translations])) + r")(?=_|$)", "", name) + "_multi"
-    pairs = (lang_pairs.split(",") if lang_pairs else
-             [f"{lang}-{lang}", *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang}-{tl}"))])
+        name = re.sub(r"_(" + "|".join(map(re.escape, [lang1, lang2, *translations])) + r")(?=_|$)", "", name)
+        name += "_multi"
+    if name in RESERVED_DATASETS and not dataset:  # ev/eval.tsv: `eval` holds the results, not a dataset
+        name = f"{name}_data"
     try:
-        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang, columns=columns, split=split,
-                           translations=translations)
-        sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split], lang_pairs=[p.strip() for p in pairs])
+        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang1, lang2=lang2 if lang2 != lang1 else None,
+                           columns=columns, split=split, translations=translations)
     except ValueError as e:
         raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+    _check_row_langs(file, ds)
     run_id = new_run_id()
     ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
-    _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device)
+    pairs = (lang_pairs.split(",") if lang_pairs else
+             [*_file_lang_pairs(wh, name, split), *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang1}-{tl}"))])
+    try:
+        sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split],
+                            lang_pairs=list(dict.fromkeys(p.strip() for p in pairs)))
+    except ValueError as e:
+        raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+    try:
+        _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device, translate=translators)
+    except WarehouseError as e:  # a sentence without a vector: say which rows failed and why
+        raise AmrsimError(f"{file}: {_failed_embeddings(wh, name, encoder) or e}") from None
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
-    console.print(frame_table(table, f"STS (x100) {file.name}"))
+    console.print(frame_table(shown_values(table, ["spearman", "pearson"]), f"STS (x100) {file.name}"))
     missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
     if missing:
         console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
+
+
+def _translators(items: list[str] | None, device: str) -> dict:
+    """['es=Helsinki-NLP/opus-mt-es-en', 'de=./opus-de-en'] -> {language: TranslatorSpec}; a directory must exist."""
+    from amrsim.config import looks_like_path
+    from amrsim.ingest.normalise import normalise_lang
+    from amrsim.translate.run import TranslatorSpec
+
+    out = {}
+    for item in items or []:
+        lang, sep, model = item.partition("=")
+        code = normalise_lang(lang)
+        if not sep or not model or code is None:
+            raise ConfigError(f"--translate '{item}': expected LANG=MODEL (e.g. --translate "
+                              f"es=Helsinki-NLP/opus-mt-es-en)")
+        if looks_like_path(model) or Path(model).expanduser().exists():
+            path = Path(model).expanduser().resolve()
+            if not path.is_dir():
+                raise ConfigError(f"--translate '{item}': model directory not found ({path})")
+            model = str(path)
+        out[code] = TranslatorSpec(model, device=device)
+    return out
+
+
+def _failed_embeddings(wh, dataset: str, encoder: str) -> str | None:
+    """'N sentences have no vector: "text" (lang): why; ...' for an encoder's failed rows of a dataset."""
+    import polars as pl
+
+    from amrsim.encoders import model_id
+
+    failed = wh.read(dataset, "embeddings", columns=["sentence_key", "model_id", "status", "error"]).filter(
+        (pl.col("model_id") == model_id(encoder, wh.models_root)) & (pl.col("status") != "ok"))
+    if not failed.height:
+        return None
+    sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text"])
+    rows = failed.join(sentences, left_on="sentence_key", right_on="key").sort("text")
+    shown = "; ".join(f"{t[:40]!r} ({lg}): {e}" for t, lg, e in zip(rows["text"][:3], rows["lang"][:3],
+                                                                      rows["error"][:3], strict=True))
+    return f"{failed.height} sentence(s) have no {encoder} vector: {shown}{'; ...' if failed.height > 3 else ''}"
+
+
+def _file_lang_pairs(wh, dataset: str, split: str) -> list[str]:
+    """The (sentence 1, sentence 2) language pairs of a dataset's ok rows, most rows first."""
+    import polars as pl
+
+    pairs = wh.read(dataset, "pairs", columns=["lang1", "lang2", "status", "split"]).filter(pl.col("status") == "ok")
+    if split != "all":
+        pairs = pairs.filter(pl.col("split") == split)
+    counted = pairs.group_by("lang1", "lang2").len().sort("len", "lang1", "lang2", descending=[True, False, False])
+    return [f"{a}-{b}" for a, b in zip(counted["lang1"], counted["lang2"], strict=True)]
 
 
 def _expand(patterns: list[str]) -> list[Path]:
@@ -205,6 +339,7 @@ def evaluate_bucc_cmd(
     from amrsim.evaluate.runner import bucc_eval
     from amrsim.warehouse.lineage import new_run_id
 
+    _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     files = {"src_train": src_train, "tgt_train": tgt_train, "gold_train": gold_train, "src_test": src_test,
              "tgt_test": tgt_test, "gold_test": gold_test}
@@ -229,6 +364,7 @@ def evaluate_aspects_cmd(
     from amrsim.evaluate.runner import aspects_eval
     from amrsim.warehouse.lineage import new_run_id
 
+    _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     rows = aspects_eval(wh, encoder, dataset, new_run_id(), split, batch_size=batch_size, device=device)
     print_scores(rows, f"AMR aspects: Spearman (x100) - {dataset}")

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
-from amrsim.errors import ConfigError
+from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
+from amrsim.errors import ConfigError, InputError
 
 _S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
 _S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
@@ -59,6 +59,8 @@ def score_command(
     from amrsim.report import console
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if out is not None:
+        refuse_out_over_input(out, file=file)
     if not file.is_file():
         raise ConfigError(f"--file: file not found ({file.resolve()})")
     root = warehouse_root(config) / "models"
@@ -75,7 +77,10 @@ def score_command(
     s2 = sentence2_col or next((c for c in _S2 if c in header), _S2[0])
     gold_col = score_col or next((c for c in _GOLD if c in header), None)
     wanted = [s1, s2] + ([gold_col] if gold_col and gold_col in header else [])
-    frame = read_rows(file, fmt, wanted)
+    frame = read_rows(file, fmt, wanted, text_columns=[s1, s2])
+    unusable = frame.filter(pl.col("__error").is_not_null())
+    if unusable.height:  # a prediction of an empty or repr'd text would be a number that means nothing
+        raise InputError(str(file), unusable["__error"][0], unusable["__line"][0])
     texts1 = frame[s1].fill_null("").to_list()
     texts2 = frame[s2].fill_null("").to_list()
     scorer = load_encoder(model, batch_size=batch_size, device=device, models_root=root)
@@ -87,9 +92,7 @@ def score_command(
     if out is None:
         print(result.write_csv(separator="\t", quote_style="never"), end="")
     else:
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-        result.write_csv(tmp, separator="\t", quote_style="never")
-        os.replace(tmp, out)  # readers never see a half-written file
+        write_out(out, lambda path: result.write_csv(path, separator="\t", quote_style="never"))
         console.print(f"{result.height} pairs scored with {model} ({trained.run_id}) -> {out}")
     if "gold" in result.columns:
         ok = result.filter(pl.col("gold").is_not_null())

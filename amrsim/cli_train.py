@@ -16,12 +16,14 @@ def show_training_progress() -> None:
     (idempotent). Secrets are already masked in every record (install_log_redaction)."""
     import logging
 
-    from rich.console import Console
     from rich.logging import RichHandler
+
+    from amrsim.report import make_console
 
     logger = logging.getLogger("amrsim")
     if not any(getattr(h, "amrsim_progress", False) for h in logger.handlers):
-        handler = RichHandler(console=Console(stderr=True), show_path=False, log_time_format="%H:%M:%S")
+        handler = RichHandler(console=make_console(stderr=True), markup=False, show_path=False,
+                              log_time_format="%H:%M:%S")
         handler.amrsim_progress = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -93,6 +95,7 @@ def explain_command(
     import polars as pl
 
     from amrsim.encoders import find_trained, load_encoder
+    from amrsim.methods.portable import method_config
     from amrsim.methods.s3bert import RESIDUAL, contributions, explain, layout_from_meta
     from amrsim.report import console, frame_table
 
@@ -101,9 +104,9 @@ def explain_command(
         trained = find_trained(model, root)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    layout = layout_from_meta(trained.meta)
+    layout = layout_from_meta(method_config(trained.path, "s3bert", trained.meta))
     if not layout:
-        raise ConfigError(f"{trained.path / 'model.json'}: '{model}' has no aspect layout (not an S3BERT model)")
+        raise ConfigError(f"{trained.path}: '{model}' has no aspect layout (not an S3BERT model)")
     encoder = load_encoder(model, models_root=root)
     sims = explain(encoder, sentence1, sentence2, layout)
     emb = encoder.encode([sentence1, sentence2])

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from amrsim.errors import ConfigError
 
@@ -17,6 +26,51 @@ SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
 RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
 KNOWN_ENCODERS = ("minilm", "muse")
+
+
+class _SafeConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key repeated in one mapping (the last would silently win) and reads `1e-5` as
+    a float, as YAML 1.2 does (YAML 1.1 needs a dot, `1.0e-5`, and would give a string that strict floats refuse)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; keys after it override by design
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_line.get(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            line = key_node.start_mark.line + 1
+            if seen is not None:
+                raise DuplicateKeyError(str(key)[:80], seen, line)
+            first_line[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, first: int, second: int):
+        super().__init__(f"duplicate key '{key}' (lines {first} and {second})")
+        self.line = second
+
+
+_SafeConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml_value(text: str) -> Any:
+    """YAML text (pipelines.yaml, or a `--set key=value` value) as pipelines.yaml is read: safe, no repeated keys,
+    `1e-5` a float."""
+    return yaml.load(text, Loader=_SafeConfigLoader)
+
+
+def dataset_name_error(name: str) -> str | None:
+    """Why `name` cannot name a dataset (it becomes one directory under the warehouse root), or None."""
+    if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
+        return f"dataset name {name!r} must match {NAME_RE.pattern} and not be one of {sorted(RESERVED_DATASETS)}"
+    return None
 
 
 class _Strict(BaseModel):
@@ -28,10 +82,10 @@ class RayConfig(_Strict):
 
     enabled: bool = False  # run row-parallel stages on Ray (a local Ray unless `address` is set)
     address: str | None = None  # "ray://head:10001", "head:6379" or "auto"; RAY_ADDRESS in the environment also works
-    num_cpus: int | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
-    num_gpus: int | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
-    batch_size: int = Field(default=256, ge=1)  # rows per batch sent to a worker (parse: at least its own batch)
-    connect_timeout_s: float = Field(default=5.0, gt=0)  # a cluster address that does not answer in time: ConfigError
+    num_cpus: StrictInt | None = Field(default=None, ge=1)  # local Ray: CPUs to offer (default: detected)
+    num_gpus: StrictInt | None = Field(default=None, ge=0)  # local Ray: GPUs to offer (default: detected)
+    batch_size: StrictInt = Field(default=256, ge=1)  # rows per batch sent to a worker (parse: at least its own batch)
+    connect_timeout_s: StrictFloat = Field(default=5.0, gt=0)  # a cluster address silent this long: ConfigError
     ship_code: bool = True  # cluster: send this checkout to the workers (runtime_env); false: the nodes' own install
 
 
@@ -67,7 +121,7 @@ class PairsToTriplesConfig(_Strict):
     neutral: list[str] = Field(default_factory=lambda: ["neutral"])  # other valid labels; any other is a failed row
     infer: bool = True  # also take contradictions of B
     fallback: Literal["random", "skip"] = "random"  # no contradiction found: a random sentence, or a failed row
-    seed: int = 0
+    seed: StrictInt = 0
 
     @model_validator(mode="after")
     def _labels(self) -> PairsToTriplesConfig:
@@ -88,15 +142,23 @@ class DatasetConfig(_Strict):
     kind: Kind  # the canonical table the rows become
     format: Format | None = None  # inferred from the file suffix when absent
     lang: str = "en"  # language of the text columns when no `lang` column is mapped
+    lang2: str | None = None  # pairs: language of sentence2 when it differs from `lang` (then sentence1's language)
     target_lang: str | None = None  # parallel only: language of `target`
     columns: dict[str, str] = Field(default_factory=dict)  # role -> column name in the file
     # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
     # columns default to the main file's column names
     translations: dict[str, dict[str, str]] = Field(default_factory=dict)
-    score_range: tuple[float, float] | None = None  # [min, max] of valid gold scores; outside: a failed row
+    score_range: tuple[StrictFloat, StrictFloat] | None = None  # [min, max] of valid gold scores; outside: a failed row
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
     from_pairs: PairsToTriplesConfig | None = None  # kind triples only: derive triples from NLI-labelled pairs
+
+    @field_validator("score_range")
+    @classmethod
+    def _increasing(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not v[0] < v[1]:  # reversed or empty: every row would fail as out of range
+            raise ValueError(f"score_range must be [min, max] with min < max, got {list(v)}")
+        return v
 
     @model_validator(mode="after")
     def _columns_match_kind(self) -> DatasetConfig:
@@ -121,6 +183,8 @@ class DatasetConfig(_Strict):
                                  f"and path/format (a row-aligned file)")
             if "format" in mapping and "path" not in mapping:
                 raise ValueError(f"translations.{lang}.format needs translations.{lang}.path")
+        if self.lang2 is not None and self.kind != "pairs":
+            raise ValueError(f"lang2 is the language of a pair's sentence2; kind is '{self.kind}'")
         if self.kind == "parallel" and not self.target_lang and "target_lang" not in self.columns:
             raise ValueError("kind 'parallel' needs target_lang (or a target_lang column)")
         return self
@@ -153,7 +217,7 @@ def _check_encoder(name: str) -> str:
 class EncodeConfig(_Strict):
     encoders: list[str] = Field(default_factory=lambda: list(KNOWN_ENCODERS))  # minilm, muse, hf:<id>, <method>:<run>
     datasets: list[str] | None = None  # default: every dataset of the pipeline
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: StrictInt = Field(default=64, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA when present, else CPU
 
     _enc = field_validator("encoders")(lambda cls, v: [_check_encoder(x) for x in v])
@@ -228,8 +292,8 @@ class MetricsConfig(_Strict):
     aspects: list[str] | None = None  # default: all
     convention: Literal["amr", "smatch"] = "amr"  # Smatch triples: root concept in TOP (amr) or smatch 1.0.4's
     vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
-    seed: int = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
-    commit_rows: int = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
+    seed: StrictInt = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
+    commit_rows: StrictInt = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
 
     @field_validator("aspects")
     @classmethod
@@ -261,9 +325,9 @@ class ParseConfig(_Strict):
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
-    commit_rows: int = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
-    batch_size: int | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
-    num_beams: int = Field(default=4, ge=1)
+    commit_rows: StrictInt = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
+    batch_size: StrictInt | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
+    num_beams: StrictInt = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     linearize: Literal["paper", "pointer"] = "paper"  # the `linearized` column (MSE-AMR's AMR encoder input)
 
@@ -290,9 +354,12 @@ class TranslateConfig(_Strict):
     source_lang: str = "en"
     targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
     models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
-    batch_size: int = Field(default=32, ge=1)
-    num_beams: int = Field(default=4, ge=1)
-    max_length: int = Field(default=256, ge=1)
+    # source lang -> hub id (Helsinki-NLP/opus-mt-de-en) or dir: sentences in these languages are translated into
+    # English (marian, whatever `backend` is), and the parse stage parses that English where no parser reads them
+    to_english: dict[str, str] = Field(default_factory=dict)
+    batch_size: StrictInt = Field(default=32, ge=1)
+    num_beams: StrictInt = Field(default=4, ge=1)
+    max_length: StrictInt = Field(default=256, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
@@ -303,6 +370,24 @@ class TranslateConfig(_Strict):
                 raise ValueError(f"no model configured for target language(s) {missing} "
                                  f"(translate.models has {sorted(self.models)})")
         return self
+
+    @field_validator("to_english")
+    @classmethod
+    def _to_english(cls, v: dict[str, str]) -> dict[str, str]:
+        from amrsim.ingest.normalise import normalise_lang
+
+        out = {}
+        for lang, model in v.items():
+            code = normalise_lang(lang)
+            if code is None:
+                raise ValueError(f"to_english: '{lang}' is not a language code (use e.g. de, es, zh)")
+            if code == PIVOT_LANG:
+                raise ValueError("to_english: 'en' is English already; list the languages to translate from")
+            if not model.strip():
+                raise ValueError(f"to_english.{lang}: empty model (a hub id such as Helsinki-NLP/opus-mt-{code}-en "
+                                 f"or a model directory)")
+            out[code] = model
+        return out
 
 
 def looks_like_path(model: str) -> bool:
@@ -339,7 +424,7 @@ class AugmentConfig(_Strict):
     datasets: list[str] = Field(default_factory=list)  # pairs datasets; their sentences of `lang` are the pool
     lang: str = "en"
     encoder: str = "minilm"  # the bi-encoder whose nearest neighbours become silver pairs
-    k: int = Field(default=5, ge=1)  # neighbours per sentence
+    k: StrictInt = Field(default=5, ge=1)  # neighbours per sentence
     index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
     # weak labels: "cosine" (the bi-encoder's own) or a trained cross-encoder such as pear:latest (PEAR)
     scorer: str = "cosine"
@@ -376,9 +461,8 @@ class PipelineConfig(_Strict):
     @classmethod
     def _names(cls, v: dict[str, DatasetConfig]) -> dict[str, DatasetConfig]:
         for name in v:
-            if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
-                raise ValueError(f"dataset name '{name}' must match {NAME_RE.pattern} and not be one of "
-                                 f"{sorted(RESERVED_DATASETS)}")
+            if problem := dataset_name_error(name):
+                raise ValueError(problem)
         return v
 
     @model_validator(mode="after")
@@ -486,6 +570,9 @@ class LoadedConfig:
         if pipe.translate and pipe.translate.backend == "marian":
             model_paths += [(f"translate.models.{t}", m) for t, m in pipe.translate.models.items()
                             if looks_like_path(m)]
+        if pipe.translate:
+            model_paths += [(f"translate.to_english.{t}", m) for t, m in pipe.translate.to_english.items()
+                            if looks_like_path(m)]
         for key, value in model_paths:
             if not self.resolve_path(value).is_dir():
                 raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': model directory "
@@ -535,9 +622,11 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml_value(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{path}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""

@@ -6,6 +6,8 @@ from __future__ import annotations
 class AmrsimError(Exception):
     """Base class: the CLI prints str(error) on one line and exits non-zero."""
 
+    exit_code = 2  # bad input or configuration
+
 
 class ConfigError(AmrsimError):
     """pipelines.yaml is malformed or names something that does not exist."""
@@ -23,3 +25,9 @@ class InputError(AmrsimError):
 
 class WarehouseError(AmrsimError):
     """A table is missing, has the wrong schema, or a name would escape the warehouse root."""
+
+
+class RunFailed(AmrsimError):
+    """An unexpected error inside a pipeline run: one line on the terminal, the traceback in the run's log."""
+
+    exit_code = 1

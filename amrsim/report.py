@@ -12,8 +12,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-# wide enough for summary tables when output is a pipe or a CI log (rich would default to 80 columns)
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+def make_console(stderr: bool = False) -> Console:
+    """A console that prints text as it is: cell values, titles and messages hold user data (sentences, SQL
+    results, error text), so `[/quote]` or `:x:` must never be read as rich markup or an emoji code. Wide enough
+    for summary tables when output is a pipe or a CI log (rich would default to 80 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False,
+                   width=None if stream.isatty() else 160)
+
+
+console = make_console()
 
 
 @contextmanager
@@ -22,8 +31,8 @@ def progress_bar(total: int, description: str) -> Iterator[Callable[[int], None]
     if total < 256:
         yield lambda n: None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, transient=True) as progress:
         task = progress.add_task(description, total=total)
         yield lambda n: progress.advance(task, n)
 

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from amrsim.config import PIVOT_LANG, AugmentConfig, LoadedConfig, ParseConfig, StsEvalConfig, TranslateConfig
-from amrsim.encoders import model_id
+from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
-from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows
+from amrsim.evaluate.results import EVAL, RESULTS, row_key, score_rows, store_results
 from amrsim.evaluate.sts import cross_encoder_sts, evaluate_sts, is_cross_encoder, result_key, select_pairs
+from amrsim.translate import translation_key
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS, SCHEMAS
@@ -45,9 +46,11 @@ def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, 
 
 def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
               datasets: list[str] | None = None, encoders: list[str] | None = None,
-              batch_size: int = 64, device: str = "auto") -> tuple[StageRun, pl.DataFrame]:
+              batch_size: int = 64, device: str = "auto",
+              translate: dict[str, Any] | None = None) -> tuple[StageRun, pl.DataFrame]:
     """STS for every (dataset, encoder, split, language pair); results already in the warehouse are reused. A
-    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings."""
+    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings. `translate` (language ->
+    TranslatorSpec): an encoder that parses (mse_amr) translates sentences of those languages into English first."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="evaluate:sts", dataset=EVAL,
                    config_hash=config_hash(sts))
     frames = []
@@ -68,7 +71,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                         key = result_key(encoder, dataset, split, lang_pair,
                                          (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(),
                                          wh.models_root)
-                        wanted = [row_key("sts", encoder, dataset, split, lang_pair, m, [key])
+                        wanted = [row_key("sts", run_name(encoder, wh.models_root), dataset, split, lang_pair, m, [key])
                                   for m in ("spearman", "pearson")]
                         done = existing.filter(pl.col("key").is_in(wanted))
                         if done.height == len(wanted):
@@ -80,11 +83,12 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                             scores = cross_encoder_sts(wh, dataset, encoder, split, lang_pair, chosen, sentences,
                                                        batch_size=batch_size, device=device)
                         else:
-                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
+                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device,
+                                            translate=translate)
                             scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
-                        rows = score_rows(scores, run_id, run.config_hash, [key])
+                        rows = score_rows(scores, run_id, run.config_hash, [key], wh.models_root)
                         frames.append(rows)
-                        wh.append(EVAL, RESULTS, rows)
+                        store_results(wh, rows)
                         run.rows_computed += 1
         if run.rows_computed:
             run.outputs.append(RESULTS)
@@ -184,8 +188,7 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             chunk = chunk.filter(~pl.col("done")).drop("done")
             if not chunk.height:
                 continue
-            chunk = chunk.with_columns(pl.Series("key", [options.pair_key(a, b) for a, b in
-                                                         zip(chunk["amr1"], chunk["amr2"], strict=True)], pl.String))
+            chunk = chunk.with_columns(pl.Series("key", options.pair_keys(chunk["amr1"], chunk["amr2"]), pl.String))
             chunk = chunk.unique("key", keep="first", maintain_order=True)
             # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done. The
             # check sees this run's earlier commits too, so a key repeated across chunks is computed once.
@@ -196,7 +199,8 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             scored = score_batches(todo.drop("key"))
             scored = scored.with_columns(
                 pl.lit(options_json).alias("options"),
-                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns])
+                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns],
+                *([] if "bounded" in scored.columns else [pl.lit(None, pl.String).alias("bounded")]))
             # an append (one commit), no merge against the whole table: it leaves out keys a concurrent run
             # committed since the check above, so only the rows it adds are counted
             added = wh.append_new(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
@@ -208,38 +212,83 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
     return run
 
 
-def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str) -> pl.DataFrame:
-    """One row per ok sentence: the text actually parsed (the sentence, or its English source when pivoting)."""
+PARSE_TODO_SCHEMA = {"key": pl.String, "sentence_key": pl.String, "lang": pl.String, "parser": pl.String,
+                     "pivot_lang": pl.String, "pivot_source": pl.String, "parsed_text": pl.String,
+                     "parse_lang": pl.String, "reason": pl.String}
+GIVEN = "given"  # amr.pivot_source of a graph parsed from the English source the input gave
+
+
+def machine_english(wh: Warehouse, dataset: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """`translations` rows by key (text, status, error, model), for the English translations wanted."""
+    if not keys or not wh.exists(dataset, "translations"):
+        return {}
+    rows = wh.read(dataset, "translations", columns=["key", "text", "status", "error", "model"]).filter(
+        pl.col("key").is_in(keys))
+    return {r["key"]: r for r in rows.iter_rows(named=True)}
+
+
+def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str,
+               translate: TranslateConfig | None = None) -> pl.DataFrame:
+    """One row per ok sentence: the text actually parsed: the sentence; for a language without a parser, its given
+    English source, else its English machine translation by the model `translate.to_english` names. A row that
+    cannot be parsed carries the reason; its key says why, so a source that appears later gets a new key."""
     sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text", "status"]).filter(pl.col("status") == OK)
     direct = parse.direct_langs()
     parallel = wh.read(dataset, "parallel").filter((pl.col("status") == OK) & (pl.col("source_lang") == PIVOT_LANG))
     english = dict(zip(parallel["target_key"].to_list(), parallel["source"].to_list(), strict=True))
+    to_english = translate.to_english if translate is not None and parse.pivot else {}
+    wanted = {key: english_translation_key(key, lang, translate)  # type: ignore[arg-type]
+              for key, lang in zip(sentences["key"], sentences["lang"], strict=True)
+              if lang not in direct and lang in to_english and key not in english}
+    machine = machine_english(wh, dataset, list(wanted.values()))
     rows = []
     for key, lang, text in zip(sentences["key"], sentences["lang"], sentences["text"], strict=True):
+        parsed, parse_lang, pivot, source, reason, why = None, None, None, None, None, ()
         if lang in direct:
-            parsed, parse_lang, pivot, reason = text, lang, None, None
-        elif parse.pivot and PIVOT_LANG in direct and key in english:
-            parsed, parse_lang, pivot, reason = english[key], PIVOT_LANG, PIVOT_LANG, None
+            parsed, parse_lang = text, lang
+        elif not parse.pivot:
+            reason = f"no {parse.backend} parser for '{lang}' (pivot: false)"
+        elif PIVOT_LANG not in direct:
+            pivot, reason = PIVOT_LANG, f"no {parse.backend} parser for '{lang}' nor for English to pivot through"
+        elif key in english:
+            parsed, parse_lang, pivot, source = english[key], PIVOT_LANG, PIVOT_LANG, GIVEN
+        elif key in wanted:
+            pivot, source, row = PIVOT_LANG, to_english[lang], machine.get(wanted[key])
+            if row is not None and row["status"] == OK:
+                parsed, parse_lang, why = row["text"], PIVOT_LANG, (wanted[key],)
+            elif row is not None:
+                why = (wanted[key], "translation failed")
+                reason = f"English translation of this '{lang}' sentence by {source} failed: {row['error']}"
+            else:
+                why = (wanted[key], "not translated")
+                reason = (f"no English translation of this '{lang}' sentence by {source} yet (translate.to_english."
+                          f"{lang}): run the translate stage")
         else:
-            parsed, parse_lang, pivot = None, None, PIVOT_LANG if parse.pivot else None
-            reason = (f"no {parse.backend} parser for '{lang}'" +
-                      (" and no English source to pivot through" if parse.pivot else " (pivot: false)"))
-        rows.append({"key": content_key("amr", key, parser_id, pivot or "", parse.linearize), "sentence_key": key,
-                     "lang": lang, "parser": parser_id, "pivot_lang": pivot, "parsed_text": parsed,
-                     "parse_lang": parse_lang, "reason": reason})
-    schema = {"key": pl.String, "sentence_key": pl.String, "lang": pl.String, "parser": pl.String,
-              "pivot_lang": pl.String, "parsed_text": pl.String, "parse_lang": pl.String, "reason": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+            pivot, why = PIVOT_LANG, ("no English source",)
+            reason = (f"no {parse.backend} parser for '{lang}' and no English source: give one (parallel columns) "
+                      f"or set translate.to_english.{lang} to a model (e.g. Helsinki-NLP/opus-mt-{lang}-en)")
+        rows.append({"key": content_key("amr", key, parser_id, pivot or "", parse.linearize, *why),
+                     "sentence_key": key, "lang": lang, "parser": parser_id, "pivot_lang": pivot,
+                     "pivot_source": source, "parsed_text": parsed, "parse_lang": parse_lang, "reason": reason})
+    return pl.DataFrame(rows, schema=PARSE_TODO_SCHEMA)
 
 
 def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, parser_id: str, run_id: str,
-                parse_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
-    """AMR graphs for a dataset's sentences lacking one from this parser; `parse_batches` may distribute."""
+                parse_batches: Callable[[pl.DataFrame], pl.DataFrame],
+                translate: TranslateConfig | None = None) -> StageRun:
+    """AMR graphs for a dataset's sentences lacking one from this parser; `parse_batches` may distribute.
+    `translate` (the pipeline's translate stage for this dataset) names the machine translations to pivot through.
+    A sentence's earlier graphs from this parser with another key (another source text, model or setting) are
+    removed once the new ones are in, so each sentence keeps one graph per parser."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"parse:{parser_id}", dataset=dataset,
-                   config_hash=config_hash(parse))
+                   config_hash=config_hash({"parse": parse.model_dump(mode="json"),
+                                            "to_english": translate.to_english if translate else {},
+                                            "settings": [translate.num_beams, translate.max_length]
+                                            if translate else []}))
     with record_stage(wh, run):
-        run.input_versions = {t: wh.version(dataset, t) for t in ("sentences", "parallel")}
-        todo = parse_todo(wh, dataset, parse, parser_id)
+        run.input_versions = {t: wh.version(dataset, t) for t in ("sentences", "parallel", "translations")}
+        todo = parse_todo(wh, dataset, parse, parser_id, translate)
+        current = todo.select("key", "sentence_key")
         run.rows_in = todo.height
         # parsers are deterministic per sentence: a failed row would fail again, so failed keys count as done
         todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr", ok_only=False))))
@@ -258,42 +307,62 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
                 run.outputs.append("amr")
             run.rows_computed += rows.height
             run.rows_failed += rows.filter(pl.col("status") != OK).height
+        if parser_id != "provided" and wh.exists(dataset, "amr"):  # graphs given in the input belong to ingest
+            stored = wh.read(dataset, "amr", columns=["key", "sentence_key", "parser"]).filter(
+                (pl.col("parser") == parser_id) & pl.col("sentence_key").is_in(current["sentence_key"].to_list()))
+            stale = stored.filter(~pl.col("key").is_in(current["key"].to_list()))["key"].to_list()
+            if wh.delete_keys(dataset, "amr", stale) and "amr" not in run.outputs:
+                run.outputs.append("amr")
         run.rows_out = run.rows_computed
     return run
 
 
+TRANSLATION_TODO_SCHEMA = {"key": pl.String, "source_key": pl.String, "source_lang": pl.String,
+                           "target_lang": pl.String, "source": pl.String, "model": pl.String}
+
+
 def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateConfig, run_id: str,
                     translate_batches: Callable[[pl.DataFrame], pl.DataFrame]) -> StageRun:
-    """`translations` rows: copied from the dataset's parallel table (backend provided) or generated (marian)."""
+    """`translations` rows: copied from the dataset's parallel table (backend provided) or generated (marian), and
+    English translations of the `to_english` languages' sentences (marian) for the parse stage to parse."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"translate:{tr.backend}", dataset=dataset,
                    config_hash=config_hash(tr))
     with record_stage(wh, run):
         done = wh.keys(dataset, "translations")  # failed translations (e.g. out of memory) are retried
+        copied = pl.DataFrame()
+        generate: list[dict[str, str]] = []
+        sentences = None
+        if tr.backend == "marian" or tr.to_english:
+            run.input_versions["sentences"] = wh.version(dataset, "sentences")
+            sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text", "status"]).filter(
+                pl.col("status") == OK)
         if tr.backend == "provided":
-            run.input_versions = {"parallel": wh.version(dataset, "parallel")}
+            run.input_versions["parallel"] = wh.version(dataset, "parallel")
             par = wh.read(dataset, "parallel").filter(pl.col("source_lang") == tr.source_lang)
-            run.rows_in = par.height
-            rows = par.select(
+            run.rows_in += par.height
+            copied = par.select(
                 pl.struct("source_key", "target_lang", "target").map_elements(
                     lambda r: content_key("translation", r["source_key"], r["target_lang"], "provided", r["target"]),
                     return_dtype=pl.String).alias("key"),
                 "source_key", "source_lang", "target_lang", "source", pl.col("target").alias("text"),
                 pl.lit("provided").alias("model"), pl.lit(None, pl.String).alias("flags"), "status", "error",
                 pl.lit(None, pl.Float64).alias("seconds"))
-            rows = rows.filter(~pl.col("key").is_in(list(done)))
-        else:
-            run.input_versions = {"sentences": wh.version(dataset, "sentences")}
-            src = wh.read(dataset, "sentences").filter((pl.col("status") == OK) & (pl.col("lang") == tr.source_lang))
-            todo = pl.DataFrame([
-                {"key": content_key("translation", k, t, tr.models[t], tr.num_beams, tr.max_length),
-                 "source_key": k, "source_lang": tr.source_lang, "target_lang": t, "source": text,
-                 "model": tr.models[t]}
-                for t in tr.targets for k, text in zip(src["key"], src["text"], strict=True)],
-                schema={"key": pl.String, "source_key": pl.String, "source_lang": pl.String,
-                        "target_lang": pl.String, "source": pl.String, "model": pl.String})
-            run.rows_in = todo.height
-            todo = todo.filter(~pl.col("key").is_in(list(done)))
-            rows = translate_batches(todo) if todo.height else todo
+            copied = copied.filter(~pl.col("key").is_in(list(done)))
+        elif sentences is not None:
+            src = sentences.filter(pl.col("lang") == tr.source_lang)
+            generate += [{"key": translation_key(k, t, tr.models[t], tr.num_beams, tr.max_length), "source_key": k,
+                          "source_lang": tr.source_lang, "target_lang": t, "source": text, "model": tr.models[t]}
+                         for t in tr.targets for k, text in zip(src["key"], src["text"], strict=True)]
+        if tr.to_english and sentences is not None:
+            foreign = sentences.filter(pl.col("lang").is_in(list(tr.to_english)))
+            generate += [{"key": english_translation_key(k, lang, tr), "source_key": k, "source_lang": lang,
+                          "target_lang": PIVOT_LANG, "source": text, "model": tr.to_english[lang]}
+                         for k, lang, text in zip(foreign["key"], foreign["lang"], foreign["text"], strict=True)]
+        todo = pl.DataFrame(generate, schema=TRANSLATION_TODO_SCHEMA)
+        run.rows_in += todo.height
+        todo = todo.filter(~pl.col("key").is_in(list(done)))
+        frames = [f for f in (copied, translate_batches(todo) if todo.height else None) if f is not None and f.height]
+        rows = pl.concat(frames, how="diagonal_relaxed") if frames else todo
         if rows.height:
             wh.upsert(dataset, "translations", rows)
             run.outputs.append("translations")
@@ -301,6 +370,11 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
             run.rows_failed = rows.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
     return run
+
+
+def english_translation_key(sentence_key: str, lang: str, tr: TranslateConfig) -> str:
+    """The content key of a sentence's English translation with the model `tr` names for its language."""
+    return translation_key(sentence_key, PIVOT_LANG, tr.to_english[lang], tr.num_beams, tr.max_length)
 
 
 def cross_encoder_scorer(wh: Warehouse, name: str, keys: list[str], sentences: pl.DataFrame) -> Scorer:

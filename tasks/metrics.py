@@ -7,11 +7,11 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import LoadedConfig
-from amrsim.metrics.engine import MetricsOptions, score_pairs
+from amrsim.metrics.engine import MetricsOptions, PairScorer, score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
-from tasks.ray_map import map_batches
+from tasks.ray_map import map_batches, ray_wanted
 
 
 def options_for(cfg: LoadedConfig, pipeline: str) -> MetricsOptions:
@@ -24,7 +24,10 @@ def options_for(cfg: LoadedConfig, pipeline: str) -> MetricsOptions:
 def metrics(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[str, object]:
     options = options_for(cfg, pipeline)
     ray_cfg = cfg.project.pipelines[pipeline].ray
-    score = partial(map_batches, partial(score_pairs, options=options), cfg=ray_cfg, run_dir=cfg.run_dir)
     commit_rows = cfg.project.pipelines[pipeline].metrics.commit_rows  # type: ignore[union-attr]
-    return metrics_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, options, run_id, score,
-                         commit_rows).summary()
+    wh = Warehouse(cfg.warehouse_root)
+    if ray_wanted(ray_cfg):
+        score = partial(map_batches, partial(score_pairs, options=options), cfg=ray_cfg, run_dir=cfg.run_dir)
+        return metrics_stage(wh, pipeline, dataset, options, run_id, score, commit_rows).summary()
+    with PairScorer(options) as scorer:  # without Ray: local processes where they pay off, one pool for all chunks
+        return metrics_stage(wh, pipeline, dataset, options, run_id, scorer, commit_rows).summary()

@@ -33,4 +33,7 @@ def parse(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[s
     run = partial(map_batches, partial(parse_frame, specs=specs, linearize=p.linearize), cfg=ray_cfg,
                   run_dir=cfg.run_dir, batch_size=per_batch,
                   gpu_actors=p.backend == "amrlib")
-    return parse_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, p, parser_id, run_id, run).summary()
+    pipe = cfg.project.pipelines[pipeline]
+    translate = pipe.translate if dataset in pipe.translate_datasets() else None  # its English output to pivot through
+    return parse_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, p, parser_id, run_id, run,
+                       translate).summary()

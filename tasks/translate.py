@@ -18,8 +18,8 @@ from tasks.ray_map import map_batches
 def translate(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[str, object]:
     tr = cfg.project.pipelines[pipeline].translate
     assert tr is not None
-    specs = {t: TranslatorSpec(str(cfg.resolve_path(m)) if looks_like_path(m) else m, tr.batch_size, tr.num_beams,
-                               tr.max_length, tr.device) for t, m in tr.models.items()}
+    specs = {m: TranslatorSpec(str(cfg.resolve_path(m)) if looks_like_path(m) else m, tr.batch_size, tr.num_beams,
+                               tr.max_length, tr.device) for m in {*tr.models.values(), *tr.to_english.values()}}
     ray_cfg = cfg.project.pipelines[pipeline].ray
     run = partial(map_batches, partial(translate_frame, specs=specs), cfg=ray_cfg, run_dir=cfg.run_dir,
                   gpu_actors=True)

@@ -41,7 +41,8 @@ def test_accuracy_one_direction_wrong():
     src = tgt.copy()
     src[3] = [0, 0, 0.8, 0.6]
     acc = tatoeba_accuracy(src, tgt)
-    assert acc == {"accuracy_src2tgt": 75.0, "accuracy_tgt2src": 100.0, "accuracy": 87.5}
+    assert {k: acc[k] for k in ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy")} == {
+        "accuracy_src2tgt": 75.0, "accuracy_tgt2src": 100.0, "accuracy": 87.5}
 
 
 def test_accuracy_is_cosine_not_dot_product():
@@ -94,7 +95,10 @@ def test_tatoeba_scores_rows():
     assert [(s.task, s.split, s.lang_pair, s.metric, s.value, s.n) for s in scores] == [
         ("bitext", "test", "deu-eng", "accuracy_src2tgt", 75.0, 4),
         ("bitext", "test", "deu-eng", "accuracy_tgt2src", 100.0, 4),
-        ("bitext", "test", "deu-eng", "accuracy", 87.5, 4)]
+        ("bitext", "test", "deu-eng", "accuracy", 87.5, 4),
+        # MTEB's F1: row 3 retrieves target 2, so class 2 has precision 1/2 and class 3 none: (1+1+2/3+0)/4
+        ("bitext", "test", "deu-eng", "f1_src2tgt", pytest.approx(200 / 3), 4),
+        ("bitext", "test", "deu-eng", "f1_tgt2src", 100.0, 4)]
     empty = tatoeba_scores("muse", "tatoeba", "deu", "eng", np.zeros((0, 4)), np.zeros((0, 4)))
     assert all(s.value is None and s.shown == "undefined" for s in empty)
 

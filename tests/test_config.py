@@ -100,3 +100,75 @@ def test_unknown_training_method_fails_at_load(write_config, data_file):
     body = GOOD.replace("    encode:", "    train: [{method: nope}]\n    encode:")
     with pytest.raises(ConfigError, match=r"pipeline 'p', key 'train.0.method', value 'nope': unknown training"):
         load_config(write_config(body))
+
+
+@pytest.mark.parametrize("score_range", ["[5, 0]", "[2.5, 2.5]"])
+def test_score_range_must_be_increasing(write_config, data_file, score_range):
+    body = GOOD.replace("kind: pairs", f"kind: pairs\n        score_range: {score_range}")
+    with pytest.raises(ConfigError, match=r"pipeline 'p', key 'datasets.d.score_range', value .*: "
+                                          r"score_range must be \[min, max\] with min < max"):
+        load_config(write_config(body))
+    assert load_config(write_config(GOOD.replace("kind: pairs", "kind: pairs\n        score_range: [0, 5]")))
+
+
+@pytest.mark.parametrize("where, duplicated, first, second", [
+    # a whole pipeline defined twice: the second must not silently win
+    ("top", "p", 4, 11),
+    ("nested", "batch_size", 11, 12),
+])
+def test_duplicate_keys_name_the_key_and_both_lines(write_config, data_file, where, duplicated, first, second):
+    body = GOOD + "  p:\n    datasets: {d: {path: data.tsv, kind: pairs}}\n" if where == "top" else \
+        GOOD.replace("    encode: {encoders: [minilm], batch_size: 16}\n",
+                     "    encode:\n      encoders: [minilm]\n      batch_size: 16\n      batch_size: 32\n")
+    path = write_config(body)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"{path}:{second}: duplicate key '{duplicated}' (lines {first} and {second})"
+
+
+def test_a_yaml_merge_key_is_not_a_duplicate(write_config, data_file):
+    body = GOOD.replace("    encode: {encoders: [minilm], batch_size: 16}\n",
+                        "    x-enc: &enc {encoders: [minilm], batch_size: 16}\n"
+                        "    encode: {<<: *enc, batch_size: 8}\n")
+    with pytest.raises(ConfigError, match="x-enc"):  # merge handled; the anchor holder itself is an unknown key
+        load_config(write_config(body))
+    body = "x-enc: &enc {encoders: [minilm], batch_size: 16}\n" + GOOD.replace(
+        "    encode: {encoders: [minilm], batch_size: 16}\n", "    encode: {<<: *enc, batch_size: 8}\n")
+    with pytest.raises(ConfigError, match="key 'x-enc'"):
+        load_config(write_config(body))
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("encode.batch_size", "true", "valid integer"),
+    ("encode.batch_size", "'16'", "valid integer"),
+    ("encode.batch_size", "16.0", "valid integer"),
+    ("ray.num_cpus", "false", "valid integer"),
+    ("ray.connect_timeout_s", "'5'", "valid number"),
+    ("datasets.d.score_range", "[0, '5']", "valid number"),
+    ("datasets.d.score_range", "[false, 5]", "valid number"),
+])
+def test_numbers_are_not_coerced_from_bools_or_strings(write_config, data_file, key, value, expected):
+    with pytest.raises(ConfigError, match=rf"pipeline 'p', key '{key}(\.\d)?', value .*{expected}"):
+        load_config(write_config(GOOD), overrides={key: _yaml(value)}, pipeline="p")
+
+
+def test_training_params_are_strict_numbers_and_exponents_read_as_floats(write_config, data_file):
+    from pydantic import ValidationError
+
+    from amrsim.methods import method_params
+
+    with pytest.raises(ValidationError, match="valid integer"):
+        method_params("s3bert", {"datasets": ["d"], "batch_size": True})
+    with pytest.raises(ValidationError, match="valid number"):
+        method_params("s3bert", {"datasets": ["d"], "lr": "fast"})
+    train = "    train: [{method: s3bert, params: {datasets: [d], lr: 2e-5, batch_size: 8}}]\n"
+    body = GOOD.replace("    encode:", train + "    encode:")
+    cfg = load_config(write_config(body))  # YAML 1.1 reads 2e-5 as a string; the config loader reads it as 2.0e-5
+    assert method_params("s3bert", cfg.project.pipelines["p"].train[0].params).lr == pytest.approx(2e-5)
+    assert _yaml("1e3") == 1000.0 and _yaml("'1e3'") == "1e3" and _yaml("e5") == "e5"
+
+
+def _yaml(text: str):
+    from amrsim.config import load_yaml_value
+
+    return load_yaml_value(text)

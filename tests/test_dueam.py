@@ -117,7 +117,8 @@ def test_anchor_targets_identical_pairs_exactly_zero_empty_skipped_each_pair_onc
     # the distances are those of the anchor's token embeddings without [CLS]/[SEP]
     tokens = anchor.tokens(["the cat runs", "the dog sleeps"])
     assert [len(t) for t in tokens] == [3, 3]
-    assert targets.wmd[1] == pytest.approx(real(tokens[0], tokens[1]), abs=1e-9)
+    # float32 token embeddings differ in the last bits with the batch's padding, hence 1e-6, not bit equality
+    assert targets.wmd[1] == pytest.approx(real(tokens[0], tokens[1]), abs=1e-6)
     assert len(calls) == targets.distances_computed == 3  # (1), (2), (4): (4) is (1) reversed, a distinct pair
     assert targets.sentences_embedded == len(set(t1) | set(t2))
 
@@ -227,7 +228,8 @@ def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_ber
     done = train_dueam(tiny_bert, tiny_bert, t1, t2, out_dir, **kwargs)
     assert len(calls) == len(distinct)  # the resumed run read the targets from the checkpoint
     assert done["completed"] and done["resumed_from"] == 5 and done["steps"] == done["total_steps"] == 18
-    assert sorted(p.name for p in out_dir.iterdir()) == ["encoder", "model.json"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["config_sentence_transformers.json", "encoder",
+                                                          "model.json", "modules.json"]
     meta = json.loads((out_dir / "model.json").read_text(encoding="utf-8"))
     assert meta["method"] == "dueam" and meta["pooling"] == "mean" and meta["params"]["lam"] == 0.003
     identical = sum(a == b for a, b in zip(t1, t2, strict=True))

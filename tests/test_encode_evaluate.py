@@ -177,3 +177,49 @@ def test_sts_stage_mixes_stored_and_new_results_from_an_older_table(wh, write_ts
     run, results = sts_stage(wh, "p", StsEvalConfig(encoders=["minilm"], datasets=["d"],
                                                     lang_pairs=["en-en", "de-de"]), "r2")
     assert run.rows_computed == 1 and set(results["lang_pair"]) == {"en-en", "de-de"}
+
+
+class NoisyEncoder(CountingEncoder):
+    """Float32 vectors with many dimensions, so identical sentences get cosines that differ in the last bits."""
+
+    dim = 384
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i] = np.random.default_rng(abs(hash(t)) % 2**32).normal(size=self.dim)
+        return out
+
+
+def test_constant_predictions_from_float32_noise_are_undefined():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(50, 384)).astype(np.float32)
+    # the same vector on both sides, scaled as different batches would: float32 rounding differs per row
+    pred = cosine(vectors, vectors * np.float32(3.0)).astype(np.float32)
+    gold = np.linspace(0, 5, 50)
+    assert np.ptp(pred) > 0, "the noise this guards against must be present"
+    assert correlations(pred, gold) == {"spearman": None, "pearson": None}
+    assert correlations(gold, np.full(50, 2.5) + rng.normal(scale=1e-9, size=50)) == {"spearman": None,
+                                                                                        "pearson": None}
+    # a real spread of 1e-4 relative is ranked, as before
+    assert correlations(1.0 + 1e-4 * gold, gold)["spearman"] == pytest.approx(100.0)
+    from amrsim.evaluate.report import ScatterData, scatter_spearman
+
+    assert scatter_spearman(ScatterData("m", "d", "test", "en-en", pred, gold)) is None
+
+
+def test_evaluate_sts_cli_shows_undefined_for_identical_sentences(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    sentences = [f"sentence number {i} about {w}" for i, w in enumerate(["cats", "dogs", "rain", "trains", "tea"])]
+    path = tmp_path / "same_test.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{s}\t{s}\t{i}\n" for i, s in enumerate(sentences)),
+                    encoding="utf-8")
+    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: NoisyEncoder())
+    result = CliRunner().invoke(app, ["evaluate", "sts", "--encoder", "minilm", "--file", str(path),
+                                      "--config", str(_config(tmp_path))])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if " minilm " in line)
+    assert row.replace("│", " ").split()[-2:] == ["undefined", "undefined"], result.output

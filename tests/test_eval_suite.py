@@ -143,7 +143,7 @@ def test_bitext_eval_matches_direct_computation_and_is_reused(wh, tmp_path, fake
     seen = len(fake_encoder.seen)
     again = bitext_eval(wh, "minilm", path, "r2")
     assert len(fake_encoder.seen) == seen and again.sort("key")["value"].equals(rows.sort("key")["value"])
-    assert wh.read("eval", "results").height == 3
+    assert wh.read("eval", "results").height == 5  # accuracy both ways + mean, F1 both ways
     path.write_text("deu\teng\n" + "".join(f"{a}\t{b}\n" for a, b in zip(src, reversed(tgt), strict=False)))
     assert bitext_eval(wh, "minilm", path, "r3")["value"].to_list() != rows["value"].to_list()  # new content
 
@@ -181,7 +181,8 @@ def test_aspects_eval_reads_amr_metrics_and_needs_them(wh, fake_encoder):
     frames = [0.9, 0.1, 0.2, 0.8, 0.3]
     rows = [{"key": f"m{i}", "pair_key": f"p{i}", "item_id": str(i), "split": "test", "sentence1_key": keys[a],
              "sentence2_key": keys[b], "score": 1.0, **dict.fromkeys(AMR_METRIC_COLUMNS), "frames": frames[i],
-             "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None}
+             "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None,
+             "bounded": None}
             for i, (a, b) in enumerate(pairs)]
     wh.upsert("d", "amr_metrics", pl.DataFrame(rows))
     out = aspects_eval(wh, "minilm", "d", "r1")
@@ -224,9 +225,9 @@ pipelines:
     html = out.report.html.read_text()
     assert "Leaderboard" in html and "minilm" in html and "data:image/png;base64," in html
     stored = wh.read("eval", "results")
-    assert set(stored["task"]) == {"sts", "bitext"} and stored.height == 9
+    assert set(stored["task"]) == {"sts", "bitext"} and stored.height == 11  # 6 sts + 5 bitext
     again = run_suite(wh, cfg, "p", ["minilm"], report=False)
-    assert wh.read("eval", "results").height == 9 and again.report is None  # nothing recomputed or appended
+    assert wh.read("eval", "results").height == 11 and again.report is None  # nothing recomputed or appended
 
 
 def _cli(*args: str, cwd) -> subprocess.CompletedProcess[str]:

@@ -438,3 +438,120 @@ def test_scan_hashes_the_prefix_and_sees_whether_rows_can_follow(tmp_path, conte
     assert state.lines == content.count(b"\n") and state.clean_end is clean
     assert scan(path, prefix=len(content)).prefix_sha256 == state.sha256
     assert scan(path, prefix=len(content) + 1).prefix_sha256 is None
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "csv", "jsonl"])
+def test_a_file_with_cr_only_line_endings_is_named_in_one_short_line(tmp_path, fmt):
+    sep = {"tsv": "\t", "csv": ","}.get(fmt)
+    if sep:
+        lines = [sep.join(["id", "score", "sentence1", "sentence2"])] + [
+            sep.join([f"r{i}", "1", f"sentence number {i} " * 5, "other"]) for i in range(200)]
+    else:
+        lines = [json.dumps({"id": f"r{i}", "score": 1, "sentence1": "s " * 20, "sentence2": "t"}) for i in range(200)]
+    path = tmp_path / f"mac.{fmt}"
+    path.write_bytes(("\r".join(lines) + "\r").encode())
+    with pytest.raises(InputError) as e:
+        read_dataset(pairs_cfg(path, format=fmt), path)
+    message = str(e.value)
+    assert message == f"{path}:1: line endings are CR only; convert the file to LF (or CRLF) line endings"
+    # CRLF files stay readable
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    assert ok_rows(read_dataset(pairs_cfg(path, format=fmt), path)).height == 200
+
+
+def test_header_errors_do_not_echo_a_huge_line(tmp_path):
+    path = tmp_path / "wide.tsv"
+    path.write_text("\t".join(f"column_{i}" for i in range(5000)) + "\nx\n", encoding="utf-8")
+    with pytest.raises(InputError, match="header lacks column") as e:
+        read_dataset(pairs_cfg(path), path)
+    assert len(str(e.value)) < 400
+
+
+@pytest.mark.parametrize("body, line, message", [
+    # the quote opened on line 3 never closes: it swallows every later line
+    ('a,1,x,y\n"b,2,x,y\nc,3,x,y\nd,4,x,y\n', 3, "unclosed quote: the quoted field opened on line 3 never closes"),
+    ('a,1,x,y\nb,2,x,"y\n', 3, "unclosed quote: the quoted field opened on line 3 never closes"),
+    # a stray quote on line 3 is closed by another on line 5: the record spans 3-5 and has the wrong field count
+    ('a,1,x,y\n"b,2,x,y\nc,3,x,y\nd",4,x\ne,5,x,y\n', 3, "expected 4 fields separated by ',', found 3 in the "
+                                                        "record of lines 3-5 (a quoted field spans them)"),
+])
+def test_an_unclosed_csv_quote_is_reported_where_it_opened(tmp_path, body, line, message):
+    path = tmp_path / "q.csv"
+    path.write_text("id,score,sentence1,sentence2\n" + body, encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_dataset(pairs_cfg(path), path)
+    assert str(e.value).startswith(f"{path}:{line}: {message}"), str(e.value)
+
+
+def test_quoted_fields_spanning_lines_and_literal_quotes_still_read(tmp_path):
+    path = tmp_path / "ok.csv"
+    path.write_text('id,score,sentence1,sentence2\na,1,"two\nlines",y\nb,2,5" tall,"say ""hi"""\n', encoding="utf-8")
+    rows = ok_rows(read_dataset(pairs_cfg(path), path)).sort("item_id")
+    assert rows["sentence1"].to_list() == ["two\nlines", '5" tall'] and rows["sentence2"][1] == 'say "hi"'
+
+
+def _typed_records() -> list[dict]:
+    return [
+        {"id": 1, "score": 4.5, "sentence1": "A fine sentence.", "sentence2": "Another one."},
+        {"id": 2, "score": 3, "sentence1": ["A", "list", "sentence"], "sentence2": "Text."},
+        {"id": 3, "score": 2, "sentence1": "Text.", "sentence2": True},
+        {"id": 4, "score": 1, "sentence1": {"text": "an object"}, "sentence2": 42},
+        {"id": 5, "score": True, "sentence1": "Bool score.", "sentence2": "Here."},
+        {"id": [6], "score": 1, "sentence1": "List id.", "sentence2": "Here."},
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz"])
+def test_jsonl_cells_that_are_not_strings_become_failed_rows_naming_column_and_type(tmp_path, fmt):
+    path = tmp_path / f"typed.{fmt}"
+    text = "\n".join(json.dumps(r) for r in _typed_records()) + "\n"
+    path.write_bytes(gzip.compress(text.encode()) if fmt.endswith(".gz") else text.encode())
+    tables = read_dataset(pairs_cfg(path, format="jsonl"), path)
+    pairs = tables["pairs"].sort("source_line")
+    assert pairs.height == 6, "no row may be dropped"
+    reasons = dict(zip(pairs["source_line"], pairs["error"], strict=True))
+    assert reasons[1] is None and pairs["item_id"][0] == "1" and pairs["score"][0] == 4.5  # numbers in id/score
+    assert reasons[2] == "column 'sentence1' holds a list, not a string"
+    assert reasons[3] == "column 'sentence2' holds a boolean, not a string"
+    assert reasons[4] == "column 'sentence1' holds an object, not a string; column 'sentence2' holds a number, " \
+                         "not a string"
+    assert reasons[5] == "column 'score' holds a boolean, not a string or number"
+    assert reasons[6] == "column 'id' holds a list, not a string or number"
+    stored = " ".join(str(v) for col in ("sentence1", "sentence2", "item_id") for v in pairs[col] if v is not None)
+    assert "[" not in stored and "True" not in stored and "{" not in stored and "42" not in stored
+    assert tables["sentences"]["text"].sort().to_list() == ["A fine sentence.", "Another one."]
+
+
+def test_parquet_cells_that_are_not_strings_become_failed_rows(tmp_path):
+    path = tmp_path / "typed.parquet"
+    pl.DataFrame({"id": ["a", "b"], "score": [1.0, 2.0], "sentence1": [["x", "y"], ["z"]],
+                  "sentence2": [1, 2]}).write_parquet(path)
+    pairs = read_dataset(pairs_cfg(path), path)["pairs"]
+    assert pairs["status"].to_list() == ["failed", "failed"]
+    assert set(pairs["error"]) == {"column 'sentence1' holds a list, not a string; column 'sentence2' holds a "
+                                   "number, not a string"}
+    assert pairs["sentence1"].to_list() == ["", ""]  # never the repr of the list
+
+
+def test_non_string_cells_in_derived_triples_and_translation_files_fail_their_rows(tmp_path):
+    path = tmp_path / "nli.jsonl"
+    rows = [{"sentence1": "A man sleeps.", "sentence2": "A person rests.", "label": "entailment"},
+            {"sentence1": "A man sleeps.", "sentence2": "A man runs.", "label": "contradiction"},
+            {"sentence1": ["A", "list"], "sentence2": "B.", "label": "entailment"}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    ds = DatasetConfig(path=str(path), kind="triples", from_pairs={})
+    triples = read_dataset(ds, path)["triples"].sort("source_line")
+    assert triples["status"].to_list() == ["ok", "failed"]
+    assert triples["error"][1] == "column 'sentence1' holds a list, not a string"
+
+    main, de = tmp_path / "en.jsonl", tmp_path / "de.jsonl"
+    main.write_text("\n".join(json.dumps({"sentence1": f"s{i}", "sentence2": f"t{i}", "score": i}) for i in range(2)),
+                    encoding="utf-8")
+    de.write_text(json.dumps({"sentence1": "s0 de", "sentence2": "t0 de"}) + "\n"
+                  + json.dumps({"sentence1": False, "sentence2": "t1 de"}) + "\n", encoding="utf-8")
+    ds = DatasetConfig(path=str(main), kind="pairs", translations={"de": {"path": str(de)}})
+    pairs = read_dataset(ds, main)["pairs"]
+    failed = pairs.filter(pl.col("status") == "failed")
+    assert failed.height >= 1 and set(failed["source_line"]) == {2}
+    assert all("de.jsonl: column 'sentence1' holds a boolean, not a string" in e for e in failed["error"])
+    assert pairs.filter((pl.col("status") == "ok") & (pl.col("lang1") == "de"))["sentence1"].to_list() == ["s0 de"]

@@ -279,3 +279,62 @@ def test_a_refresh_skips_done_pairs_by_graphs_but_rescores_a_pair_whose_graph_ch
     write_deltalake(str(wh.table_path("syn", "amr_metrics")), old.to_arrow(), mode="overwrite",
                     schema_mode="overwrite")
     assert metrics_stage(wh, "p", "syn", options, "r3", score, commit_rows=5).rows_computed == 0
+
+
+def test_pair_keys_equal_pair_key_for_every_pair():
+    options = MetricsOptions(aspects=("smatch", "wlk"), vectors="random", extra={"parser": "ud"})
+    amr1, amr2 = [WANT, CAT_DOG, None, "ü (x"], [WANT_NOT, DOG_CAT, WANT, ""]
+    expected = [options.pair_key(a or "", b or "") for a, b in zip(amr1, amr2, strict=True)]
+    assert options.pair_keys(amr1, amr2) == expected
+
+
+def test_small_input_runs_in_process_and_the_choice_follows_the_measured_cost():
+    from amrsim.metrics.engine import PairScorer
+
+    frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, DOGS3], "amr2": [WANT_NOT, DOG_CAT, DOGS2]})
+    options = MetricsOptions(aspects=("smatch",))
+    with PairScorer(options, cores=2) as scorer:
+        rows = scorer(frame)
+        assert not scorer.used_pool and scorer._pool is None  # three cheap pairs: no worker processes
+        per_pair = scorer._seconds_per_pair
+        assert per_pair is not None and per_pair > 0  # measured while scoring them
+        start = scorer.start_up_seconds()
+        few, many = int(start / per_pair / 4), int(4 * start / per_pair) + 1
+        assert not scorer.pool_pays_off(few) and scorer.pool_pays_off(many)
+    assert rows.drop("seconds").equals(score_pairs(frame, options).drop("seconds"))
+    with PairScorer(options, workers=1, cores=2) as one:
+        one._seconds_per_pair = per_pair
+        assert not one.pool_pays_off(10 * many)  # --workers 1 overrides
+
+
+def test_given_workers_use_one_pool_for_every_call():
+    from amrsim.metrics.engine import PairScorer
+
+    frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, "(a / b", MERKEL], "amr2": [WANT_NOT, DOG_CAT, WANT, SIEMENS]})
+    options = MetricsOptions(aspects=("smatch", "wlk"), vectors="random")
+    with PairScorer(options, workers=2) as scorer:
+        first = scorer(frame)
+        pool = scorer._pool
+        second = scorer(frame.reverse())
+        assert scorer.used_pool and pool is not None and scorer._pool is pool  # started once, reused
+    assert scorer._pool is None  # closed with the block
+    single = score_pairs(frame, options).drop("seconds")
+    assert first.drop("seconds").equals(single)
+    assert second.drop("seconds").equals(single.reverse())
+
+
+def test_metrics_score_cli_fails_a_graph_cell_that_is_not_a_string(tmp_path):
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    path, out = tmp_path / "pairs.jsonl", tmp_path / "scores.parquet"
+    rows = [{"amr1": WANT, "amr2": WANT_NOT, "idx": 1}, {"amr1": ["(w / want-01)"], "amr2": WANT, "idx": 2}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out), "--aspects", "smatch",
+                                      "--vectors", "random", "--workers", "1", "--keep", "idx"])
+    assert result.exit_code == 0, result.output
+    table = pl.read_parquet(out).sort("line")
+    assert "__error" not in table.columns and table["idx"].to_list() == ["1", "2"]
+    assert table["status"].to_list() == ["ok", "failed"]
+    assert table["error"][1] == "column 'amr1' holds a list, not a string"

@@ -127,7 +127,7 @@ def test_marian_translations_through_the_stage(wh, sample, monkeypatch):
 
     monkeypatch.setattr(run_mod, "translator_for", lambda spec: Upper())
     cfg = TranslateConfig(backend="marian", targets=["de", "it"], models={"de": "m/de", "it": "m/it"})
-    specs = {"de": run_mod.TranslatorSpec("m/de")}  # 'it' has no spec: its rows fail, they are not dropped
+    specs = {"m/de": run_mod.TranslatorSpec("m/de")}  # 'm/it' has no spec: its rows fail, they are not dropped
     run = translate_stage(wh, "p", "s", cfg, "r1", partial(run_mod.translate_frame, specs=specs))
     tr = wh.read("s", "translations")
     english = wh.read("s", "sentences").filter(pl.col("lang") == "en").height
@@ -135,7 +135,7 @@ def test_marian_translations_through_the_stage(wh, sample, monkeypatch):
     de = tr.filter(pl.col("target_lang") == "de")
     assert (de["text"] == de["source"].str.to_uppercase()).all()
     assert tr.filter(pl.col("target_lang") == "it")["error"].to_list() == [
-        "no translation model for target language 'it'"] * english
+        "no translation model for en->it ('m/it' not loaded)"] * english
     # failed rows are retried, ok rows are not
     again = translate_stage(wh, "p", "s", cfg, "r2", partial(run_mod.translate_frame, specs=specs))
     assert again.rows_computed == english

@@ -341,8 +341,9 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     result = runner.invoke(app, ["evaluate", "sts", "--encoder", "pear:latest", "--file", "test.tsv",
                                  "--config", str(cfg.path)])
     assert result.exit_code == 0, result.output
-    rows = wh.read("eval", "results").filter((pl.col("model") == "pear:latest") & (pl.col("metric") == "spearman"))
-    assert rows.height == 1 and rows["n"][0] == test.height
+    rows = wh.read("eval", "results").filter((pl.col("model_requested") == "pear:latest")
+                                             & (pl.col("metric") == "spearman"))
+    assert rows.height == 1 and rows["n"][0] == test.height and rows["model"][0] == "pear:r1"  # the run it was
     expected = correlations(direct, test["score"].to_numpy())["spearman"]
     assert rows["value"][0] == pytest.approx(expected, abs=1e-3)
     assert not wh.exists("test", "embeddings")  # scored from the texts: no sentence embeddings computed
@@ -358,11 +359,18 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     dev_pred = model.predict([text[k] for k in dev["sentence1_key"]], [text[k] for k in dev["sentence2_key"]],
                              symmetric=True)
     got = {r["model"]: r["value"] for r in table.filter(pl.col("metric") == "spearman").iter_rows(named=True)}
-    assert got["pear:latest"] == pytest.approx(correlations(dev_pred, dev["score"].to_numpy())["spearman"], abs=1e-3)
+    assert got["pear:r1"] == pytest.approx(correlations(dev_pred, dev["score"].to_numpy())["spearman"], abs=1e-3)
     assert f"hf:{tiny_bert}#mean" in got and wh.exists("toy_dev", "embeddings")
 
     result = runner.invoke(app, ["score", "--model", "pear:nope", "--file", "test.tsv", "--config", str(cfg.path)])
     assert result.exit_code != 0 and "no run 'nope'" in str(result.exception)
+
+    # a sentence cell that is not a string is named, never scored as its Python repr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence1": "a", "sentence2": "b"}\n{"sentence1": ["x"], "sentence2": "b"}\n', encoding="utf-8")
+    result = runner.invoke(app, ["score", "--model", "pear:latest", "--file", str(bad), "--config", str(cfg.path)])
+    assert result.exit_code != 0
+    assert str(result.exception) == f"{bad}:2: column 'sentence1' holds a list, not a string"
 
 
 @pytest.mark.slow

@@ -252,8 +252,10 @@ def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thr
     assert summary["completed"] and summary["steps"] == summary["total_steps"] == 30
     assert summary["best_dev_loss"] < summary["initial_dev_loss"]
 
-    # files: model.json, a sentence-transformers encoder with safetensors weights; no checkpoint left behind
-    assert sorted(p.name for p in out_dir.iterdir()) == ["encoder", "model.json"]
+    # files: model.json, a sentence-transformers encoder with safetensors weights, the run directory's own
+    # sentence-transformers files pointing into it; no checkpoint left behind
+    assert sorted(p.name for p in out_dir.iterdir()) == ["config_sentence_transformers.json", "encoder",
+                                                          "model.json", "modules.json"]
     assert (out_dir / "encoder" / "model.safetensors").is_file()
     meta = json.loads((out_dir / "model.json").read_text(encoding="utf-8"))
     assert meta["method"] == "s3bert" and meta["run_id"] == "run1" and meta["encoder"] == "encoder"

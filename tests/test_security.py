@@ -373,6 +373,37 @@ def test_run_dir_accepts_generated_ids_and_rejects_a_symlink_out(wh, tmp_path):
         run_dir(wh, "s3bert", "r1")
 
 
+def test_a_symlinked_run_directory_outside_the_models_root_is_refused_when_loading(tiny_st, tmp_path):
+    from amrsim.encoders import find_trained, load_encoder, model_id
+
+    root, outside = tmp_path / "wh" / "models", tmp_path / "outside"
+    shutil.copytree(tiny_st, outside / "encoder")  # a loadable model, so only the path check can refuse it
+    (outside / "model.json").write_text(json.dumps({"method": "s3bert", "run_id": "evil", "encoder": "encoder"}),
+                                        encoding="utf-8")
+    (root / "s3bert").mkdir(parents=True)
+    (root / "s3bert" / "evil").symlink_to(outside, target_is_directory=True)
+    for name in ("s3bert:evil", "s3bert:latest"):
+        for call, kwargs in ((find_trained, {"models_root": root}), (model_id, {"models_root": root}),
+                             (load_encoder, {"models_root": root, "device": "cpu"})):
+            with pytest.raises(ValueError, match="resolves outside"):
+                call(name, **kwargs)
+    # a method directory linked out of the root is refused the same way
+    (root / "s3bert" / "evil").unlink()
+    (root / "s3bert").rmdir()
+    (outside / "run").mkdir()
+    shutil.move(outside / "model.json", outside / "run" / "model.json")
+    shutil.move(outside / "encoder", outside / "run" / "encoder")
+    (root / "s3bert").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ValueError, match="resolves outside"):
+        find_trained("s3bert:run", root)
+    # a symlink that stays inside the root is allowed
+    (root / "s3bert").unlink()
+    shutil.copytree(outside / "run", root / "store" / "real")
+    (root / "s3bert").mkdir()
+    (root / "s3bert" / "alias").symlink_to(root / "store" / "real", target_is_directory=True)
+    assert find_trained("s3bert:alias", root).path == root / "s3bert" / "alias"
+
+
 @pytest.mark.parametrize("name", ["s3bert:../../x", "s3bert:../../x/..", "s3bert:..", "../x:r1", "s3bert/../..:x"])
 def test_trained_encoder_names_cannot_leave_the_models_root(tmp_path, name):
     from amrsim.encoders import find_trained, load_encoder, model_id

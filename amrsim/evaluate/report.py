@@ -24,14 +24,9 @@ from urllib.parse import quote
 import numpy as np
 import polars as pl
 
-from amrsim.evaluate.results import UNDEFINED
+from amrsim.evaluate.results import RESULT_SCHEMA, UNDEFINED
 
 GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]
-RESULT_SCHEMA: dict[str, Any] = {
-    "key": pl.String, "run_id": pl.String, "created_at": pl.Datetime("us", "UTC"), "task": pl.String,
-    "model": pl.String, "dataset": pl.String, "split": pl.String, "lang_pair": pl.String, "metric": pl.String,
-    "value": pl.Float64, "n": pl.Int64, "config_hash": pl.String,
-}
 REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
 TASK_ORDER = ("sts", "bitext", "bucc", "transfer", "aspects")
 TASK_LABEL = {"sts": "STS", "bitext": "Tatoeba", "bucc": "BUCC", "transfer": "Transfer", "aspects": "Aspects"}
@@ -433,7 +428,9 @@ def plot_bitext_heatmap(dataset: str, split: str, models: list[str], pairs: list
 
 def scatter_spearman(data: ScatterData) -> float | None:
     """Spearman x 100 of predicted vs gold; None (undefined) for fewer than 2 points or constant input."""
-    if data.predicted.size < 2 or np.ptp(data.predicted) == 0 or np.ptp(data.gold) == 0:
+    from amrsim.evaluate.sts import is_constant
+
+    if data.predicted.size < 2 or is_constant(data.predicted) or is_constant(data.gold):
         return None
     from scipy.stats import spearmanr
 

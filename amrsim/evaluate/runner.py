@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import model_id
+from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import embed_sentences, read_embeddings
-from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows
+from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
@@ -52,7 +52,8 @@ def stored_rows(wh: Warehouse, keys: Sequence[str]) -> pl.DataFrame | None:
 def cached_scores(wh: Warehouse, task: str, model: str, dataset: str, split: str, lang_pair: str,
                   metrics: Sequence[str], key_parts: Sequence[object]) -> pl.DataFrame | None:
     """The stored rows of one evaluation whose inputs are unchanged, or None if any metric is missing."""
-    return stored_rows(wh, [row_key(task, model, dataset, split, lang_pair, m, key_parts) for m in metrics])
+    name = run_name(model, wh.models_root)
+    return stored_rows(wh, [row_key(task, name, dataset, split, lang_pair, m, key_parts) for m in metrics])
 
 
 def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: str, inputs: dict[str, object],
@@ -62,13 +63,13 @@ def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: s
     with record_stage(wh, run):
         run.input_versions = dict(inputs)  # type: ignore[arg-type]
         scores = compute()
-        rows = score_rows(scores, run_id, config_hash, key_parts)
+        rows = score_rows(scores, run_id, config_hash, key_parts, wh.models_root)
         known = wh.keys(EVAL, RESULTS, ok_only=False)
         fresh = rows.filter(~pl.col("key").is_in(list(known)))
         run.rows_in = rows.height
         run.rows_out = rows.height
         if fresh.height:
-            run.rows_computed = wh.append(EVAL, RESULTS, fresh)  # less any a concurrent run stored meanwhile
+            run.rows_computed = store_results(wh, fresh)  # less any a concurrent run stored meanwhile
             run.outputs.append(RESULTS)
     return rows
 
@@ -90,7 +91,7 @@ def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: 
                 tgt_path: Path | None = None, langs: tuple[str, str] | None = None) -> pl.DataFrame:
     """Tatoeba accuracy (both directions) for a two-column row-aligned TSV whose header names the languages, or for
     two line-aligned plain-text files (`path` = source, `tgt_path` = target, `langs` = their languages)."""
-    from amrsim.evaluate.bitext import read_bitext, read_bitext_pair, tatoeba_scores
+    from amrsim.evaluate.bitext import TATOEBA_METRICS, read_bitext, read_bitext_pair, tatoeba_scores
 
     if tgt_path is None:
         src_lang, tgt_lang, src, tgt = read_bitext(path)
@@ -105,7 +106,7 @@ def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: 
     name = dataset or dataset_name(stem if stem != base else path)
     inputs = [path] if tgt_path is None else [path, tgt_path]
     parts = [model_id(encoder, wh.models_root), *(file_digest(p) for p in inputs)]
-    metrics = ("accuracy_src2tgt", "accuracy_tgt2src", "accuracy")
+    metrics = TATOEBA_METRICS
     lang_pair = f"{src_lang}-{tgt_lang}"
     stored = cached_scores(wh, "bitext", encoder, name, "test", lang_pair, metrics, parts)
     if stored is not None:
@@ -137,7 +138,8 @@ def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: 
     parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list())]
     run_split = split or "all"
     aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
-    stored = stored_rows(wh, [row_key("aspects", encoder, dataset, run_split, a, "spearman", parts) for a in aspects])
+    named = run_name(encoder, wh.models_root)
+    stored = stored_rows(wh, [row_key("aspects", named, dataset, run_split, a, "spearman", parts) for a in aspects])
     if stored is not None:
         return stored
 
@@ -173,8 +175,9 @@ def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs
     parts = [model_id(encoder, wh.models_root), task.name, task.kind,
              sorted((k, file_digest(v)) for k, v in files.items())]
     bad: dict[str, list] = {}
-    wanted = [row_key("transfer", encoder, task.name, "test", lang, "accuracy", parts) for lang in tests]
-    wanted += [row_key("transfer", encoder, task.name, "dev", "all", m, parts) for m in ("dev_accuracy", "C")]
+    named = run_name(encoder, wh.models_root)
+    wanted = [row_key("transfer", named, task.name, "test", lang, "accuracy", parts) for lang in tests]
+    wanted += [row_key("transfer", named, task.name, "dev", "all", m, parts) for m in ("dev_accuracy", "C")]
     stored = stored_rows(wh, wanted)
     if stored is not None:
         return stored, bad

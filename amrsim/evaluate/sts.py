@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["EVAL", "RESULTS", "correlations", "cosine", "cross_encoder_sts", "evaluate_sts",
-           "is_cross_encoder", "result_key", "select_pairs"]
+           "is_constant", "is_cross_encoder", "result_key", "select_pairs"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -28,11 +28,24 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", a, b)
 
 
+# float32 keeps 24 bits (eps 1.2e-7); a cosine sums hundreds of float32 products, so identical inputs differ by a
+# few ulps. Values whose spread is at most 1e-6 of their magnitude carry only that noise, and ranking noise would give
+# a correlation that is a number (Spearman 9.06 for sentence2 == sentence1) instead of undefined.
+CONSTANT_RTOL = 1e-6
+
+
+def is_constant(values: np.ndarray) -> bool:
+    """True when `values` do not vary beyond float32 rounding: np.ptp <= CONSTANT_RTOL * max |value|."""
+    values = np.asarray(values, dtype=np.float64)
+    return bool(np.ptp(values) <= CONSTANT_RTOL * np.abs(values).max()) if values.size else True
+
+
 def correlations(pred: np.ndarray, gold: np.ndarray) -> dict[str, float | None]:
-    """spearman and pearson, both x 100; None (undefined) when either side is constant or has a NaN."""
+    """spearman and pearson, both x 100; None (undefined) when either side is constant (up to float32 rounding, see
+    `is_constant`) or has a NaN."""
     pred, gold = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
     if (len(pred) < 2 or not (np.isfinite(pred).all() and np.isfinite(gold).all())
-            or np.ptp(pred) == 0 or np.ptp(gold) == 0):
+            or is_constant(pred) or is_constant(gold)):
         return {"spearman": None, "pearson": None}
     from scipy.stats import pearsonr, spearmanr  # scipy.stats costs ~0.9 s to import: only when scoring
 

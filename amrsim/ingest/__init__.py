@@ -11,8 +11,8 @@ import polars as pl
 from amrsim.config import TEXT_ROLES, DatasetConfig, LoadedConfig
 from amrsim.errors import InputError
 from amrsim.ingest import append
-from amrsim.ingest.normalise import Normaliser, normalise, source_columns
-from amrsim.ingest.readers import CHUNK_ROWS, LINE, Tail, iter_rows, read_rows
+from amrsim.ingest.normalise import Normaliser, normalise, source_columns, text_columns
+from amrsim.ingest.readers import CHUNK_ROWS, ERROR, LINE, Tail, iter_rows, read_rows
 from amrsim.ingest.staging import Stage, sync_staged
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
@@ -29,27 +29,32 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
     if ds.from_pairs is not None:
         from amrsim.ingest import derive
 
-        frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split)
+        frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split,
+                          text_columns=derive.text_columns(ds))
         return normalise(derive.normalise_config(ds), derive.triples_from_pairs(ds, frame), Path(str(path)).name)
     aligned = {lang: m for lang, m in ds.translations.items() if "path" in m}
     if not aligned:
-        frame = read_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split)
+        frame = read_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, text_columns(ds))
         return normalise(ds, frame, Path(str(path)).name)
     inline = {lang: m for lang, m in ds.translations.items() if "path" not in m}
-    frame = read_rows(path, ds.resolved_format(), source_columns(ds.model_copy(update={"translations": inline})),
-                      ds.hf_split)
+    main = ds.model_copy(update={"translations": inline})
+    frame = read_rows(path, ds.resolved_format(), source_columns(main), ds.hf_split, text_columns(main))
     mappings = dict(inline)
     for lang, m in aligned.items():
         roles = {r: c for r, c in m.items() if r not in ("path", "format")}
         roles = roles or {r: ds.column(r) for r in TEXT_ROLES[ds.kind] if ds.column(r)}
         t_ds = DatasetConfig(path=m["path"], kind=ds.kind, format=m.get("format"))
         t_path = resolve(m["path"])
-        t_frame = read_rows(t_path, t_ds.resolved_format(), list(dict.fromkeys(roles.values())))
+        t_columns = list(dict.fromkeys(roles.values()))
+        t_frame = read_rows(t_path, t_ds.resolved_format(), t_columns, text_columns=t_columns)
         if t_frame.height != frame.height:
             raise InputError(str(t_path), f"translations.{lang}.path has {t_frame.height} rows but {path} has "
                                           f"{frame.height}: a translation file must be row-aligned with the main file")
         renamed = {c: f"__{lang}__{c}" for c in t_frame.columns}  # cannot clash with the main file's columns
         frame = frame.hstack(t_frame.rename(renamed))
+        t_error = pl.format("{}: {}", pl.lit(Path(str(t_path)).name), pl.col(renamed[ERROR]))
+        both = pl.concat_str([pl.col(ERROR), t_error], separator="; ", ignore_nulls=True)
+        frame = frame.with_columns(pl.when(both != "").then(both).alias(ERROR))  # a bad cell in either fails the row
         mappings[lang] = {r: renamed[c] for r, c in roles.items()}
     return normalise(ds.model_copy(update={"translations": mappings}), frame, Path(str(path)).name)
 
@@ -120,7 +125,8 @@ def _stage_file(stage: Stage, ds: DatasetConfig, path: Path | str, resolve: Call
     source_file = Path(str(path)).name
     # first pass assumes no id repeats (the usual case) and stages every line's id beside the rows
     normaliser = Normaliser(ds, source_file, repeated_ids={})
-    for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail):
+    for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
+                           text_columns(ds)):
         tables = normaliser.chunk(frame)
         if id_col:
             raw = pl.col(id_col).fill_null("")
@@ -134,7 +140,8 @@ def _stage_file(stage: Stage, ds: DatasetConfig, path: Path | str, resolve: Call
     if repeated:  # a second pass marks the repeats as failed rows, as the in-memory normaliser would
         stage.clear()
         normaliser = Normaliser(ds, source_file, repeated_ids=repeated)
-        for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail):
+        for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
+                               text_columns(ds)):
             stage.add(normaliser.chunk(frame))
 
 

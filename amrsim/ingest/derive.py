@@ -38,6 +38,13 @@ def source_columns(ds: DatasetConfig) -> list[str]:
     return list(dict.fromkeys(c for c in cols if c))
 
 
+def text_columns(ds: DatasetConfig) -> list[str]:
+    """The two sentence columns: a typed cell there must be a string (the label may be a number, as in MNLI)."""
+    fp = ds.from_pairs
+    assert fp is not None
+    return [fp.sentence1, fp.sentence2]
+
+
 def normalise_config(ds: DatasetConfig) -> DatasetConfig:
     """The triples config the derived frame is normalised with: roles in their own columns, the id in `__id`."""
     return ds.model_copy(update={"columns": {**ds.columns, "id": ID}, "from_pairs": None})
@@ -66,7 +73,7 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
     for rec in rows:
         a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
         group = groups.get((rec.get(fp.label) or "").strip().lower())
-        if not a or not b or group is None:
+        if not a or not b or group is None or rec.get(ERROR):
             continue
         pid = pair_id(rec)
         pool.setdefault(a, pid)
@@ -89,6 +96,9 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
         a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
         pid = pair_id(rec)
         base = {c: rec.get(c) for c in keep} | {LINE: rec[LINE], "premise": a, "entailment": b}
+        if rec.get(ERROR):  # a cell the reader could not use (a list where a sentence belongs)
+            out.append(base | {"contradiction": None, ID: pid, ERROR: rec[ERROR]})
+            continue
         if group is None:
             why = f"label '{raw_label[:40]}' is not one of {allowed}" if raw_label else "empty label"
             out.append(base | {"contradiction": None, ID: pid, ERROR: why})

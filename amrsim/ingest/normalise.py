@@ -10,12 +10,12 @@ import langcodes
 import polars as pl
 
 from amrsim.config import TEXT_ROLES, DatasetConfig
-from amrsim.ingest.readers import LINE
+from amrsim.ingest.readers import ERROR, LINE
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import FAILED, OK
 
-DERIVED_ERROR = "__error"  # column a derived frame (amrsim.ingest.derive) may carry: the row fails with it
+DERIVED_ERROR = ERROR  # why a row's cells cannot be used (reader: a non-string cell; derive: no negative): it fails
 
 
 @lru_cache(maxsize=4096)
@@ -39,6 +39,13 @@ def source_columns(ds: DatasetConfig) -> list[str]:
     required, optional = KIND_COLUMNS[ds.kind]
     cols = [ds.column(r) for r in (*required, *optional)]
     cols += [c for mapping in ds.translations.values() for c in mapping.values()]
+    return list(dict.fromkeys(c for c in cols if c))
+
+
+def text_columns(ds: DatasetConfig) -> list[str]:
+    """The file columns that hold text (sentences, graphs, translations): a typed cell there must be a string."""
+    cols = [ds.column(r) for r in (*TEXT_ROLES[ds.kind], "amr1", "amr2")]
+    cols += [c for mapping in ds.translations.values() for r, c in mapping.items() if r not in ("path", "format")]
     return list(dict.fromkeys(c for c in cols if c))
 
 
@@ -120,7 +127,8 @@ class Normaliser:
             for role in roles:
                 raw = row_lang_raw
                 if ds.kind == "pairs" and role in ("sentence1", "sentence2"):
-                    raw = get("lang1" if role == "sentence1" else "lang2") or row_lang_raw
+                    side_default = ds.lang2 if role == "sentence2" and ds.lang2 and not get("lang") else None
+                    raw = get("lang1" if role == "sentence1" else "lang2") or side_default or row_lang_raw
                 if ds.kind == "parallel" and role == "target":
                     raw = get("target_lang") or ds.target_lang
                 lang = normalise_lang(raw)
@@ -128,14 +136,15 @@ class Normaliser:
                     reasons.append(f"unknown language code '{raw}'")
                 langs[role] = lang
 
+            # a reason found while reading (a cell that is a list, not text) or deriving the row (from_pairs)
+            derived_error = rec.get(DERIVED_ERROR)
             score = None
             if ds.kind == "pairs":
                 score, why = _parse_score(get("score"), ds.score_range)
-                if why:
+                if why and not (derived_error and get("score") is None):  # a typed cell's reason says it better
                     reasons.append(why)
 
             base_texts = {r: (get(r) or "").strip() for r in roles}
-            derived_error = rec.get(DERIVED_ERROR)  # a reason found while deriving the row (from_pairs)
             if derived_error:
                 reasons.append(derived_error)
             for r, t in base_texts.items():

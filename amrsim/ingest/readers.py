@@ -1,7 +1,10 @@
 """Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet and Hugging Face datasets.
 
 Each yields polars frames of at most `chunk_rows` rows: the requested columns as strings (None where absent) plus
-`__line`, the 1-based line (or row) of the file, so every later error can name it. The file is read as a stream, so
+`__line`, the 1-based line (or row) of the file, so every later error can name it, and `__error`: why the row's
+cells cannot be used (None when they can). A JSONL/Parquet cell that is a list, object or boolean, or a number in a
+text column, is never turned into its Python repr: the cell reads as None and `__error` names the column and type,
+so the row becomes a failed row. The file is read as a stream, so
 memory holds one chunk, not the file. Structural problems (encoding, header, field count, empty file) raise
 InputError naming the file and line: ingest stages chunks out of sight and commits only after the last one, so such
 a file is rejected whole, before anything is written.
@@ -13,7 +16,8 @@ import csv
 import gzip
 import itertools
 import json
-from collections.abc import Iterator
+import numbers
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -23,6 +27,7 @@ import polars as pl
 from amrsim.errors import InputError
 
 LINE = "__line"
+ERROR = "__error"  # why a row's cells cannot be used (a list where text belongs); None when they can
 APPENDABLE = ("tsv", "csv", "jsonl")  # text formats a writer can append rows to, so a read can resume at an offset
 CHUNK_ROWS = 50_000  # rows per chunk: a few tens of MB of Python objects for a row with two AMR graphs
 
@@ -53,6 +58,9 @@ def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> It
                     raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", number) from None
                 if number == 1:
                     text = text.removeprefix("\ufeff")
+                    if "\r" in text.removesuffix("\n").removesuffix("\r"):  # never echo the file as one "line"
+                        raise InputError(str(path), "line endings are CR only; convert the file to LF (or CRLF) line "
+                                                    "endings", 1)
                 text = text.removesuffix("\n")
                 any_text = any_text or bool(text.strip())
                 yield number, text
@@ -72,26 +80,57 @@ class Tail:
     lines: int
 
 
+def _short(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 def _check_header(path: Path, header: list[str], wanted: list[str]) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise InputError(str(path), f"header lacks column(s) {missing}; found {header}", 1)
+        raise InputError(str(path), f"header lacks column(s) {missing}; found {_short(header)}", 1)
     dupes = sorted({c for c in header if header.count(c) > 1})
     if dupes:
         raise InputError(str(path), f"header repeats column(s) {dupes}", 1)
 
 
 def _frame(rows: list[list[Any]], columns: list[str]) -> pl.DataFrame:
-    schema = {c: pl.String for c in columns} | {LINE: pl.Int64}
+    """Rows of [cell per column..., line, error]."""
+    schema = {c: pl.String for c in columns} | {LINE: pl.Int64, ERROR: pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _as_str(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, float) and value != value:  # NaN means missing
-        return None
-    return value if isinstance(value, str) else str(value)
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, numbers.Number):
+        return "a number"
+    return f"a {type(value).__name__} value"
+
+
+def _typed_row(record: dict[str, Any], columns: list[str], text_columns: Collection[str], line: int) -> list[Any]:
+    """[cell per column..., line, error] of a JSON object or Parquet row: strings as they are, numbers as their
+    text outside `text_columns` (ids, scores, labels), NaN and null as None; anything else is None with a reason."""
+    cells: list[str | None] = []
+    problems = []
+    for c in columns:
+        value = record.get(c)
+        if value is None or isinstance(value, str):
+            cells.append(value)
+        elif isinstance(value, float) and value != value:  # NaN means missing
+            cells.append(None)
+        elif (c not in text_columns and isinstance(value, numbers.Number)
+              and not isinstance(value, (bool, complex))):
+            cells.append(str(value))
+        else:
+            cells.append(None)
+            wanted = "a string" if c in text_columns else "a string or number"
+            problems.append(f"column '{c}' holds {_kind(value)}, not {wanted}")
+    return [*cells, line, "; ".join(problems) or None]
 
 
 def _chunked(rows: Iterator[list[Any]], columns: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
@@ -105,33 +144,47 @@ def _chunked(rows: Iterator[list[Any]], columns: list[str], chunk_rows: int) -> 
         yield _frame(batch, columns)
 
 
-def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
-    """Tab-split lines; blank lines at the end of the file are ignored, blank lines before data are records."""
+def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of tab-split lines; blank lines at the end of the file are ignored, blank
+    lines before data are records."""
     blank: list[tuple[int, str]] = []
     for number, text in _text_lines(path, tail):
         if not text.strip():
             blank.append((number, text))
             continue
         for b_number, b_text in blank:
-            yield b_number, b_text.removesuffix("\r").split("\t")
+            yield b_number, b_number, b_text.removesuffix("\r").split("\t")
         blank = []
-        yield number, text.removesuffix("\r").split("\t")
+        yield number, number, text.removesuffix("\r").split("\t")
 
 
-def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, list[str]]]:
-    """RFC 4180 records (a quoted field may span lines); the line number is where the record ends."""
-    state = {"line": 0}
+def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) of RFC 4180 records (a quoted field may span lines). A quote left open runs
+    to the end of the file: reported at the line where it opened, not where the file ended."""
+    # the csv module reads one line at a time and never ahead, so the line counter is exact for each record;
+    # `quoted`: the record's lines so far hold an odd number of '"', i.e. a quoted field is open (opened on `opened`)
+    state = {"line": 0, "first": 0, "new": True, "quoted": False, "opened": 0}
 
     def lines() -> Iterator[str]:
         for number, text in _text_lines(path, tail):
             state["line"] = number
+            if state["new"]:
+                state.update(first=number, new=False, quoted=False)
+            if text.count('"') % 2:
+                state.update(quoted=not state["quoted"], opened=number)
             yield text + "\n"
 
     reader = csv.reader(lines(), delimiter=delimiter)
     try:
         for rec in reader:
+            state["new"] = True
+            # a literal '"' inside an unquoted field (5" tall) leaves the count odd but ends at its line's newline;
+            # an open quote swallows the newlines, so a field ending in one means the file ended inside the quote
+            if state["quoted"] and any(f.endswith("\n") for f in rec):
+                raise InputError(str(path), f"unclosed quote: the quoted field opened on line {state['opened']} "
+                                            f"never closes", state["opened"])
             if rec:
-                yield state["line"], rec
+                yield state["first"], state["line"], rec
     except csv.Error as e:
         raise InputError(str(path), f"malformed CSV: {e}", state["line"]) from None
 
@@ -141,7 +194,7 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
     """TSV: split on tabs with no quoting (as ../shared/data is written). CSV: RFC 4180 quoting."""
     records = _tsv_records(path, tail) if delimiter == "\t" else _csv_records(path, delimiter, tail)
     try:
-        _, header = next(records)
+        _, _, header = next(records)
     except StopIteration:
         raise InputError(str(path), "empty file") from None
     header = [h.strip() for h in header]
@@ -150,11 +203,13 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
     sep = "tabs" if delimiter == "\t" else repr(delimiter)
 
     def rows() -> Iterator[list[Any]]:
-        for line_no, fields in records:
+        for first, line_no, fields in records:
             if len(fields) != len(header):
-                raise InputError(str(path), f"expected {len(header)} fields separated by {sep}, found {len(fields)}",
-                                 line_no)
-            yield [fields[i] for i in idx] + [line_no]
+                spans = f" in the record of lines {first}-{line_no} (a quoted field spans them)" \
+                    if first != line_no else ""
+                raise InputError(str(path), f"expected {len(header)} fields separated by {sep}, found {len(fields)}"
+                                            f"{spans}", first)
+            yield [fields[i] for i in idx] + [line_no, None]
 
     empty = True
     for chunk in _chunked(rows(), columns, chunk_rows):
@@ -165,7 +220,7 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
 
 
 def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
-               tail: Tail | None = None) -> Iterator[pl.DataFrame]:
+               tail: Tail | None = None, text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
     seen: set[str] = set()
 
     def rows() -> Iterator[list[Any]]:
@@ -179,7 +234,7 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
             if not isinstance(obj, dict):
                 raise InputError(str(path), f"expected a JSON object, found {type(obj).__name__}", number)
             seen.update(obj)
-            yield [_as_str(obj.get(c)) for c in columns] + [number]
+            yield _typed_row(obj, columns, text_columns, number)
 
     yield from _chunked(rows(), columns, chunk_rows)
     missing = [c for c in columns if c not in seen]
@@ -187,7 +242,8 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
         raise InputError(str(path), f"no record has key(s) {missing}; found {sorted(seen)}")
 
 
-def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
+def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
+                 text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
     import pyarrow.parquet as pq
 
     try:
@@ -202,8 +258,7 @@ def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS) -
     try:
         for batch in file.iter_batches(batch_size=chunk_rows, columns=columns):
             records = batch.to_pylist()
-            yield _frame([[_as_str(r.get(c)) for c in columns] + [start + i] for i, r in enumerate(records)],
-                         columns)
+            yield _frame([_typed_row(r, columns, text_columns, start + i) for i, r in enumerate(records)], columns)
             start += len(records)
     except InputError:
         raise
@@ -211,12 +266,12 @@ def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS) -
         raise InputError(str(path), f"not a readable Parquet file: {e}", start) from None
 
 
-def _from_records(records: list[dict[str, Any]], columns: list[str]) -> pl.DataFrame:
-    rows = [[_as_str(r.get(c)) for c in columns] + [i] for i, r in enumerate(records, start=1)]
-    return _frame(rows, columns)
+def _from_records(records: list[dict[str, Any]], columns: list[str], text_columns: Collection[str] = ()
+                  ) -> pl.DataFrame:
+    return _frame([_typed_row(r, columns, text_columns, i) for i, r in enumerate(records, start=1)], columns)
 
 
-def read_hf(name: str, columns: list[str], split: str | None) -> pl.DataFrame:
+def read_hf(name: str, columns: list[str], split: str | None, text_columns: Collection[str] = ()) -> pl.DataFrame:
     """`hf:<dataset id>[:<config>]`, needs `pip install amrsim[hf]` and a network (or a local HF cache)."""
     try:
         import datasets  # noqa: PLC0415 - optional dependency
@@ -232,20 +287,22 @@ def read_hf(name: str, columns: list[str], split: str | None) -> pl.DataFrame:
     missing = [c for c in columns if c not in ds.column_names]
     if missing:
         raise InputError(name, f"dataset lacks column(s) {missing}; found {ds.column_names}")
-    return _from_records(list(ds.select_columns(columns)), columns)
+    return _from_records(list(ds.select_columns(columns)), columns, text_columns)
 
 
 def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None,
-              chunk_rows: int = CHUNK_ROWS, tail: Tail | None = None) -> Iterator[pl.DataFrame]:
+              chunk_rows: int = CHUNK_ROWS, tail: Tail | None = None,
+              text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
     """Dispatch on format; `columns` are the file's column names to keep, in order. A Hugging Face dataset is one
     chunk (the datasets library holds it memory-mapped already). `tail`: only the rows appended after a previous
-    read (text formats)."""
+    read (text formats). `text_columns`: columns whose typed cells (JSONL, Parquet, HF) must be strings; the others
+    may hold numbers too (ids, scores, labels)."""
     if tail is not None and fmt not in APPENDABLE:
         raise ValueError(f"a {fmt} file cannot be read from an offset")
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     if fmt == "hf":
-        yield read_hf(str(path), columns, hf_split)
+        yield read_hf(str(path), columns, hf_split, text_columns)
         return
     path = Path(path)
     if not path.is_file():
@@ -255,13 +312,14 @@ def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | No
     elif fmt == "csv":
         yield from iter_delimited(path, columns, ",", chunk_rows, tail)
     elif fmt == "jsonl":
-        yield from iter_jsonl(path, columns, chunk_rows, tail)
+        yield from iter_jsonl(path, columns, chunk_rows, tail, text_columns)
     elif fmt == "parquet":
-        yield from iter_parquet(path, columns, chunk_rows)
+        yield from iter_parquet(path, columns, chunk_rows, text_columns)
     else:
         raise InputError(str(path), f"unknown format '{fmt}'")
 
 
-def read_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None) -> pl.DataFrame:
+def read_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None,
+              text_columns: Collection[str] = ()) -> pl.DataFrame:
     """The whole file as one frame (see `iter_rows`)."""
-    return pl.concat(list(iter_rows(path, fmt, columns, hf_split)), how="vertical")
+    return pl.concat(list(iter_rows(path, fmt, columns, hf_split, text_columns=text_columns)), how="vertical")

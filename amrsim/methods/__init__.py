@@ -53,7 +53,11 @@ def get_method(name: str) -> Callable[..., dict[str, Any]]:
             return done
         summary = module.train(cfg, pipeline, checked, run_id)
         if summary.get("status") == "ok":
+            from amrsim.methods.card import refresh_cards
+            from amrsim.warehouse import Warehouse
+
             write_request(cfg, name, run_id, key, summary)
+            refresh_cards(Warehouse(cfg.warehouse_root), summary.get("models") or [summary["model"]])
         return summary
 
     return run

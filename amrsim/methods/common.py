@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from amrsim.errors import WarehouseError
+from amrsim.files import atomic_write
+from amrsim.methods.training import atomic_json
 from amrsim.secrets import redact_obj
 from amrsim.warehouse import Warehouse
 
@@ -44,7 +46,9 @@ def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
     """`<models root>/<method>/<run_id>`, checked to lie inside the models root (also through symlinks)."""
     check_run_name(method, run_id)
     path = wh.models_root / method / run_id
-    if wh.models_root.resolve() not in path.resolve().parents:
+    from amrsim.encoders import resolves_inside
+
+    if not resolves_inside(wh.models_root, path):
         raise WarehouseError(f"model directory '{method}/{run_id}' resolves outside {wh.models_root}")
     return path
 
@@ -87,9 +91,7 @@ def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
     path = model_dir / "model.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
     meta.update(redact_obj(extra))
-    tmp = path.with_name("model.json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_json(path, meta)
 
 
 def train_summary(method: str, run_id: str, rows_in: int, rows_used: int, skipped: int, started: float,
@@ -137,6 +139,5 @@ def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
 
 def write_request(cfg: Any, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
     path = run_dir(Warehouse(cfg.warehouse_root), method, run_id) / REQUEST
-    tmp = path.with_name(REQUEST + ".tmp")
-    tmp.write_text(json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    text = json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.errors import AmrsimError
+from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
 
 if TYPE_CHECKING:
@@ -515,6 +516,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     encoder_dir = out_dir / "encoder"
     shutil.rmtree(encoder_dir, ignore_errors=True)
     student.save(str(encoder_dir), create_model_card=False)
+    link_run_root(out_dir, "encoder")  # `SentenceTransformer(out_dir)` loads the learner
     meta = {"method": "dueam", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
             "encoder": "encoder", "anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(student),
             "loss": "L_A - lam * L_B; L_A = mean|exp(-||s'-t'||) - exp(-WMD(s,t))|, L_B = mean cos(s',t')",

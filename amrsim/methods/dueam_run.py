@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -37,28 +37,28 @@ class Params(MethodParams):
     modes: list[Literal["unsupervised", "monolingual", "cross_lingual"]] = Field(
         default=["monolingual", "cross_lingual"], min_length=1)  # the paper's weakly supervised setting
     langs: list[str] | None = None  # None: every language found
-    max_cross_per_item: int | None = Field(default=None, ge=1)  # cross-lingual layouts per hypothesis (sampled)
-    max_pairs: int | None = Field(default=None, ge=1)  # a seeded sample of the constructed pairs (CPU recipes)
+    max_cross_per_item: StrictInt | None = Field(default=None, ge=1)  # cross-lingual layouts per hypothesis (sampled)
+    max_pairs: StrictInt | None = Field(default=None, ge=1)  # a seeded sample of the constructed pairs (CPU recipes)
     anchor: str = "minilm"  # frozen token encoder: minilm, hf:<id|path> or a transformers dir
     learner: str = "minilm"  # sentence encoder to train: minilm, hf:<id|path>, a sentence-transformers dir
-    anchor_layer: int = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
+    anchor_layer: StrictInt = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
     wmd_weights: Literal["uniform", "norm"] = "uniform"
     unit_vectors: bool = True  # unit token vectors before the Euclidean cost: WMD in [0, 2]
     normalize: bool = True  # unit learner embeddings: ||s' - t'|| in [0, 2]
-    lam: float = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
-    max_length: int = Field(default=128, ge=4)
-    batch_size: int = Field(default=64, ge=2)
-    lr: float = Field(default=2e-5, gt=0)
-    warmup: int = Field(default=100, ge=0)
-    epochs: int = Field(default=1, ge=1)
-    eval_every: int = Field(default=1000, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
-    weight_decay: float = Field(default=0.01, ge=0)
-    max_grad_norm: float = Field(default=1.0, gt=0)
+    lam: StrictFloat = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
+    max_length: StrictInt = Field(default=128, ge=4)
+    batch_size: StrictInt = Field(default=64, ge=2)
+    lr: StrictFloat = Field(default=2e-5, gt=0)
+    warmup: StrictInt = Field(default=100, ge=0)
+    epochs: StrictInt = Field(default=1, ge=1)
+    eval_every: StrictInt = Field(default=1000, ge=1)
+    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    weight_decay: StrictFloat = Field(default=0.01, ge=0)
+    max_grad_norm: StrictFloat = Field(default=1.0, gt=0)
     dev_dataset: str | None = None  # pairs with gold scores (STSb dev): keeps the best learner by Spearman
     dev_split: str | None = "dev"
     dev_lang_pair: str = "en-en"
-    seed: int = 0
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     def dataset_refs(self) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -46,35 +46,35 @@ class Params(MethodParams):
     split: str | None = None  # parallel rows of this split only (None: all)
     exclude_langs: list[str] = Field(default_factory=list)  # held out: the languages evaluated on
     langs: list[str] | None = None  # keep only pairs in these languages (None: every language not excluded)
-    max_pairs_per_lang: int | None = Field(default=None, ge=1)  # seeded sample per language pair (CPU recipes)
+    max_pairs_per_lang: StrictInt | None = Field(default=None, ge=1)  # seeded sample per language pair (CPU recipes)
     head: Literal["linear", "mlp"] = "linear"
-    hidden: int | None = Field(default=None, ge=1)  # mlp heads: hidden units (default: the embedding dim)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
-    epochs: int = Field(default=5, ge=1)
-    batch_size: int = Field(default=256, ge=2)
-    lr: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    margin: float = Field(default=0.0, ge=-1, le=1)  # random pairs cost max(0, cos - margin)
+    hidden: StrictInt | None = Field(default=None, ge=1)  # mlp heads: hidden units (default: the embedding dim)
+    dropout: StrictFloat = Field(default=0.0, ge=0, lt=1)
+    epochs: StrictInt = Field(default=5, ge=1)
+    batch_size: StrictInt = Field(default=256, ge=2)
+    lr: StrictFloat = Field(default=1e-3, gt=0)
+    weight_decay: StrictFloat = Field(default=0.0, ge=0)
+    margin: StrictFloat = Field(default=0.0, ge=-1, le=1)  # random pairs cost max(0, cos - margin)
     negatives: Literal["same_language", "cross_language"] = "same_language"  # random pairs: see stage1_losses
-    w_meaning: float = Field(default=1.0, ge=0)
-    w_reconstruction: float = Field(default=1.0, ge=0)
-    w_language_id: float = Field(default=1.0, ge=0)
-    w_language_similarity: float = Field(default=1.0, ge=0)
-    dev_fraction: float = Field(default=0.05, ge=0, lt=1)
+    w_meaning: StrictFloat = Field(default=1.0, ge=0)
+    w_reconstruction: StrictFloat = Field(default=1.0, ge=0)
+    w_language_id: StrictFloat = Field(default=1.0, ge=0)
+    w_language_similarity: StrictFloat = Field(default=1.0, ge=0)
+    dev_fraction: StrictFloat = Field(default=0.05, ge=0, lt=1)
     # stage 2: an STS head on the meaning embeddings
     sts_datasets: list[str] = Field(default_factory=list)  # pairs datasets (with translations); empty: no stage 2
     sts_train_split: str = "train"
     sts_dev_split: str | None = "dev"
     sts_train_lang_pairs: list[str] = Field(default_factory=lambda: ["en-en"])
     sts_eval_lang_pairs: list[str] = Field(default_factory=list)  # held out from stage 2, scored on the dev split
-    sts_hidden: int | None = Field(default=None, ge=1)
-    sts_dropout: float = Field(default=0.1, ge=0, lt=1)
+    sts_hidden: StrictInt | None = Field(default=None, ge=1)
+    sts_dropout: StrictFloat = Field(default=0.1, ge=0, lt=1)
     sts_residual: bool = True
-    sts_epochs: int = Field(default=10, ge=1)
-    sts_batch_size: int = Field(default=64, ge=2)
-    sts_lr: float = Field(default=1e-4, gt=0)
-    sts_weight_decay: float = Field(default=0.01, ge=0)
-    seed: int = 0
+    sts_epochs: StrictInt = Field(default=10, ge=1)
+    sts_batch_size: StrictInt = Field(default=64, ge=2)
+    sts_lr: StrictFloat = Field(default=1e-4, gt=0)
+    sts_weight_decay: StrictFloat = Field(default=0.01, ge=0)
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @field_validator("sts_train_lang_pairs", "sts_eval_lang_pairs")

@@ -58,6 +58,7 @@ import numpy as np
 
 from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import model_subdir, resolve_device
+from amrsim.methods.training import atomic_json
 
 if TYPE_CHECKING:
     import torch
@@ -626,9 +627,7 @@ def train_mse_amr(
         "max_length": max_length, "langs": list(langs), "params": params, "seed": seed, "added_tokens": added,
         "metrics": metrics, **dict(extra_meta or {}),
     }
-    tmp = out_dir / "model.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(out_dir / "model.json")
+    atomic_json(out_dir / "model.json", meta)
     if completed and not keep_checkpoint:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         shutil.rmtree(best_dir, ignore_errors=True)

@@ -5,8 +5,9 @@ A sentence's graph, in order: when its language is not one the AMR encoder was t
 and the dataset's `parallel` table gives its English source, the English source's graph (the pivot the parse stage
 makes for languages without a parser); otherwise its own graph. Either is looked up in the dataset's `amr` table
 (parser `meta.parser`), else parsed now with `ud` when the language is one `ud` parses (en, fr); else the row fails
-with the reason and is kept as such by `embed_sentences`. Plain `encode(texts)` has no dataset: texts are parsed
-as English.
+with the reason and is kept as such by `embed_sentences`. A sentence whose language no parser reads is translated
+into English first (stored in `translations`) when the caller names a model for its language. Plain
+`encode(texts)` has no dataset: texts are parsed as English.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from amrsim.config import PARSER_LANGS
 from amrsim.ingest.normalise import normalise_lang
 from amrsim.methods.mse_amr_data import ENGLISH, english_sources, parse_now, sentence_graphs
+from amrsim.translate.run import TranslatorSpec, english_translations
 from amrsim.warehouse.store import OK, Warehouse
 
 
@@ -93,8 +96,10 @@ class MseAmrEncoder:
             return np.zeros((0, int(self.graph_encoder.dim)), np.float32)
         return np.stack([self._vectors[g] for g in graphs])
 
-    def graphs(self, wh: Warehouse, dataset: str, keys: list[str], texts: list[str]) -> list[tuple[str | None, str]]:
-        """(linearised graph or None, where it came from / why not) per sentence."""
+    def graphs(self, wh: Warehouse, dataset: str, keys: list[str], texts: list[str],
+               translate: dict[str, TranslatorSpec] | None = None) -> list[tuple[str | None, str]]:
+        """(linearised graph or None, where it came from / why not) per sentence. A sentence to parse now whose
+        language has no parser is translated into English first when `translate` names a model for it."""
         langs = _langs(wh, dataset, keys)
         sources = english_sources(wh, dataset)
         # what to look up: (key, text, lang) of the sentence itself or of its English source
@@ -119,21 +124,45 @@ class MseAmrEncoder:
                 out[i] = (None, f"sentence {keys[i]} is not in {dataset}/sentences (its language is unknown)")
             else:
                 todo.setdefault(lang, []).append(i)
+        parseable = PARSER_LANGS.get(self.parser, ())
+        translate = translate or {}
+        foreign = [i for lang, rows in todo.items() if lang not in parseable and lang in translate for i in rows]
+        if foreign:  # translate-then-parse: their English joins the English sentences parsed now
+            english = english_translations(wh, dataset, pl.DataFrame(
+                {"key": [wanted[i][0] for i in foreign], "lang": [wanted[i][2] for i in foreign],
+                 "text": [wanted[i][1] for i in foreign]}, schema={"key": pl.String, "lang": pl.String,
+                                                                 "text": pl.String}), translate)
+            for i in foreign:
+                lang = str(wanted[i][2])
+                todo[lang].remove(i)
+                text, err = english[wanted[i][0]]
+                if text is None:
+                    out[i] = (None, f"English translation of sentence {keys[i]} (lang {lang}) by "
+                                    f"{translate[lang].id} failed: {err}")
+                else:
+                    wanted[i] = (wanted[i][0], text, ENGLISH, f"translated by {translate[lang].id}")
+                    todo.setdefault(ENGLISH, []).append(i)
         for lang, rows in todo.items():
             parsed = self._parse([wanted[i][1] for i in rows], lang)
             for i, (graph, err) in zip(rows, parsed, strict=True):
+                hint = ("add the dataset to parse: with pivot, or give it an English source (parallel table)"
+                        if lang in parseable else
+                        f"translate it first (--translate {lang}=<model>, e.g. Helsinki-NLP/opus-mt-{lang}-en), or add "
+                        f"the dataset to parse: with pivot and translate.to_english.{lang}, or give it an English "
+                        f"source (parallel table)")
                 out[i] = ((graph, f"parsed now ({wanted[i][3]})") if graph is not None else
-                          (None, f"no AMR graph for sentence {keys[i]} (lang {lang}): {err}; add the dataset to "
-                                 f"parse: with pivot, or give it an English source (parallel table)"))
+                          (None, f"no AMR graph for sentence {keys[i]} (lang {lang}): {err}; {hint}"))
         return out
 
-    def encode_sentences(self, wh: Warehouse, dataset: str, frame: pl.DataFrame) -> tuple[np.ndarray, list[str | None]]:
-        """Vectors for `frame` (key, text) of `dataset`, and per row None or why it failed (its vector is zeros)."""
+    def encode_sentences(self, wh: Warehouse, dataset: str, frame: pl.DataFrame,
+                         translate: dict[str, TranslatorSpec] | None = None) -> tuple[np.ndarray, list[str | None]]:
+        """Vectors for `frame` (key, text) of `dataset`, and per row None or why it failed (its vector is zeros).
+        `translate`: language -> model translating sentences without a parser into English (see `graphs`)."""
         keys, texts = frame["key"].to_list(), frame["text"].to_list()
         errors: list[str | None] = [None] * len(keys)
         h_rows: dict[int, np.ndarray] = {}
         if self.integration != "s_only":
-            graphs = self.graphs(wh, dataset, keys, texts)
+            graphs = self.graphs(wh, dataset, keys, texts, translate)
             good = [i for i, (g, _) in enumerate(graphs) if g is not None]
             for i, (g, why) in enumerate(graphs):
                 if g is None:

@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -45,20 +45,20 @@ class Params(MethodParams):
     base_encoder: str = "muse"
     integration: Literal["concat", "sum", "s_only", "h_only"] = "concat"
     pooling: Literal["mlp", "cls"] = "mlp"
-    lr: float = Field(default=5e-5, gt=0)
-    batch_size: int = Field(default=512, ge=2)
-    micro_batch: int = Field(default=32, ge=2)
-    max_length: int = Field(default=128, ge=8)
-    epochs: int = Field(default=1, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
-    eval_every: int = Field(default=125, ge=1)
-    min_count: int = Field(default=5, ge=1)
-    p_graph: float = Field(default=0.5, ge=0, le=1)
-    temperature: float = Field(default=0.05, gt=0)
+    lr: StrictFloat = Field(default=5e-5, gt=0)
+    batch_size: StrictInt = Field(default=512, ge=2)
+    micro_batch: StrictInt = Field(default=32, ge=2)
+    max_length: StrictInt = Field(default=128, ge=8)
+    epochs: StrictInt = Field(default=1, ge=1)
+    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    eval_every: StrictInt = Field(default=125, ge=1)
+    min_count: StrictInt = Field(default=5, ge=1)
+    p_graph: StrictFloat = Field(default=0.5, ge=0, le=1)
+    temperature: StrictFloat = Field(default=0.05, gt=0)
     symmetric_loss: bool = True
-    warmup_ratio: float = Field(default=0.0, ge=0, lt=1)
-    weight_decay: float = Field(default=0.0, ge=0)
-    seed: int = 0
+    warmup_ratio: StrictFloat = Field(default=0.0, ge=0, lt=1)
+    weight_decay: StrictFloat = Field(default=0.0, ge=0)
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     keep_checkpoint: bool = False  # a finished run keeps only amr_encoder/ + model.json (the checkpoint: ~400 MB)
 

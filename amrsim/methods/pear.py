@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amrsim.errors import AmrsimError
+from amrsim.methods.portable import add_cross_encoder_files, link_run_root
 from amrsim.methods.training import atomic_json, autocast, linear_warmup
 
 if TYPE_CHECKING:
@@ -326,8 +327,9 @@ def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
 
 
 def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Path:
-    """`out_dir/cross_encoder/` (safetensors, config, tokenizer) then `out_dir/model.json` last, so a directory
-    with model.json always holds a complete model."""
+    """`out_dir/cross_encoder/` (safetensors, config, tokenizer, sentence-transformers' CrossEncoder files), the run
+    directory's own CrossEncoder files pointing into it, then `out_dir/model.json` last, so a directory with
+    model.json always holds a complete model."""
     out_dir = Path(out_dir)
     if (out_dir / "model.json").exists():
         raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
@@ -335,8 +337,12 @@ def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Pat
     tmp = out_dir / (MODEL_SUBDIR + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(tmp)
+    add_cross_encoder_files(tmp, model.max_length)
     shutil.rmtree(out_dir / MODEL_SUBDIR, ignore_errors=True)
     os.replace(tmp, out_dir / MODEL_SUBDIR)
+    # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
+    link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
+                                                   "max_length": model.max_length}})
     full = {"method": "pear", "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
             "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta}
     atomic_json(out_dir / "model.json", full)

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.training import atomic_json
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
@@ -47,16 +48,16 @@ class SearchParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    trials: int = Field(default=20, ge=0)  # new trials per run; a resumed study keeps its earlier ones
-    timeout: float | None = Field(default=None, gt=0)  # seconds for this run's trials
+    trials: StrictInt = Field(default=20, ge=0)  # new trials per run; a resumed study keeps its earlier ones
+    timeout: StrictFloat | None = Field(default=None, gt=0)  # seconds for this run's trials
     study: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # default pear-<pipeline>
-    max_train_pairs: int | None = Field(default=None, ge=2)
-    max_dev_pairs: int | None = Field(default=None, ge=2)
-    lr: tuple[float, float] = (1e-6, 1e-4)  # log-uniform
-    k: tuple[int, int] = (0, 3)
-    epochs: tuple[int, int] = (1, 5)
-    e_weak: tuple[int, int] = (0, 2)
-    max_grad_norm: tuple[float, float] = (0.1, 1.0)
+    max_train_pairs: StrictInt | None = Field(default=None, ge=2)
+    max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
+    lr: tuple[StrictFloat, StrictFloat] = (1e-6, 1e-4)  # log-uniform
+    k: tuple[StrictInt, StrictInt] = (0, 3)
+    epochs: tuple[StrictInt, StrictInt] = (1, 5)
+    e_weak: tuple[StrictInt, StrictInt] = (0, 2)
+    max_grad_norm: tuple[StrictFloat, StrictFloat] = (0.1, 1.0)
 
     @model_validator(mode="after")
     def _ranges(self) -> SearchParams:
@@ -69,37 +70,64 @@ class SearchParams(BaseModel):
 
 
 class Params(MethodParams):
-    datasets: list[str] = Field(min_length=1)  # pairs datasets with gold scores
+    datasets: list[str] = []  # pairs datasets with gold scores (required unless ood_split)
+    # train on one split of the out-of-distribution protocol (amrsim.evaluate.ood, e.g. loo-forums): its derived
+    # dataset's train pairs, dev pairs as dev; replaces datasets, train_split, dev_datasets and dev_split
+    ood_split: str | None = None
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
     langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
     mode: Literal["all", "per_language"] = "all"
     base_model: str = "minilm"  # the packaged all-MiniLM-L6-v2 transformer, or hf:<hub id or path>
-    lr: float = Field(default=5e-5, gt=0)
-    epochs: int = Field(default=3, ge=1)  # E
-    e_weak: int = Field(default=0, ge=0)  # E_weak
-    k: int = Field(default=0, ge=0)  # kNN neighbours per sentence; 0: no re-sampling
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    batch_size: int = Field(default=32, ge=1)
-    max_length: int = Field(default=128, ge=8)
+    lr: StrictFloat = Field(default=5e-5, gt=0)
+    epochs: StrictInt = Field(default=3, ge=1)  # E
+    e_weak: StrictInt = Field(default=0, ge=0)  # E_weak
+    k: StrictInt = Field(default=0, ge=0)  # kNN neighbours per sentence; 0: no re-sampling
+    max_grad_norm: StrictFloat = Field(default=1.0, gt=0)
+    batch_size: StrictInt = Field(default=32, ge=1)
+    max_length: StrictInt = Field(default=128, ge=8)
     both_orders: bool = False  # train every pair in both sentence orders (twice the steps)
     symmetric: bool = True  # a pair's score is the mean over both sentence orders (dev, search, saved model)
     biencoder: str = "minilm"  # neighbours for re-sampling (amrsim.encoders name)
-    max_silver: int | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
-    max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs
+    max_silver: StrictInt | None = Field(default=None, ge=1)  # a seeded sample of the kNN pairs
+    max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs
     search: SearchParams | None = None
-    seed: int = 0
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
     def _search_needs_dev(self) -> Params:
-        if self.search is not None and not self.dev_datasets:
+        if self.ood_split is not None:
+            from amrsim.evaluate.ood import SPLITS
+
+            if self.ood_split not in SPLITS:
+                raise ValueError(f"ood_split '{self.ood_split}' is not a split of the out-of-distribution protocol; "
+                                 f"one of {', '.join(SPLITS)}")
+            if self.datasets or self.dev_datasets:
+                raise ValueError("ood_split replaces datasets and dev_datasets: give one or the other")
+        elif not self.datasets:
+            raise ValueError("datasets: give at least one pairs dataset (or ood_split)")
+        if self.search is not None and not self.dev_datasets and self.ood_split is None:
             raise ValueError("search needs dev_datasets: the Optuna objective is Spearman on the dev pairs")
         return self
 
     def dataset_refs(self) -> list[tuple[str, str]]:
+        if self.ood_split is not None:  # the configured source files its derived dataset is built from
+            from amrsim.evaluate.ood import split_sources
+
+            return [("ood_split", d) for d in split_sources(self.ood_split)]
         return [("datasets", d) for d in self.datasets] + [("dev_datasets", d) for d in self.dev_datasets]
+
+    def on_ood_split(self) -> Params:
+        """These params with datasets and splits pointing at the protocol split's derived dataset."""
+        if self.ood_split is None:
+            return self
+        from amrsim.evaluate.ood import SPLITS
+
+        dataset = SPLITS[self.ood_split].dataset
+        return self.model_copy(update={"datasets": [dataset], "train_split": "train", "dev_datasets": [dataset],
+                                       "dev_split": "dev"})
 
     def hyper(self) -> Hyper:
         from amrsim.methods.pear import Hyper
@@ -329,9 +357,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     out = {"study": study_name, "storage": str(study_path(wh, study_name)), "trials_total": len(study.trials),
            "trials_this_run": len(study.trials) - before, "completed": int((frame["state"] == "COMPLETE").sum()),
            "best": best, "message": message, "train_pairs": train.height, "dev_pairs": dev.height}
-    tmp = study_path(wh, study_name).with_suffix(".best.json.tmp")
-    tmp.write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(study_path(wh, study_name).with_suffix(".best.json"))
+    atomic_json(study_path(wh, study_name).with_suffix(".best.json"), out)
     return out
 
 
@@ -346,7 +372,14 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
-    ranges = score_ranges(cfg, pipeline, wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
+    if params.ood_split is not None:
+        from amrsim.evaluate.ood import SCORE_RANGE, derive_split
+
+        derive_split(wh, cfg, pipeline, params.ood_split, run_id)
+        params = params.on_ood_split()
+        ranges = {params.datasets[0]: SCORE_RANGE}
+    else:
+        ranges = score_ranges(cfg, pipeline, wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
     groups = [[lang] for lang in params.langs] if params.mode == "per_language" else [list(params.langs)]
     with training_run(wh, pipeline, "pear", run_id, params) as run:
         versions = table_versions(wh, params.datasets + params.dev_datasets, ["pairs"])

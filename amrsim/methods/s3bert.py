@@ -34,6 +34,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from amrsim.errors import AmrsimError, ConfigError
+from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
@@ -468,9 +469,12 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     shutil.rmtree(encoder_dir, ignore_errors=True)
     student.save(str(encoder_dir), create_model_card=False)
     aspects = {name: list(span) for name, span in layout.items() if name != RESIDUAL}
+    saved_layout = {"aspects": aspects, RESIDUAL: list(layout[RESIDUAL]),
+                    "aspect_scales": dict(zip(aspects, scales, strict=True))}
+    # the layout travels with the model: `SentenceTransformer(out_dir)` loads it, its config says what each slice is
+    link_run_root(out_dir, "encoder", {"s3bert": saved_layout})
     meta = {"method": "s3bert", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-            "encoder": "encoder", "aspects": aspects, RESIDUAL: list(layout[RESIDUAL]),
-            "aspect_scales": dict(zip(aspects, scales, strict=True)), "base": model_path, "params": params,
+            "encoder": "encoder", **saved_layout, "base": model_path, "params": params,
             "seed": seed, "device": device, "metrics": {k: v for k, v in summary.items() if k != "completed"},
             "history": state["history"], **(extra_meta or {})}
     atomic_json(out_dir / "model.json", meta)

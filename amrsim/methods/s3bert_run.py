@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import Field
+from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
@@ -39,22 +39,22 @@ class Params(MethodParams):
     parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
     base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), a sentence-transformers dir or hub id
     negatives: bool = True
-    max_pairs: int | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
-    max_dev_pairs: int | None = Field(default=None, ge=2)
-    batch_size: int = Field(default=64, ge=2)
-    lr: float = Field(default=2e-5, gt=0)
-    warmup: int = Field(default=100, ge=0)
-    epochs: int = Field(default=2, ge=1)
-    eval_every: int = Field(default=1000, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)  # stop early, checkpointed (a later run with the run id resumes)
-    trainable_layers: int = Field(default=2, ge=1)
-    n_aspects: int = Field(default=15, ge=1, le=15)
-    aspect_dim: int = Field(default=16, ge=1)
+    max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
+    max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
+    batch_size: StrictInt = Field(default=64, ge=2)
+    lr: StrictFloat = Field(default=2e-5, gt=0)
+    warmup: StrictInt = Field(default=100, ge=0)
+    epochs: StrictInt = Field(default=2, ge=1)
+    eval_every: StrictInt = Field(default=1000, ge=1)
+    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    trainable_layers: StrictInt = Field(default=2, ge=1)
+    n_aspects: StrictInt = Field(default=15, ge=1, le=15)
+    aspect_dim: StrictInt = Field(default=16, ge=1)
     similarity: Literal["cosine", "manhattan"] = "cosine"
-    consistency_weight: float = Field(default=1.0, ge=0)
-    seed: int = 0
+    consistency_weight: StrictFloat = Field(default=1.0, ge=0)
+    seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    workers: int | None = Field(default=None, ge=1)  # processes scoring the negatives (default: all cores)
+    workers: StrictInt | None = Field(default=None, ge=1)  # processes scoring the negatives (default: all cores)
 
     def dataset_refs(self) -> list[tuple[str, str]]:
         return [("datasets", d) for d in self.datasets]
@@ -99,7 +99,7 @@ def scored_pairs(wh: Warehouse, dataset: str, split: str, langs: list[str], pars
     with_graphs = metric_graph_pairs(wh, dataset, parser).filter(pl.col("split") == split)
     with_graphs = with_graphs.join(pairs.select(pair_key="key", sentence1="sentence1", sentence2="sentence2"),
                                    on="pair_key")
-    keys = [options.pair_key(a, b) for a, b in zip(with_graphs["amr1"], with_graphs["amr2"], strict=True)]
+    keys = options.pair_keys(with_graphs["amr1"], with_graphs["amr2"])
     with_graphs = with_graphs.with_columns(pl.Series("key", keys, pl.String))
     metrics = wh.read(dataset, "amr_metrics") if wh.exists(dataset, "amr_metrics") else pl.DataFrame(
         {"key": [], "status": []}, schema={"key": pl.String, "status": pl.String})
@@ -154,7 +154,9 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
         parts.append(rows)
         for reason, n in left_out.items():
             skipped[reason] = skipped.get(reason, 0) + n
-    rows = pl.concat(parts, how="vertical_relaxed")
+    # Delta tables and joins give no row order; sorted by content key, the rows (and the seeded sample, negatives
+    # and data fingerprint drawn from them) are the same on every call, so an interrupted run can resume
+    rows = pl.concat(parts, how="vertical_relaxed").sort("pair_key", "amr1", "amr2")
     cap = params.max_pairs if split == params.train_split else params.max_dev_pairs
     if cap is not None and rows.height > cap:
         skipped[SAMPLED_OUT] = rows.height - cap
@@ -221,5 +223,6 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         run.rows_out = len(y) if result["completed"] else 0
     return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,
                          result["completed"], model_dir=str(out_dir), steps=result["steps"],
-                         total_steps=result["total_steps"], best_dev_loss=result["best_dev_loss"],
+                         total_steps=result["total_steps"], resumed_from=result["resumed_from"],
+                         best_dev_loss=result["best_dev_loss"],
                          initial_dev_loss=result["initial_dev_loss"], left_out=skipped)

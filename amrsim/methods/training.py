@@ -51,9 +51,10 @@ def st_embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> t
 
 def atomic_json(path: Path, obj: Any) -> None:
     """Write JSON to a temporary file and rename it over `path`: readers never see half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from amrsim.files import atomic_write
+
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def open_checkpoint(out_dir: Path, run_key: Mapping[str, Any], resume: bool) -> tuple[Path, dict[str, Any] | None]:

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from amrsim.amr.graph import SmatchTriples
-from amrsim.metrics.smatch import smatch
+from amrsim.metrics.smatch import EncodedGraph, encode_graph, smatch
 
 SENSE = re.compile(r"-\d\d$")
 TOP_ROLES = {"TOP", "top"}
@@ -54,9 +54,17 @@ class GraphView:
 
     triples: SmatchTriples
     v2c: dict[str, str] = field(init=False)
+    _encoded: dict[str, EncodedGraph] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.v2c = dict(self.triples.instances)
+
+    def encoded(self, name: str) -> EncodedGraph:
+        """Smatch's per-graph encoding of the triples (`triples`) or of a transformed view (`unlabeled`, ...)."""
+        e = self._encoded.get(name)
+        if e is None:
+            e = self._encoded[name] = encode_graph(getattr(self, name))
+        return e
 
     @cached_property
     def root(self) -> str | None:
@@ -142,13 +150,17 @@ class GraphView:
         return self._subgraph(rels)
 
 
-def _smatch_f1(a: SmatchTriples, b: SmatchTriples, seed: int) -> float:
+def _smatch_f1(g1: GraphView, g2: GraphView, name: str, seed: int, bounded: list[str] | None) -> float:
+    a, b = getattr(g1, name), getattr(g2, name)
     empty_a, empty_b = not (a.instances or a.relations), not (b.instances or b.relations)
     if empty_a and empty_b:
         return 1.0  # neither graph has the structure
     if empty_a or empty_b:
         return 0.0
-    return smatch(a, b, seed=seed).f1
+    s = smatch(a, b, seed=seed, encoded=(g1.encoded(name), g2.encoded(name)))
+    if not s.optimal and bounded is not None:
+        bounded.append(name)
+    return s.f1
 
 
 def _cosine(a: np.ndarray | None, b: np.ndarray | None) -> float | None:
@@ -172,15 +184,19 @@ def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], n
 
 
 def aspect_scores(g1: GraphView, g2: GraphView, aspects: Iterable[str], vector: Callable[[str], np.ndarray | None],
-                  seed: int = 0) -> dict[str, float]:
-    """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1)."""
+                  seed: int = 0, bounded: list[str] | None = None) -> dict[str, float]:
+    """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1). Smatch-family aspects whose
+    search its budget stopped before proving the optimum (the score is the best alignment found) are appended to
+    `bounded`."""
     out: dict[str, float] = {}
     for name in aspects:
         if name == "smatch":
-            s = smatch(g1.triples, g2.triples, seed=seed)
+            s = smatch(g1.triples, g2.triples, seed=seed, encoded=(g1.encoded("triples"), g2.encoded("triples")))
+            if not s.optimal and bounded is not None:
+                bounded.append(name)
             out |= {"smatch_precision": s.precision, "smatch_recall": s.recall, "smatch_f1": s.f1}
         elif name in ("unlabeled", "no_wsd", "reentrancies", "srl"):
-            out[name] = _smatch_f1(getattr(g1, name), getattr(g2, name), seed)
+            out[name] = _smatch_f1(g1, g2, name, seed, bounded)
         elif name == "concepts":
             out[name] = set_f1(g1.v2c.values(), g2.v2c.values())
         elif name == "quant_sim":

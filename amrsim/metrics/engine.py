@@ -1,13 +1,18 @@
 """Batch engine: score a table of AMR graph pairs on any set of aspects, incremental by content key.
 
 Every pair yields one row: aspect columns, `status` ok/failed and `error` (which graph, what is wrong). A graph that
-does not parse fails its pairs only; the batch goes on. Cost per pair is bounded: Smatch's exact search stops at
-its node budget (`smatch.node_budget`) and keeps the best alignment found, and graph sizes only grow WL features
-linearly, so a pathological pair cannot stall the batch.
+does not parse fails its pairs only; the batch goes on. Cost per pair is bounded, so a pathological pair cannot stall
+the batch: the Smatch family's search stops at its node and work budgets (`smatch.DEFAULT_NODE_BUDGET`,
+`DEFAULT_WORK_BUDGET`) and keeps the best alignment found; WWLK averages fewer stability runs, or gives none, past
+its work budget (`wlk.DEFAULT_WWLK_WORK_BUDGET`); the other aspects grow linearly with the graphs. The `bounded`
+column names the aspects a budget cut on that pair. Budgets count operations, never time, so results stay
+deterministic.
 """
 
 from __future__ import annotations
 
+import gc
+import json
 import multiprocessing
 import os
 import time
@@ -19,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
 ALL_ASPECTS: tuple[str, ...] = (
@@ -64,6 +69,11 @@ class MetricsOptions:
     def pair_key(self, amr1: str, amr2: str) -> str:
         return content_key("amr_metrics", amr1, amr2, asdict(self))
 
+    def pair_keys(self, amr1: Iterable[str | None], amr2: Iterable[str | None]) -> list[str]:
+        """`pair_key` of every pair (None read as ""), the options encoded once."""
+        return content_keys(((a or "", b or "") for a, b in zip(amr1, amr2, strict=True)),
+                            prefix=("amr_metrics",), suffix=(asdict(self),))
+
 
 @lru_cache(maxsize=4)
 def _node_vectors(source: str, seed: int):
@@ -74,12 +84,16 @@ def _node_vectors(source: str, seed: int):
 
 
 class _Scorer:
-    """Parses each distinct graph once and scores pairs; node vectors load only if an aspect needs them."""
+    """Reads each distinct graph once and scores pairs; node vectors load only if an aspect needs them. The penman
+    graph is built only for WLK/WWLK; the other aspects need just its Smatch triples."""
+
+    MAX_VIEWS = 50_000  # graphs kept; a long-lived worker starts over past this (scores do not depend on it)
 
     def __init__(self, options: MetricsOptions):
         self.options = options
         self._views: dict[str, Any] = {}
         self._vectors = None
+        self._needs_graph = any(a in ("wlk", "wwlk") for a in options.aspects)
 
     def vector(self, label: str):
         if self._vectors is None:
@@ -87,66 +101,107 @@ class _Scorer:
         return self._vectors.vector(label)
 
     def view(self, text: str):
-        """GraphView for a penman string, or the AMRError raised while reading it."""
-        if text not in self._views:
-            from amrsim.amr.graph import AMRError, parse, smatch_triples
+        """(penman graph or None, GraphView) for a penman string, or the AMRError raised while reading it."""
+        v = self._views.get(text)
+        if v is None:
+            from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
             from amrsim.metrics.aspects import GraphView
 
+            if len(self._views) >= self.MAX_VIEWS:
+                self._views.clear()
             try:
-                graph = parse(text)
-                self._views[text] = (graph, GraphView(smatch_triples(graph, convention=self.options.convention)))
+                if self._needs_graph:
+                    graph = parse(text)
+                    v = (graph, GraphView(smatch_triples(graph, convention=self.options.convention)))
+                else:
+                    v = (None, GraphView(read_triples(text, convention=self.options.convention)))
             except AMRError as e:
-                self._views[text] = e
-        return self._views[text]
+                v = e
+            self._views[text] = v
+        return v
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         from amrsim.metrics.aspects import aspect_scores
 
-        errors = []
-        for name, text in (("amr1", amr1), ("amr2", amr2)):
-            v = self.view(text or "")
-            if isinstance(v, Exception):
-                errors.append(f"{name}: {v}")
-        if errors:
+        v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
+        if isinstance(v1, Exception) or isinstance(v2, Exception):
+            errors = [f"{name}: {v}" for name, v in (("amr1", v1), ("amr2", v2)) if isinstance(v, Exception)]
             return {"status": FAILED, "error": "; ".join(errors)}
-        (graph1, view1), (graph2, view2) = self.view(amr1), self.view(amr2)
+        (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
+        bounded: list[str] = []
         row: dict[str, Any] = aspect_scores(view1, view2, [a for a in opts.aspects if a not in ("wlk", "wwlk")],
-                                            self.vector, seed=opts.seed)
+                                            self.vector, seed=opts.seed, bounded=bounded)
         if "wlk" in opts.aspects:
             from amrsim.metrics.wlk import wlk
 
             row["wlk"] = wlk(graph1, graph2, k=opts.wlk_iterations)
         if "wwlk" in opts.aspects:
-            from amrsim.metrics.wlk import wwlk
+            from amrsim.metrics.wlk import wwlk_score
 
-            row["wwlk"] = wwlk(graph1, graph2, vectors=self._node_vectors(), k=opts.wlk_iterations,
-                               stability_level=opts.wwlk_stability, seed=opts.seed)
-        return row | {"status": OK, "error": None}
+            w = wwlk_score(graph1, graph2, vectors=self._node_vectors(), k=opts.wlk_iterations,
+                           stability_level=opts.wwlk_stability, seed=opts.seed)
+            row["wwlk"] = w.value
+            if w.bounded:
+                bounded.append("wwlk" if w.value is not None else "wwlk (no run fits)")
+        return row | {"status": OK, "error": None, "bounded": ",".join(bounded) or None}
 
     def _node_vectors(self):
         self.vector("")  # loads them
         return self._vectors
 
 
+_SCORERS: dict[str, _Scorer] = {}
+
+
+def _scorer(options: MetricsOptions) -> _Scorer:
+    """One scorer per options and process, so graphs shared by several batches are read once."""
+    name = json.dumps(asdict(options), sort_keys=True, default=str)
+    scorer = _SCORERS.get(name)
+    if scorer is None:
+        if len(_SCORERS) >= 2:
+            _SCORERS.clear()
+        scorer = _SCORERS[name] = _Scorer(options)
+    return scorer
+
+
+def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], options: MetricsOptions) -> pl.DataFrame:
+    """Aspect columns + status, error, seconds for aligned lists of graphs (what a pool worker returns)."""
+    scorer = _scorer(options)
+    cols = aspect_columns(options.aspects)
+    values: dict[str, list[Any]] = {c: [] for c in (*cols, "status", "error", "seconds", "bounded")}
+    # Scoring makes many small acyclic objects; the cyclic collector's full passes over everything the process has
+    # imported (polars, numpy, the vectors' tokenizer) took a third of the time. Off for the loop, back on after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for a, b in zip(amr1, amr2, strict=True):
+            t0 = time.perf_counter()
+            try:
+                row = scorer.score(a, b)
+            except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
+                row = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}
+                del e
+            row["seconds"] = time.perf_counter() - t0
+            for c, column in values.items():
+                column.append(row.get(c))
+    finally:
+        if collecting:
+            gc.enable()
+    schema = {c: pl.Float64 for c in cols} | {"status": pl.String, "error": pl.String, "seconds": pl.Float64,
+                                              "bounded": pl.String}
+    return pl.DataFrame(values, schema=schema)
+
+
+def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
+    keys = options.pair_keys(frame["amr1"].to_list(), frame["amr2"].to_list())
+    return pl.concat([frame, scores], how="horizontal").with_columns(pl.Series("key", keys, pl.String)).select(
+        "key", *frame.columns, *scores.columns)
+
+
 def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
     """Score `frame` (columns amr1, amr2; others are kept) into key + aspect columns + status, error, seconds."""
-    scorer = _Scorer(options)
-    cols = aspect_columns(options.aspects)
-    rows = []
-    for amr1, amr2 in zip(frame["amr1"].to_list(), frame["amr2"].to_list(), strict=True):
-        t0 = time.perf_counter()
-        try:
-            row = scorer.score(amr1, amr2)
-        except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
-            row = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}
-        row["seconds"] = time.perf_counter() - t0
-        rows.append(row)
-    schema = {c: pl.Float64 for c in cols} | {"status": pl.String, "error": pl.String, "seconds": pl.Float64}
-    scores = pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
-    keys = [options.pair_key(a or "", b or "") for a, b in zip(frame["amr1"], frame["amr2"], strict=True)]
-    return pl.concat([frame, scores], how="horizontal").with_columns(pl.Series("key", keys)).select(
-        "key", *frame.columns, *schema)
+    return _with_keys(frame, _score_columns(frame["amr1"].to_list(), frame["amr2"].to_list(), options), options)
 
 
 def _init_worker(options: MetricsOptions | None) -> None:
@@ -173,17 +228,123 @@ def worker_pool(workers: int, options: MetricsOptions | None = None) -> ProcessP
                                initializer=_init_worker, initargs=(options,))
 
 
+POOL_START_S = 1.5  # seconds a spawned worker takes to import the engine, here and under load (measured)
+VECTORS_LOAD_S = 1.5  # and to load MiniLM's node vectors, where an aspect needs them
+PILOT_S = 0.25  # pairs scored in this process while timed, before deciding on a pool
+BATCH_S = 0.25  # aimed-at seconds of work per batch sent to a worker: few round trips, balanced ends
+
+
+class PairScorer:
+    """Scores frames of graph pairs in this process or on a pool of worker processes that starts at most once and
+    serves every later call (the stage's chunks, say). `workers=None` chooses: pairs are scored here, timed, for
+    `PILOT_S`; the pool starts only if the rest would then finish sooner on it, start-up included. A given
+    `workers` (or `pool`) is used as is. Scores never depend on the choice: each pair's row depends on the pair
+    and the options only."""
+
+    def __init__(self, options: MetricsOptions, workers: int | None = None,
+                 pool: ProcessPoolExecutor | None = None, cores: int | None = None, batch_size: int | None = None):
+        self.options = options
+        self.cores = cores or _usable_cores()
+        self.batch_size = batch_size  # pairs per worker batch; None: about BATCH_S of work each
+        self.workers = pool._max_workers if pool is not None else workers  # type: ignore[attr-defined]
+        self._pool, self._own_pool = pool, False
+        self._seconds_per_pair: float | None = None  # measured here, in this process
+        self.used_pool = False  # whether any pairs went to worker processes (reported and tested)
+
+    # -- the choice ---------------------------------------------------------------------------------------------
+    def _pool_size(self) -> int:
+        return self.workers if self.workers is not None else max(1, self.cores)
+
+    def start_up_seconds(self) -> float:
+        return POOL_START_S + (VECTORS_LOAD_S if self.options.needs_vectors else 0.0)
+
+    def pool_pays_off(self, pairs_left: int) -> bool:
+        """Whether `pairs_left` pairs finish sooner on the pool (start-up, then shared) than here."""
+        w = self._pool_size()
+        if w <= 1 or self._seconds_per_pair is None:
+            return False
+        here = pairs_left * self._seconds_per_pair
+        start = 0.0 if self._pool is not None else self.start_up_seconds()
+        return start + here / w < here
+
+    # -- scoring ------------------------------------------------------------------------------------------------
+    def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
+        amr1, amr2 = frame["amr1"].to_list(), frame["amr2"].to_list()
+        return _with_keys(frame, self.score_columns(amr1, amr2), self.options)
+
+    def score_columns(self, amr1: list, amr2: list) -> pl.DataFrame:
+        n = len(amr1)
+        parts: list[pl.DataFrame] = []
+        done = 0
+        if self.workers is None and self._pool is None:
+            if self._seconds_per_pair is None or not self.pool_pays_off(n):
+                done = self._pilot(amr1, amr2, parts)
+            if not self.pool_pays_off(n - done):
+                parts.append(self._here(amr1[done:], amr2[done:]))
+                done = n
+        elif self._pool_size() <= 1:
+            parts.append(self._here(amr1, amr2))
+            done = n
+        if done < n:
+            parts.append(self._on_pool(amr1[done:], amr2[done:]))
+        parts = [p for p in parts if p.height]
+        return pl.concat(parts, how="vertical_relaxed") if parts else _score_columns([], [], self.options)
+
+    def _here(self, amr1: list, amr2: list) -> pl.DataFrame:
+        t0 = time.process_time()
+        out = _score_columns(amr1, amr2, self.options)
+        if amr1:
+            self._learn(len(amr1), time.process_time() - t0)
+        return out
+
+    def _learn(self, pairs: int, seconds: float) -> None:
+        rate = seconds / pairs
+        self._seconds_per_pair = rate if self._seconds_per_pair is None else (self._seconds_per_pair + rate) / 2
+
+    def _pilot(self, amr1: list, amr2: list, parts: list[pl.DataFrame]) -> int:
+        """Score pairs here in doubling slices until PILOT_S of CPU time has passed; returns how many. CPU time, not
+        wall time: other jobs on the machine do not make the pairs look dearer than they are."""
+        done, step, t0 = 0, 8, time.process_time()
+        while done < len(amr1) and time.process_time() - t0 < PILOT_S:
+            parts.append(_score_columns(amr1[done:done + step], amr2[done:done + step], self.options))
+            done += min(step, len(amr1) - done)
+            step *= 2
+        if done:
+            self._learn(done, time.process_time() - t0)
+        return done
+
+    def _on_pool(self, amr1: list, amr2: list) -> pl.DataFrame:
+        if self._pool is None:
+            self._pool, self._own_pool = worker_pool(self._pool_size(), self.options), True
+        self.used_pool = True
+        w = self._pool_size()
+        per_pair = self._seconds_per_pair or 1e-3
+        # batches of about BATCH_S each, at least four per worker so the last ones end together
+        size = self.batch_size or int(min(max(16, BATCH_S / per_pair), max(16, len(amr1) // (4 * w) + 1)))
+        starts = range(0, len(amr1), size)
+        parts = self._pool.map(_score_columns, [amr1[i:i + size] for i in starts], [amr2[i:i + size] for i in starts],
+                               [self.options] * len(starts))
+        return pl.concat(list(parts), how="vertical_relaxed")
+
+    def close(self) -> None:
+        if self._pool is not None and self._own_pool:
+            self._pool.shutdown()
+        self._pool, self._own_pool = None, False
+
+    def __enter__(self) -> PairScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def score_pairs_parallel(frame: pl.DataFrame, options: MetricsOptions, workers: int | None = None,
-                         batch_size: int = 128, pool: ProcessPoolExecutor | None = None) -> pl.DataFrame:
-    """`score_pairs` over processes (library-level; the pipeline distributes with Ray in the task layer). Uses `pool`
-    if given (its size wins over `workers`), else starts one for this call."""
-    workers = pool._max_workers if pool is not None else (workers or os.cpu_count() or 1)
-    if workers <= 1 or frame.height <= batch_size:
-        return score_pairs(frame, options)
-    batches: Sequence[pl.DataFrame] = [frame.slice(i, batch_size) for i in range(0, frame.height, batch_size)]
-    if pool is not None:
-        parts = list(pool.map(score_pairs, batches, [options] * len(batches)))
-    else:
-        with worker_pool(workers, options) as own:
-            parts = list(own.map(score_pairs, batches, [options] * len(batches)))
-    return pl.concat(parts, how="vertical_relaxed")
+                         batch_size: int | None = None, pool: ProcessPoolExecutor | None = None) -> pl.DataFrame:
+    """`score_pairs` over processes where they pay off (see `PairScorer`; `workers=None` chooses). Uses `pool` if
+    given (its size wins over `workers`), else starts one for this call if needed."""
+    with PairScorer(options, workers=workers, pool=pool, batch_size=batch_size) as scorer:
+        return scorer(frame)

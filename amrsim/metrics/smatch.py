@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from amrsim.amr.graph import SmatchTriples
 from amrsim.metrics import _smatch_core
 
-__all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "SmatchScore", "encode_pair", "has_duplicates", "smatch",
-           "smatch_many"]
+__all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
+           "has_duplicates", "smatch", "smatch_many"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
@@ -61,8 +61,22 @@ def _norm(item: str) -> str:
     return item.lower().rstrip("_")
 
 
-def _features(t: SmatchTriples):
-    """Node index, unary feature counts and relation counts of one graph."""
+@dataclass(frozen=True, slots=True)
+class EncodedGraph:
+    """One graph's side of `encode_pair`, computed once per graph: node count, unary features (instance, attribute,
+    self-loop) with counts, relations with counts, each also indexed by label for the other side of a pair, and the
+    normalised concept per node (in instance order, a node instantiated twice keeping its last)."""
+
+    n: int
+    unary: tuple[tuple[int, str, str, int], ...]
+    by_label: dict[tuple[str, str], list[tuple[int, int]]]
+    binary: tuple[tuple[int, int, str, int], ...]
+    by_role: dict[str, list[tuple[int, int, int]]]
+    concepts: tuple[tuple[int, str], ...]
+
+
+def encode_graph(t: SmatchTriples) -> EncodedGraph:
+    """The per-graph half of `encode_pair` (pairs sharing a graph reuse it)."""
     index = {v: i for i, v in enumerate(t.variables)}
     unary: dict = {}
     for v, c in t.instances:
@@ -80,7 +94,15 @@ def _features(t: SmatchTriples):
         else:
             key = (i, k, r.lower().rstrip("_"))
             binary[key] = binary.get(key, 0) + 1
-    return index, unary, binary
+    by_label: dict = {}
+    for (j, kind, label), c in unary.items():
+        by_label.setdefault((kind, label), []).append((j, c))
+    by_role: dict = {}
+    for (j, y, r), c in binary.items():
+        by_role.setdefault(r, []).append((j, y, c))
+    return EncodedGraph(len(index), tuple((i, kind, label, c) for (i, kind, label), c in unary.items()), by_label,
+                        tuple((i, k, r, c) for (i, k, r), c in binary.items()), by_role,
+                        tuple((index[v], _norm(c)) for v, c in t.instances))
 
 
 def has_duplicates(t: SmatchTriples) -> bool:
@@ -89,24 +111,20 @@ def has_duplicates(t: SmatchTriples) -> bool:
             or len(set(t.relations)) != len(t.relations))
 
 
-def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
+def encode_pair(t1: SmatchTriples | EncodedGraph, t2: SmatchTriples | EncodedGraph):
     """(n1, n2, U, quads, concept ids 1, concept ids 2) as the C search takes them."""
-    idx1, un1, bin1 = _features(t1)
-    idx2, un2, bin2 = _features(t2)
-    n1, n2 = len(idx1), len(idx2)
-    by_label: dict = {}
-    for (j, kind, label), c in un2.items():
-        by_label.setdefault((kind, label), []).append((j, c))
+    e1 = t1 if isinstance(t1, EncodedGraph) else encode_graph(t1)
+    e2 = t2 if isinstance(t2, EncodedGraph) else encode_graph(t2)
+    n1, n2 = e1.n, e2.n
     U = array("i", bytes(4 * n1 * n2))
-    for (i, kind, label), c1 in un1.items():
+    by_label = e2.by_label
+    for i, kind, label, c1 in e1.unary:
         for j, c2 in by_label.get((kind, label), ()):
             U[i * n2 + j] += c1 if c1 < c2 else c2
-    rel2: dict = {}
-    for (j, y, r), c in bin2.items():
-        rel2.setdefault(r, []).append((j, y, c))
+    by_role = e2.by_role
     quads: dict = {}
-    for (i, k, r), c1 in bin1.items():
-        for j, y, c2 in rel2.get(r, ()):
+    for i, k, r, c1 in e1.binary:
+        for j, y, c2 in by_role.get(r, ()):
             key = (i, j, k, y) if i < k else (k, y, i, j)
             quads[key] = quads.get(key, 0) + (c1 if c1 < c2 else c2)
     q = array("i")
@@ -114,13 +132,13 @@ def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
         q.extend(key)
         q.append(w)
     concept_ids: dict = {}
-    c1 = array("i", [0] * n1)
-    for v, c in t1.instances:
-        c1[idx1[v]] = concept_ids.setdefault(_norm(c), len(concept_ids))
-    c2 = array("i", [-1] * n2)
-    for v, c in t2.instances:
-        c2[idx2[v]] = concept_ids.setdefault(_norm(c), len(concept_ids))
-    return n1, n2, U, q, c1, c2
+    cid1 = array("i", [0] * n1)
+    for i, c in e1.concepts:
+        cid1[i] = concept_ids.setdefault(c, len(concept_ids))
+    cid2 = array("i", [-1] * n2)
+    for j, c in e2.concepts:
+        cid2[j] = concept_ids.setdefault(c, len(concept_ids))
+    return n1, n2, U, q, cid1, cid2
 
 
 def _f(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
@@ -131,12 +149,14 @@ def _f(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
 
 
 def smatch(t1: SmatchTriples, t2: SmatchTriples, seed: int = 0, restarts: int = 4,
-           node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET) -> SmatchScore:
-    """Smatch of graph 1 (counted as the test graph: precision) against graph 2 (gold: recall)."""
+           node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET,
+           encoded: tuple[EncodedGraph, EncodedGraph] | None = None) -> SmatchScore:
+    """Smatch of graph 1 (counted as the test graph: precision) against graph 2 (gold: recall). `encoded`: the
+    graphs' `encode_graph`, where the caller keeps them across pairs."""
     n1, n2 = len(t1), len(t2)
     if not t1.variables or not t2.variables:
         return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
-    a, b, U, q, c1, c2 = encode_pair(t1, t2)
+    a, b, U, q, c1, c2 = encode_pair(*(encoded or (t1, t2)))
     matched, optimal, _expanded, work, _mapping = _smatch_core.align(
         a, b, U, q, c1, c2, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
     p, r, f = _f(matched, n1, n2)

@@ -295,11 +295,51 @@ def _propagators(links: _Links, params: np.ndarray, role_index: dict[str, int], 
     return props
 
 
+# The bound on one pair. WWLK's cost grows with the cube of the graph sizes (propagating through n x n matrices, then
+# an n1 x n2 transport problem), so a pair of large graphs could stall a batch: a 1,000-node pair ran for minutes.
+# Each pair gets a work budget counted in multiply-adds from the sizes alone (deterministic, no clock): a pair over
+# it averages fewer stability runs (the first ones, the same draws) and one for which even one run is too dear gets
+# no score (its `bounded` says so). No BAMBOO pair comes near it; two 250-node graphs fit 7 runs, 500-node ones none.
+DEFAULT_WWLK_WORK_BUDGET = 2_000_000_000
+
+
+class WorkBudgetExceeded(ValueError):
+    """A pair too large for the work budget: not even one WWLK run fits."""
+
+
+@dataclass(frozen=True)
+class WWLKScore:
+    value: float | None  # None where not even one run fits the budget
+    runs: int  # stability runs averaged (stability_level + 1 unless bounded)
+    bounded: bool  # the budget cut the runs
+
+
+def wwlk_work(n1: int, n2: int, k: int, runs: int, dim: int, resample: bool) -> int:
+    """Multiply-adds of one WWLK pair (see `_wwlk`): per run, k propagation steps per graph and the k+1 levels'
+    cross and self products; once, the Gram matrices of the initial vectors (per run if they are resampled) and the
+    transport problem."""
+    cube = n1 ** 3 + n2 ** 3
+    per_run = k * cube + (k + 1) * (n1 * n1 * n2 + n1 * n2 * n2 + cube)
+    gram = dim * (n1 + n2) ** 2
+    return runs * (per_run + (gram if resample else 0)) + (0 if resample else gram) + n1 * n2 * (n1 + n2)
+
+
+def wwlk_runs(n1: int, n2: int, k: int, stability_level: int, dim: int, resample: bool, work_budget: int) -> int:
+    """Stability runs that fit the budget: stability_level + 1 where they all do, else fewer, 0 where none."""
+    runs = stability_level + 1
+    while runs and wwlk_work(n1, n2, k, runs, dim, resample) > work_budget:
+        runs = runs // 2 if runs > 2 else runs - 1
+    while runs < stability_level + 1 and wwlk_work(n1, n2, k, runs + 1, dim, resample) <= work_budget:
+        runs += 1
+    return runs
+
+
 def wwlk_from_built(
-    b1: Built, b2: Built, vectors: NodeVectors, k: int = 2, stability_level: int = 15, seed: int = 0
+    b1: Built, b2: Built, vectors: NodeVectors, k: int = 2, stability_level: int = 15, seed: int = 0,
+    work_budget: int = DEFAULT_WWLK_WORK_BUDGET,
 ) -> float:
     """WWLK on built graphs: 1 - EMD between node embeddings, distance matrices averaged over stability_level+1 runs."""
-    return _wwlk(b1, b2, _links(b1), _links(b2), vectors, k, stability_level, seed)
+    return _checked(_wwlk(b1, b2, _links(b1), _links(b2), vectors, k, stability_level, seed, work_budget))
 
 
 def _pot():
@@ -318,21 +358,26 @@ def _cached_links(graph: GraphLike) -> _Links:
 
 
 def _wwlk(
-    b1: Built, b2: Built, l1: _Links, l2: _Links, vectors: NodeVectors, k: int, stability_level: int, seed: int
-) -> float:
+    b1: Built, b2: Built, l1: _Links, l2: _Links, vectors: NodeVectors, k: int, stability_level: int, seed: int,
+    work_budget: int = DEFAULT_WWLK_WORK_BUDGET,
+) -> WWLKScore:
     ot = _pot()
 
     if not b1.labels or not b2.labels:
-        return 0.0
-    runs = stability_level + 1
+        return WWLKScore(0.0, stability_level + 1, False)
+    runs = wwlk_runs(len(b1.labels), len(b2.labels), k, stability_level, vectors.dim, vectors.resample, work_budget)
+    if runs == 0:
+        return WWLKScore(None, 0, True)
     roles = sorted({r for rs in l1.roles + l2.roles for r in rs})
-    params = _edge_params(roles, seed, runs)
+    # the first `runs` rows of every seeded draw equal those of the full draw, so a bounded pair averages the same
+    # first runs an unbounded one would
+    params = _edge_params(roles, seed, stability_level + 1)[:runs]
     role_index = {r: m for m, r in enumerate(roles)}
     # WWLK embeds node i as the unit vector of [x0_i; x1_i; ..; xk_i] and takes Euclidean distances between the
     # graphs' node embeddings. With x_t = A_t x0, every dot product needed is a sum over t of A_t G A_t'^T for the
     # Gram matrices G of the initial vectors, so the 384-dim vectors enter once, through G, instead of k times.
-    x1 = _node_matrix(b1.labels, vectors, seed, runs)
-    x2 = _node_matrix(b2.labels, vectors, seed, runs)
+    x1 = _node_matrix(b1.labels, vectors, seed, stability_level + 1)[:runs]
+    x2 = _node_matrix(b2.labels, vectors, seed, stability_level + 1)[:runs]
     g12, g11, g22 = x1 @ x2.transpose(0, 2, 1), x1 @ x1.transpose(0, 2, 1), x2 @ x2.transpose(0, 2, 1)
     p1, p2 = _propagators(l1, params, role_index, k), _propagators(l2, params, role_index, k)
     cross = sum(a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1, p2, strict=True))
@@ -347,15 +392,32 @@ def _wwlk(
     dist = np.sqrt(sq).mean(axis=0)
     a = np.full(len(b1.labels), 1.0 / len(b1.labels))
     bw = np.full(len(b2.labels), 1.0 / len(b2.labels))
-    return float(1.0 - ot.emd2(a, bw, np.ascontiguousarray(dist)))
+    return WWLKScore(float(1.0 - ot.emd2(a, bw, np.ascontiguousarray(dist))), runs, runs < stability_level + 1)
+
+
+def _checked(score: WWLKScore) -> float:
+    if score.value is None:
+        raise WorkBudgetExceeded("WWLK: the graphs are too large for the work budget (not even one run fits)")
+    return score.value
+
+
+def wwlk_score(
+    g1: GraphLike, g2: GraphLike, vectors: NodeVectors, k: int = 2, stability_level: int = 15, seed: int = 0,
+    work_budget: int = DEFAULT_WWLK_WORK_BUDGET,
+) -> WWLKScore:
+    """`wwlk` with how many runs were averaged and whether the work budget bounded them."""
+    return _wwlk(_built(g1), _built(g2), _cached_links(g1), _cached_links(g2), vectors, k, stability_level, seed,
+                 work_budget)
 
 
 def wwlk(
-    g1: GraphLike, g2: GraphLike, vectors: NodeVectors, k: int = 2, stability_level: int = 15, seed: int = 0
+    g1: GraphLike, g2: GraphLike, vectors: NodeVectors, k: int = 2, stability_level: int = 15, seed: int = 0,
+    work_budget: int = DEFAULT_WWLK_WORK_BUDGET,
 ) -> float:
     """Wasserstein WLK similarity (at most 1) of two AMR graphs. Random draws (edge weights; vectors for labels the
-    source lacks, or all labels for `random`) are seeded by (seed, label), so a pair's score depends on nothing else."""
-    return _wwlk(_built(g1), _built(g2), _cached_links(g1), _cached_links(g2), vectors, k, stability_level, seed)
+    source lacks, or all labels for `random`) are seeded by (seed, label), so a pair's score depends on nothing else.
+    Raises WorkBudgetExceeded (a ValueError) for a pair too large for `work_budget` (see DEFAULT_WWLK_WORK_BUDGET)."""
+    return _checked(wwlk_score(g1, g2, vectors, k, stability_level, seed, work_budget))
 
 
 def wwlk_batch(

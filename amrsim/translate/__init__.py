@@ -6,7 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from amrsim.warehouse.keys import content_key
+
 OK, FAILED = "ok", "failed"
+ENGLISH = "en"
+
+
+def translation_key(sentence_key: str, target_lang: str, model: str, num_beams: int, max_length: int) -> str:
+    """A `translations` row's content key: the sentence, the target language, the model as configured (hub id or
+    directory) and the generation settings, so a changed model or setting is a new row."""
+    return content_key("translation", sentence_key, target_lang, model, num_beams, max_length)
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from amrsim.translate import FAILED, Translator
+if TYPE_CHECKING:
+    from amrsim.warehouse.store import Warehouse
+
+from amrsim.translate import ENGLISH, FAILED, OK, Translator, translation_key
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,12 @@ class TranslatorSpec:
     num_beams: int = 4
     max_length: int = 256
     device: str = "auto"
+    configured: str | None = None  # the model as the config names it (for keys), when `model` is its resolved path
+
+    @property
+    def id(self) -> str:
+        """The model's name in `translations.model` and in content keys."""
+        return self.configured or self.model
 
 
 @lru_cache(maxsize=8)
@@ -29,25 +39,51 @@ def translator_for(spec: TranslatorSpec) -> Translator:
 
 
 def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl.DataFrame:
-    """`frame` has `source` and `target_lang`; adds text, flags, status, error, seconds (per sentence)."""
+    """`frame` has `source`, `source_lang`, `target_lang` and `model` (as configured; `specs` maps it to what
+    loads); adds text, flags, status, error, seconds (per sentence). Rows of a model without a spec fail."""
     n = frame.height
     text: list[str | None] = [None] * n
     flags: list[str | None] = [None] * n
     status = [FAILED] * n
     error: list[str | None] = [None] * n
     seconds: list[float | None] = [None] * n
-    sources, targets = frame["source"].to_list(), frame["target_lang"].to_list()
-    for lang in sorted(set(targets)):
-        rows = [i for i, t in enumerate(targets) if t == lang]
-        if lang not in specs:
+    sources, models = frame["source"].to_list(), frame["model"].to_list()
+    directions = list(zip(frame["source_lang"].to_list(), frame["target_lang"].to_list(), strict=True))
+    for model in sorted(set(models)):
+        rows = [i for i, m in enumerate(models) if m == model]
+        if model not in specs:
             for i in rows:
-                error[i] = f"no translation model for target language '{lang}'"
+                error[i] = f"no translation model for {directions[i][0]}->{directions[i][1]} ('{model}' not loaded)"
             continue
         t0 = time.perf_counter()
-        results = translator_for(specs[lang]).translate([sources[i] or "" for i in rows])
+        results = translator_for(specs[model]).translate([sources[i] or "" for i in rows])
         per = (time.perf_counter() - t0) / max(1, len(rows))
         for i, r in zip(rows, results, strict=True):
             text[i], flags[i], status[i], error[i], seconds[i] = r.text, r.flags, r.status, r.error, per
     return frame.with_columns(pl.Series("text", text, pl.String), pl.Series("flags", flags, pl.String),
                               pl.Series("status", status, pl.String), pl.Series("error", error, pl.String),
                               pl.Series("seconds", seconds, pl.Float64))
+
+
+def english_translations(wh: Warehouse, dataset: str, frame: pl.DataFrame, specs: dict[str, TranslatorSpec]
+                         ) -> dict[str, tuple[str | None, str | None]]:
+    """English text (None when failed) and the reason per sentence of `frame` (key, lang, text) whose language has
+    a spec: the `translations` row of that sentence, model and settings when the dataset has one, else translated
+    now and stored there, so every later stage and rerun reuses it. Sentences of other languages are left out."""
+    frame = frame.filter(pl.col("lang").is_in(list(specs)))
+    if not frame.height:
+        return {}
+    keys = [translation_key(k, ENGLISH, specs[lang].id, specs[lang].num_beams, specs[lang].max_length)
+            for k, lang in zip(frame["key"], frame["lang"], strict=True)]
+    todo = frame.select(source_key="key", source_lang="lang", source="text").with_columns(
+        key=pl.Series(keys, dtype=pl.String), target_lang=pl.lit(ENGLISH),
+        model=pl.Series([specs[lang].id for lang in frame["lang"]], dtype=pl.String))
+    stored = (wh.read(dataset, "translations", columns=["key", "text", "status", "error"]).filter(
+        pl.col("key").is_in(keys) & (pl.col("status") == OK)) if wh.exists(dataset, "translations") else None)
+    have = {} if stored is None else {k: (t, None) for k, t in zip(stored["key"], stored["text"], strict=True)}
+    missing = todo.filter(~pl.col("key").is_in(list(have))).unique("key", maintain_order=True)
+    if missing.height:
+        done = translate_frame(missing, {spec.id: spec for spec in specs.values()})
+        wh.upsert(dataset, "translations", done)
+        have.update({k: (t, e) for k, t, e in zip(done["key"], done["text"], done["error"], strict=True)})
+    return {k: have[tk] for k, tk in zip(frame["key"], keys, strict=True)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 _SEP = "\x1f"  # unit separator: cannot occur in a JSON-encoded part, so parts never run together
@@ -13,9 +14,29 @@ def content_key(*parts: Any) -> str:
     """Hex sha256 (first 32 chars) of the JSON encoding of each part; equal inputs give equal keys forever."""
     h = hashlib.sha256()
     for part in parts:
-        h.update(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+        h.update(_encode(part))
         h.update(_SEP.encode())
     return h.hexdigest()[:32]
+
+
+def content_keys(rows: Iterable[Sequence[Any]], prefix: Sequence[Any] = (), suffix: Sequence[Any] = ()) -> list[str]:
+    """`content_key(*prefix, *row, *suffix)` for every row, encoding the fixed parts once (one hash state copied per
+    row): the same keys at a fraction of the cost for large batches."""
+    sep = _SEP.encode()
+    head = hashlib.sha256()
+    for part in prefix:
+        head.update(_encode(part) + sep)
+    tail = b"".join(_encode(part) + sep for part in suffix)
+    keys = []
+    for row in rows:
+        h = head.copy()
+        h.update(b"".join(_encode(part) + sep for part in row) + tail)
+        keys.append(h.hexdigest()[:32])
+    return keys
+
+
+def _encode(part: Any) -> bytes:
+    return json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
 
 
 def config_hash(config: Any) -> str:

@@ -10,10 +10,15 @@ import polars as pl
 from amrsim.warehouse.store import BrokenTable, Warehouse
 
 
-def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
+def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one schema per dataset and one view per table. A damaged table's view
-    fails any query that reads it with the table's error; queries on the other tables work."""
-    con = duckdb.connect()
+    fails any query that reads it with the table's error; queries on the other tables work.
+
+    Sandboxed unless `allow_external`: once the views exist, file system access is turned off and the
+    configuration locked, so SQL cannot write files (a table's own `_delta_log` included), read other files,
+    attach databases, load extensions or turn the sandbox off. The views still read: their data comes through
+    registered Arrow datasets, which DuckDB does not open as files. Python variables are never scanned by name."""
+    con = duckdb.connect(config={"python_enable_replacements": False})
     for dataset, table in wh.tables():
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{dataset}"')
         try:
@@ -26,6 +31,9 @@ def connect(wh: Warehouse) -> duckdb.DuckDBPyConnection:
         alias = f"__{dataset}__{table}"
         con.register(alias, snapshot.to_pyarrow_dataset())
         con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS SELECT * FROM "{alias}"')
+    if not allow_external:
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
     return con
 
 
@@ -40,11 +48,14 @@ def _failing_select(table: str, message: str) -> str:
     return f"SELECT * EXCLUDE (__broken) FROM (SELECT error('{quoted}') AS __broken{columns}) WHERE __broken IS NULL"
 
 
-def query(wh: Warehouse, sql: str) -> pl.DataFrame:
-    """Run SQL against the warehouse views; returns a polars frame."""
-    relation = connect(wh).sql(sql)
+def query(wh: Warehouse, sql: str, limit: int | None = None, allow_external: bool = False) -> pl.DataFrame:
+    """Run SQL against the warehouse views (sandboxed, see `connect`); returns a polars frame of at most `limit`
+    rows. The limit is part of the query DuckDB runs, so it stops reading once it has them."""
+    relation = connect(wh, allow_external).sql(sql)
     if relation is None:  # a statement with no result set
         return pl.DataFrame()
+    if limit is not None:
+        relation = relation.limit(limit)
     frame = pl.from_arrow(relation.to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame

@@ -13,6 +13,10 @@ AMR_METRIC_COLUMNS = [
 _STATUS = [pa.field("status", pa.string()), pa.field("error", pa.string())]
 _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int64())]
 
+# columns added to a schema after tables were written: rows may lack them (null), and a commit adds them to an
+# older table
+LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"})}
+
 SCHEMAS: dict[str, pa.Schema] = {
     "sentences": pa.schema([
         pa.field("key", pa.string()), pa.field("lang", pa.string()), pa.field("text", pa.string()), *_STATUS,
@@ -49,6 +53,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("penman", pa.string()), pa.field("parser", pa.string()),
         pa.field("pivot_lang", pa.string()), pa.field("parsed_text", pa.string()), pa.field("linearized", pa.string()),
         *_STATUS, pa.field("seconds", pa.float64()),
+        pa.field("pivot_source", pa.string()),  # where a pivoted English text came from: given, or the MT model
     ]),
     "translations": pa.schema([
         pa.field("key", pa.string()), pa.field("source_key", pa.string()), pa.field("source_lang", pa.string()),
@@ -67,13 +72,15 @@ SCHEMAS: dict[str, pa.Schema] = {
         *[pa.field(c, pa.float64()) for c in AMR_METRIC_COLUMNS],
         pa.field("options", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
         pa.field("graphs_md5", pa.string()),  # md5(amr1 \x1f amr2): lets a refresh skip done pairs without hashing
+        pa.field("bounded", pa.string()),  # aspects whose per-pair work budget cut the search (comma-separated)
     ]),
     "results": pa.schema([
         pa.field("key", pa.string()), pa.field("run_id", pa.string()),
         pa.field("created_at", pa.timestamp("us", tz="UTC")), pa.field("task", pa.string()),
+        # model names the run (`<method>:<run id>`); model_requested is the name asked for (`<method>:latest`)
         pa.field("model", pa.string()), pa.field("dataset", pa.string()), pa.field("split", pa.string()),
         pa.field("lang_pair", pa.string()), pa.field("metric", pa.string()), pa.field("value", pa.float64()),
-        pa.field("n", pa.int64()), pa.field("config_hash", pa.string()),
+        pa.field("n", pa.int64()), pa.field("config_hash", pa.string()), pa.field("model_requested", pa.string()),
     ]),
     "lineage": pa.schema([
         pa.field("run_id", pa.string()), pa.field("pipeline", pa.string()), pa.field("stage", pa.string()),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from urllib.parse import unquote
@@ -21,7 +22,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
-from amrsim.warehouse.schemas import SCHEMAS
+from amrsim.warehouse.schemas import LATER_COLUMNS, SCHEMAS
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OK = "ok"
@@ -142,6 +143,9 @@ class Warehouse:
         schema = SCHEMAS.get(table)
         if schema is None:
             return data
+        later = LATER_COLUMNS.get(table, frozenset())
+        for name in [f.name for f in schema if f.name in later and f.name not in data.column_names]:
+            data = data.append_column(schema.field(name), pa.nulls(data.num_rows, schema.field(name).type))
         missing = [f.name for f in schema if f.name not in data.column_names]
         if missing:
             raise WarehouseError(f"rows for table '{table}' lack columns {missing}")
@@ -167,7 +171,7 @@ class Warehouse:
                 write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
                 return data.num_rows
             (dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
-                      writer_properties=WRITER)
+                      merge_schema=bool(LATER_COLUMNS.get(table)), writer_properties=WRITER)
                .when_matched_update_all().when_not_matched_insert_all().execute())
         return data.num_rows
 
@@ -194,7 +198,7 @@ class Warehouse:
                 write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
             else:
                 merge = dt.merge(data, predicate=f"t.{key} = s.{key}", source_alias="s", target_alias="t",
-                                 writer_properties=WRITER)
+                                 merge_schema=bool(LATER_COLUMNS.get(table)), writer_properties=WRITER)
                 merge = merge.when_not_matched_insert_all()
                 if scope is None:
                     merge = merge.when_not_matched_by_source_delete()
@@ -203,6 +207,18 @@ class Warehouse:
                     merge = merge.when_not_matched_by_source_delete(predicate=f"t.{scope[0]} = '{value}'")
                 merge.execute()
             return len(added), len(removed)
+
+    def delete_keys(self, dataset: str, table: str, keys: Iterable[str], key: str = "key") -> int:
+        """Delete the rows whose key is in `keys`, one commit (none when nothing matches); returns rows deleted."""
+        with self.lock(dataset, table):
+            dt = self._open(dataset, table)
+            wanted = sorted(set(keys) & self.keys(dataset, table, ok_only=False)) if dt is not None else []
+            if dt is None or not wanted:
+                return 0
+            stats = (dt.merge(pa.table({key: pa.array(wanted, pa.string())}), predicate=f"t.{key} = s.{key}",
+                              source_alias="s", target_alias="t", writer_properties=WRITER)
+                     .when_matched_delete().execute())
+        return int(stats.get("num_target_rows_deleted", 0))
 
     def append(self, dataset: str, table: str, frame: pl.DataFrame | pa.Table) -> int:
         """Append rows in one atomic commit (see `append_new`); returns the number of rows added."""
@@ -225,6 +241,22 @@ class Warehouse:
             # merge: a table written before a column was added to its schema (results.task) gains it, old rows null
             write_deltalake(str(path), data, mode="append", schema_mode="merge", writer_properties=WRITER)
         return data
+
+    def rewrite(self, dataset: str, table: str,
+                change: Callable[[pl.DataFrame], pl.DataFrame | None]) -> int | None:
+        """Replace the table's rows with `change(rows)` in one commit under its lock: a migration to the current
+        schema (earlier versions stay readable by version). `change` returns None when there is nothing to do.
+        Returns the new version, or None when nothing was written."""
+        path = self.table_path(dataset, table)
+        with self.lock(dataset, table):
+            if self._open(dataset, table) is None:
+                return None
+            changed = change(self.read(dataset, table))
+            if changed is None:
+                return None
+            write_deltalake(str(path), self._conform(table, changed), mode="overwrite", schema_mode="overwrite",
+                            writer_properties=WRITER)
+        return self.version(dataset, table)
 
     def _new_rows(self, dataset: str, table: str, data: pa.Table) -> pa.Table:
         """`data` less rows whose key the table holds or an earlier row of `data` repeats."""

@@ -1,0 +1,58 @@
+"""`amrsim results {export,migrate}`: `eval/results` leaving amrsim (MTEB result files) and older tables brought to
+the current results schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.errors import AmrsimError
+
+results_app = typer.Typer(no_args_is_help=True, help="Export or migrate warehouse/eval/results.")
+
+
+@results_app.command("export")
+def export_command(
+        out: Annotated[Path, typer.Option(help="directory to write <model>/<revision>/<Task>.json into")],
+        format_: Annotated[str, typer.Option("--format", help="mteb")] = "mteb",
+        task: Annotated[list[str] | None, typer.Option(help="DATASET=TASK: the MTEB task (or none) a warehouse "
+                                                             "dataset measures; repeatable")] = None,
+        model: Annotated[list[str] | None, typer.Option(help="only these result models (repeatable)")] = None,
+        config: ConfigOpt = "pipelines.yaml") -> None:
+    """Write the results that measure an MTEB task (STSBenchmark, SICK-R, STSBenchmarkMultilingualSTS, STS17,
+    STS22, Tatoeba) as MTEB result JSON files."""
+    from amrsim.evaluate.mteb_export import export_mteb, parse_task_overrides
+    from amrsim.evaluate.results import EVAL, RESULTS
+    from amrsim.evaluate.sts import is_cross_encoder
+    from amrsim.report import console
+    from amrsim.warehouse import Warehouse
+
+    if format_ != "mteb":
+        raise AmrsimError(f"--format '{format_}': only mteb is supported")
+    overrides = parse_task_overrides(task)
+    wh = Warehouse(warehouse_root(config))
+    results = wh.read(EVAL, RESULTS)
+    cross = {m for m in set(results["model"].to_list()) if is_cross_encoder(m, wh.models_root)}
+    written = export_mteb(results, out, overrides, cross, model)
+    for item in written:
+        console.print(f"{item.path}  ({item.model}, {item.subsets} subsets from {', '.join(item.datasets)})")
+    if not written:
+        console.print("nothing to export: no STS or Tatoeba result names a dataset that maps to an MTEB task "
+                      "(name it with --task DATASET=TASK)")
+
+
+@results_app.command("migrate")
+def migrate_command(config: ConfigOpt = "pipelines.yaml") -> None:
+    """Bring an eval/results table written by an older amrsim to the current schema: rows asked for as
+    `<method>:latest` are renamed to the run that was newest when they were stored (`model_requested` keeps the
+    name asked for)."""
+    from amrsim.evaluate.results import migrate_results
+    from amrsim.report import console
+    from amrsim.warehouse import Warehouse
+
+    renamed, unresolved = migrate_results(Warehouse(warehouse_root(config)))
+    console.print(f"results: {renamed} rows renamed to their run, {unresolved} left as :latest (no run of that "
+                  "method old enough)")

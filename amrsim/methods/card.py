@@ -1,0 +1,236 @@
+"""Model cards: `README.md` in a run directory, in the sentence-transformers / Hugging Face Hub layout (YAML front
+matter, then method and paper, base model, training data with Delta table versions, parameters, the run's rows of
+`eval/results`, how to load it). Written when a run finishes and again when results for it are stored."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from amrsim.warehouse import Warehouse
+
+CARD = "README.md"
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    title: str
+    paper: str
+    summary: str
+    pipeline_tag: str
+    tags: tuple[str, ...]
+
+
+METHODS: dict[str, MethodInfo] = {
+    "s3bert": MethodInfo(
+        "S3BERT", 'Opitz & Frank 2022, "SBERT studies Meaning Representations: Decomposing Sentence Embeddings into '
+        'Explainable Semantic Features"',
+        "An SBERT embedding decomposed into AMR-aspect sub-embeddings (concepts, frames, negation, ...) plus a "
+        "residual, trained to predict fine-grained AMR metric scores with a consistency loss against a frozen "
+        "teacher; the cosine of each slice explains a similarity aspect by aspect.",
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr")),
+    "dueam": MethodInfo(
+        "DuEAM", 'Goswami et al. 2021, "Cross-lingual Sentence Embedding using Multi-Task Learning"',
+        "A dual encoder: an anchor's Word Mover's Distance on frozen token embeddings teaches a sentence encoder "
+        "(L = L_A - lambda * L_B).",
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "cross-lingual")),
+    "pear": MethodInfo(
+        "PEAR", "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)",
+        "A cross-encoder with a sigmoid head trained with BCE on relatedness, with bi-encoder kNN re-sampling and "
+        "weak labels; scores a sentence pair directly (no sentence embedding).",
+        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness")),
+    "meaning": MethodInfo(
+        "Meaning embeddings", "Tiyajamorn et al. 2021 (stage 1) and McCain et al. (stage 2)",
+        "Stage 1 splits a frozen multilingual embedding into a meaning part and a language part on parallel data; "
+        "stage 2 tunes an MLP on human STS scores.",
+        "sentence-similarity", ("sentence-similarity", "feature-extraction", "multilingual")),
+    "mse_amr": MethodInfo(
+        "MSE-AMR", 'Cai et al. 2022, "Retrofitting Multilingual Sentence Embeddings with Abstract Meaning '
+        'Representation"',
+        "A contrastive encoder of linearised AMR graphs (supervised SimCSE on NLI triples); the sentence embedding "
+        "joins the base encoder's normalised vector with the normalised graph vector.",
+        "sentence-similarity", ("sentence-similarity", "feature-extraction", "amr", "multilingual")),
+}
+
+# amrsim's packaged encoder names -> what a reader finds on the Hub (muse has no Hub id)
+HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+BASE_KEYS = ("base_model", "learner_name", "base_encoder")  # model.json keys naming the base, first found wins
+
+
+def base_model(meta: dict[str, Any]) -> str | None:
+    """The base model as the run was asked for it (`minilm`, `hf:<id>`, a path, ...)."""
+    return next((str(meta[k]) for k in BASE_KEYS if meta.get(k)), None)
+
+
+def hub_id(name: str | None) -> str | None:
+    """A Hub id for the front matter's `base_model`, or None when the base is local or not on the Hub."""
+    if not name:
+        return None
+    if name in HUB_IDS:
+        return HUB_IDS[name]
+    ident = name.removeprefix("hf:").partition("#")[0]
+    if name.startswith("hf:") and not ident.startswith((".", "/", "~")) and not Path(ident).exists():
+        return ident
+    return None
+
+
+def table_versions(meta: Any) -> dict[str, Any]:
+    """Every `<dataset>.<table>` -> Delta version recorded anywhere in model.json (methods nest them differently)."""
+    found: dict[str, Any] = {}
+    if isinstance(meta, dict):
+        for key, value in meta.items():
+            if key.endswith("table_versions") and isinstance(value, dict):
+                found.update({k: v for k, v in value.items() if not isinstance(v, dict)})
+            elif key == "tables" and isinstance(value, dict):
+                found.update(value)
+            else:
+                found.update(table_versions(value))
+    return found
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
+    """The latest `eval/results` row of each result of model `name` (`<method>:<run id>`)."""
+    from amrsim.evaluate.report import latest_results
+    from amrsim.evaluate.results import EVAL, RESULTS
+
+    rows = wh.read(EVAL, RESULTS, where=pl.col("model") == name)
+    return latest_results(rows) if rows.height else rows
+
+
+def loads_with_sentence_transformers(run: Path) -> bool:
+    """The run directory itself loads with sentence-transformers (its own modules.json)."""
+    return (run / "modules.json").is_file()
+
+
+def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
+    """Code that loads the run: sentence-transformers where the run directory loads that way, else amrsim."""
+    name = f"{method}:{run_id}"
+    texts = '["A man is playing a guitar.", "Someone plays music."]'
+    pair = '("A man is playing a guitar.", "Someone plays music.")'
+    cross = meta.get("kind") == "cross-encoder"
+    lines = ["```python"]
+    if loads_with_sentence_transformers(run) and cross:
+        lines += ["from sentence_transformers import CrossEncoder", "",
+                  f'model = CrossEncoder("path/to/{method}/{run_id}")', f"pairs = [{pair}]",
+                  "scores = model.predict(pairs)"]
+        if meta.get("symmetric"):
+            lines += ["# amrsim scores this run as the mean of both sentence orders:",
+                      "scores = (model.predict(pairs) + model.predict([(b, a) for a, b in pairs])) / 2"]
+    elif loads_with_sentence_transformers(run):
+        lines += ["from sentence_transformers import SentenceTransformer", "",
+                  f'model = SentenceTransformer("path/to/{method}/{run_id}")',
+                  f"embeddings = model.encode({texts})"]
+    else:
+        lines += ["from amrsim.encoders import load_encoder", "",
+                  f'model = load_encoder("{name}", models_root="path/to/warehouse/models")']
+        lines += [f"scores = model.score({texts[:-1]}], {texts[:-1]}])" if cross
+                  else f"embeddings = model.encode({texts})"]
+    lines += ["```", "", f"In amrsim: `amrsim evaluate sts --encoder {name} --file ...` (or `{method}:latest`, the "
+              "newest run)."]
+    if method == "s3bert":
+        lines += ["", "The aspect layout (which dimensions carry which AMR aspect) is in the run's "
+                  "`config_sentence_transformers.json` under `s3bert`; `amrsim explain` reads it there."]
+    return "\n".join(lines)
+
+
+def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
+    info = METHODS.get(method, MethodInfo(method, "", "", "sentence-similarity", ()))
+    base = base_model(meta)
+    versions = table_versions(meta)
+    datasets = sorted({k.partition(".")[0] for k in versions})
+    front: dict[str, Any] = {"library_name": "sentence-transformers" if loads_with_sentence_transformers(run)
+                             else "amrsim",
+                             "pipeline_tag": info.pipeline_tag}
+    if hub_id(base):
+        front["base_model"] = hub_id(base)
+    front["tags"] = [*info.tags, "amrsim", method]
+    if datasets:
+        front["datasets"] = datasets
+    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip(), "---", "",
+             f"# {info.title}: run `{run_id}`", "",
+             f"Trained by amrsim (`amrsim train {method}`) on {meta.get('created_at', 'an unknown date')}; "
+             f"amrsim names it `{method}:{run_id}`.", "",
+             "## Method and paper", "", info.paper + ("." if info.paper else ""), "", info.summary, "",
+             "## Base model", "", f"`{base}`" + (f" (Hub: `{hub_id(base)}`)" if hub_id(base) else "") if base
+             else "Not recorded.", ""]
+    parts += ["## Training data", ""]
+    if versions:
+        parts += ["Warehouse tables read, at these Delta versions (`Warehouse.read(dataset, table, version=...)` "
+                  "reads exactly this data again):", "",
+                  _table(["table", "Delta version"], sorted(versions.items())), ""]
+    else:
+        parts += ["No table versions recorded.", ""]
+    params = meta.get("params") or {k: meta[k] for k in ("stage1", "stage2") if meta.get(k)}
+    parts += ["## Parameters", ""]
+    if params:
+        flat = sorted((k, v) for k, v in params.items() if not isinstance(v, dict)) + sorted(
+            (f"{k}.{k2}", v2) for k, v in params.items() if isinstance(v, dict) for k2, v2 in v.items())
+        parts += [_table(["parameter", "value"], flat)]
+    if meta.get("seed") is not None:
+        parts += ["", f"Seed: {meta['seed']}."]
+    parts += ["", "## Evaluation results", ""]
+    rows = run_results(wh, f"{method}:{run_id}")
+    if rows.height:
+        from amrsim.evaluate.report import fmt_value
+
+        parts += ["Latest rows of `eval/results` for this run (scores × 100):", "",
+                  _table(["task", "dataset", "split", "lang pair", "metric", "value", "n"],
+                         [(r["task"], r["dataset"], r["split"], r["lang_pair"], r["metric"],
+                           fmt_value(r["value"], r["metric"]), r["n"]) for r in rows.iter_rows(named=True)])]
+    else:
+        parts += ["None stored yet: `amrsim evaluate ... --encoder " f"{method}:{run_id}` adds them here."]
+    parts += ["", "## How to load", "", how_to_load(run, method, run_id, meta), ""]
+    return "\n".join(parts)
+
+
+def write_card(wh: Warehouse, method: str, run_id: str) -> Path | None:
+    """(Re)write `README.md` of a finished run (atomically); None when the run has no model.json."""
+    from amrsim.methods.common import run_dir
+
+    path = run_dir(wh, method, run_id)
+    try:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    card = path / CARD
+    tmp = card.with_name(CARD + ".tmp")
+    tmp.write_text(render_card(wh, path, method, run_id, meta), encoding="utf-8")
+    os.replace(tmp, card)
+    return card
+
+
+def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
+    """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
+    from amrsim.errors import WarehouseError
+
+    written = []
+    for name in sorted(set(models)):
+        method, sep, run_id = name.partition(":")
+        if not sep or name.startswith("hf:") or run_id == "latest":
+            continue
+        try:
+            card = write_card(wh, method, run_id)
+        except WarehouseError:  # not a run name amrsim could have made
+            continue
+        if card is not None:
+            written.append(card)
+    return written

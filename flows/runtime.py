@@ -1,0 +1,118 @@
+"""What `amrsim run` sets up around its flow: a temporary Prefect server that dies with the CLI, and Prefect's logs
+in a file. Nothing here imports Prefect: the server is started before Prefect is imported, so that both overlap."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from amrsim.errors import AmrsimError
+from amrsim.procs import spawn_tied
+
+UVICORN_PORT_TAKEN = 3  # uvicorn's exit code when it cannot start (the port went to another process meanwhile)
+
+
+def _prefect_dir() -> Path:
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or not spec.submodule_search_locations:
+        raise AmrsimError("prefect is not installed: pip install -e . installs it")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def log_prefect_to_file(log_path: Path) -> Path:
+    """Prefect's logging configuration with its console handlers writing to `log_path` instead of the terminal
+    (flow and task tracebacks included); set as PREFECT_LOGGING_SETTINGS_PATH before Prefect is imported, it also
+    reaches the server process. Returns the settings file."""
+    config = yaml.safe_load((_prefect_dir() / "logging" / "logging.yml").read_text(encoding="utf-8"))
+    to_file = {"level": 0, "class": "logging.FileHandler", "filename": str(log_path), "encoding": "utf-8",
+               "delay": True}
+    config["handlers"]["console"] = {**to_file, "formatter": "standard"}
+    config["handlers"]["debug"] = {**to_file, "formatter": "debug"}
+    settings = log_path.with_name("prefect-logging.yml")
+    tmp = settings.with_name(f".{settings.name}.tmp-{os.getpid()}")
+    tmp.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, settings)  # concurrent runs sharing a run_dir each see a whole file
+    return settings
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TemporaryServer:
+    """Prefect's API server (the same uvicorn app Prefect's ephemeral mode runs) on a free loopback port, started
+    by this process as a child in its own process group with a parent-death signal: it never outlives the CLI."""
+
+    def __init__(self, log: IO[Any], startup_timeout: float):
+        self.log = log
+        self.startup_timeout = startup_timeout
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    def start(self) -> None:
+        """Start it and point this process (and its children) at it; `wait_ready` waits until it answers."""
+        self.port = _free_port()
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(_prefect_dir().parent), "--factory",
+               "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port),
+               "--log-level", "error", "--lifespan", "on"]
+        self.process = spawn_tied(cmd, env, stdout=self.log, stderr=self.log)
+        os.environ["PREFECT_API_URL"] = self.api_url
+
+    def wait_ready(self) -> None:
+        """Until GET /health answers 200; a server that exits or stays silent is an error naming the log."""
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        restarts = 0
+        while True:
+            code = self.process.poll()
+            if code == UVICORN_PORT_TAKEN and restarts < 3:
+                restarts += 1
+                self.start()
+                continue
+            if code is not None:
+                raise AmrsimError(f"the temporary Prefect server exited with code {code} before answering; "
+                                  f"its output is in {self.log.name}")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                self.stop()
+                raise AmrsimError(f"the temporary Prefect server did not answer within {self.startup_timeout:g} s "
+                                  f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS); its output is in "
+                                  f"{self.log.name}")
+            time.sleep(0.1)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM its process group, SIGKILL after `grace` seconds."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+        except ProcessLookupError:
+            pass

@@ -1,0 +1,161 @@
+"""Helpers shared across test modules (fixtures stay in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+import warnings
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from tests.conftest import cli_env
+
+# words of the tiny translation models' corpora: English, and German for the X -> English models
+EN_WORDS = ("the cat dog bird house tree river stone green small big runs sees eats walks quickly slowly near under "
+            "over with and but a an old young red blue sings reads writes book letter garden window door city").split()
+DE_WORDS = ("der die das Katze Hund Vogel Haus Baum Fluss Stein grün klein groß läuft sieht isst geht schnell "
+            "langsam nahe unter über mit und aber ein eine alt jung rot blau singt liest schreibt Buch Brief Garten "
+            "Fenster Tür Stadt").split()
+
+
+def random_sentence(rng: random.Random, words: Sequence[str] = EN_WORDS) -> str:
+    return " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))).capitalize() + rng.choice(".!?")
+
+
+def build_tiny_marian(root: Path, words: Sequence[str] = EN_WORDS, max_pos: int = 64, seed: int = 0) -> str:
+    """A 1+1-layer, d_model 16 Marian model with random weights and a SentencePiece tokenizer trained on sentences of
+    `words` (plus English ones, so its output decodes to English pieces), saved under `root/model`; returns that
+    directory. Random weights translate into garbage: enough to check mechanics (order, batching, keys, failures)."""
+    import sentencepiece as spm
+    import torch
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    corpus = root / "corpus.txt"
+    lines = [random_sentence(rng, words) for _ in range(400)]
+    if words is not EN_WORDS:
+        lines += [random_sentence(rng) for _ in range(400)]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(root / "sp"), vocab_size=200,
+                                   model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
+                                   unk_id=0, bos_id=-1, eos_id=1, pad_id=-1, minloglevel=2)
+    proc = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    # Marian's vocab.json maps pieces to model ids: </s> 0, <unk> 1, the pieces, then <pad> last.
+    vocab = {"</s>": 0, "<unk>": 1}
+    for i in range(proc.get_piece_size()):
+        vocab.setdefault(proc.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (root / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses."
+        tok = MarianTokenizer(str(root / "sp.model"), str(root / "sp.model"), str(root / "vocab.json"),
+                              model_max_length=max_pos)
+    out = root / "model"
+    tok.save_pretrained(out)
+    torch.manual_seed(seed)
+    config = MarianConfig(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                          decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=len(vocab),
+                          max_position_embeddings=max_pos, pad_token_id=vocab["<pad>"], eos_token_id=0,
+                          forced_eos_token_id=0, decoder_start_token_id=vocab["<pad>"], scale_embedding=True,
+                          init_std=1.0)  # large weights: outputs then depend on the input
+    MarianMTModel(config).save_pretrained(out)
+    return str(out)
+
+
+def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`amrsim ARGS` as a real process in `cwd` (exit code, stdout and stderr as a user sees them); wide output so
+    table cells are not wrapped."""
+    return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**cli_env(cwd), "COLUMNS": "200"}, timeout=timeout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single `error: ...` line of a command that failed with exit 2 (asserts there is no traceback)."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    return lines[0]
+
+
+TINY_WORDS = ["the", "cat", "dog", "bird", "fish", "red", "blue", "green", "black", "runs", "eats", "sleeps",
+              "sings", "der", "hund", "die", "katze"]
+
+
+def tiny_sentence_transformer(root: Path, seed: int = 0, hidden: int = 32) -> Path:
+    """A randomly initialised 2-layer BERT with a word-level vocab (TINY_WORDS), saved as a sentence-transformers
+    directory (mean pooling) under `root`; returns its path."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    hf = root / "hf"
+    hf.mkdir(parents=True)
+    (hf / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *TINY_WORDS]) + "\n",
+                                  encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(hf / "vocab.txt"))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=5 + len(TINY_WORDS), hidden_size=hidden, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32)
+    BertModel(config).save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    model = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=32), Pooling(hidden, "mean")],
+                                device="cpu")
+    model.save(str(root / "st"), create_model_card=False)
+    shutil.rmtree(hf)
+    return root / "st"
+
+
+def sentence_transformer_run(models_root: Path, method: str, run_id: str, created_at: datetime, encoder: Path,
+                             **meta: object) -> Path:
+    """A run directory `<models_root>/<method>/<run_id>` whose model.json names `encoder` (copied in as
+    `encoder/`, the run directory loading it): the layout a bi-encoder method writes, for tests of what reads
+    runs."""
+    from amrsim.methods.portable import link_run_root
+
+    run = models_root / method / run_id
+    shutil.copytree(encoder, run / "encoder")
+    link_run_root(run, "encoder")
+    (run / "model.json").write_text(json.dumps({"method": method, "run_id": run_id,
+                                                "created_at": created_at.isoformat(), "encoder": "encoder",
+                                                **meta}), encoding="utf-8")
+    return run
+
+
+LOAD_SCRIPT = """
+import json, sys
+import numpy as np
+kind, path, inputs, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+if kind == "bi":
+    from sentence_transformers import SentenceTransformer
+    values = SentenceTransformer(path, device="cpu").encode(inputs, convert_to_numpy=True)
+else:
+    from sentence_transformers import CrossEncoder
+    values = CrossEncoder(path, device="cpu").predict([tuple(p) for p in inputs], convert_to_numpy=True)
+np.save(out, np.asarray(values, dtype=np.float64))
+print(json.dumps(sorted(m for m in sys.modules if m == "amrsim" or m.startswith("amrsim."))))
+"""
+
+
+def load_outside_amrsim(kind: str, path: Path, inputs: list, tmp: Path) -> tuple[object, list[str]]:
+    """Load `path` in a fresh Python process that imports only sentence-transformers (`SentenceTransformer` for
+    kind "bi", `CrossEncoder` for "cross") and run it on `inputs` (texts, or [text1, text2] pairs). Returns the
+    vectors or scores and the amrsim modules that process ended up importing."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    out = tmp / f"outside-{kind}.npy"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, kind, str(path), json.dumps(inputs), str(out)],
+                          capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return np.load(out), json.loads(done.stdout.strip().splitlines()[-1])

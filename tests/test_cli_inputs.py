@@ -1,0 +1,77 @@
+"""`amrsim evaluate` options that name things the command cannot use end in one line (exit 2) before anything is
+built or written: a model directory or hub id that does not load, a file suffix it does not read, a dataset name
+that is not one safe directory or is reserved. A file named like a reserved dataset gets a name of its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from amrsim.config import RESERVED_DATASETS, dataset_name_error
+from amrsim.encoders import model_id
+from tests.helpers import one_line_error, run_cli
+
+
+@pytest.fixture
+def pairs(write_tsv):
+    return write_tsv("pairs.tsv", ["sentence1", "sentence2", "score"],
+                     [["a man plays", "a man is playing", "4.5"], ["a cat sleeps", "the sky is blue", "0.5"],
+                      ["kids run", "children are running", "4.0"]])
+
+
+def _nothing_written(tmp_path) -> None:
+    assert not (tmp_path / "warehouse").exists() or not any((tmp_path / "warehouse").iterdir())
+
+
+@pytest.mark.parametrize("encoder, says", [
+    ("hf:/nonexistent/dir", "no model directory /nonexistent/dir"),
+    ("hf:./not/here#mean", "no model directory not/here"),
+    ("hf:nonexistent-org/no-such-model", "cannot load 'nonexistent-org/no-such-model'"),
+])
+def test_an_encoder_that_does_not_load_is_one_line(tmp_path, pairs, encoder, says):
+    line = one_line_error(run_cli(tmp_path, "evaluate", "sts", "--encoder", encoder, "--file", str(pairs)))
+    assert says in line and encoder in line
+    if "no model directory" in says:
+        _nothing_written(tmp_path)  # refused before the warehouse is touched
+
+
+def test_local_hf_paths_are_checked_when_the_name_resolves(tmp_path):
+    with pytest.raises(ValueError, match="no model directory"):
+        model_id(f"hf:{tmp_path / 'absent'}")
+    (tmp_path / "model").mkdir()
+    assert model_id(f"hf:{tmp_path / 'model'}#cls") == f"hf:{tmp_path / 'model'}#cls"
+    assert model_id("hf:org/model") == "hf:org/model"  # a hub id: resolved when loaded
+
+
+def test_a_file_suffix_sts_does_not_read_names_the_suffixes_it_reads(tmp_path, pairs):
+    txt = tmp_path / "x.txt"
+    txt.write_text(pairs.read_text())
+    line = one_line_error(run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", str(txt)))
+    assert str(txt) in line and ".tsv" in line and ".parquet" in line and "format" not in line
+    _nothing_written(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["../../outside/x", "/tmp/x", "a/b", "Upper", "eval", "meta", "x\n"])
+def test_a_dataset_name_that_is_not_one_safe_directory_is_refused_first(tmp_path, pairs, name):
+    line = one_line_error(run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", str(pairs),
+                                  "--dataset", name))
+    assert "--dataset" in line and "must match" in line
+    _nothing_written(tmp_path)
+    assert not (tmp_path.parent / "outside").exists()
+
+
+def test_dataset_name_error_agrees_with_the_config_rule():
+    assert dataset_name_error("stsb_en") is None
+    for name in ["eval", "../x", "x/y", "", "9x", "x\n", *RESERVED_DATASETS]:
+        assert dataset_name_error(name) is not None
+
+
+def test_a_file_named_like_a_reserved_dataset_gets_a_name_of_its_own(tmp_path, pairs):
+    (tmp_path / "ev").mkdir()
+    eval_tsv = tmp_path / "ev" / "eval.tsv"
+    eval_tsv.write_text(pairs.read_text())
+    proc = run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", str(eval_tsv), "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reserved = tmp_path / "warehouse" / "eval"
+    assert sorted(p.name for p in reserved.iterdir()) == ["results"]  # no pairs/sentences under `eval`
+    assert (tmp_path / "warehouse" / "eval_data" / "pairs").is_dir()
+    assert "eval_data" in proc.stdout
