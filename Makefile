@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-fast lint bench clean
 
 # the C extensions are built by the editable install: a changed .c file reinstalls
 $(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c
@@ -23,6 +23,10 @@ test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -ra
+
+# unit tests only: no Prefect, Ray, training or subprocess runs (the tests marked slow)
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -ra -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_demo_rerun.py

@@ -212,6 +212,7 @@ def test_not_a_parse_model(tmp_path):
         AmrlibParser(tmp_path)
 
 
+@pytest.mark.slow
 def test_bench_parse_tiny_cpu():
     from amrsim.amr.bench import BART_SHAPES, bench_parse
 

@@ -87,6 +87,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=tmp_path, env={**cli_env(tmp_path), "COLUMNS": "200"}, timeout=300)
 
 
+@pytest.mark.slow
 def test_status_and_query_commands_name_the_broken_table_and_serve_the_others(tmp_path, wh):
     _two_tables(wh)
     _garbage_log(wh.table_path("d", "sentences"))

@@ -42,6 +42,7 @@ def _same_file(kind: str, tmp_path: Path, source: Path) -> Path:
     return link
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["same path", "symlink", "hard link"])
 @pytest.mark.parametrize("command, make_input", [(METRICS, _graph_pairs), (PARSE, _sentences)],
                          ids=["metrics score", "parse"])
@@ -55,6 +56,7 @@ def test_out_over_the_input_is_refused_before_anything_happens(tmp_path, kind, c
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, make_input", [(METRICS, _graph_pairs), (PARSE, _sentences)],
                          ids=["metrics score", "parse"])
 def test_a_failed_out_write_is_one_line_and_leaves_no_temporary_file(tmp_path, command, make_input):
@@ -66,6 +68,7 @@ def test_a_failed_out_write_is_one_line_and_leaves_no_temporary_file(tmp_path, c
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([source.name, out.name])
 
 
+@pytest.mark.slow
 def test_metrics_score_never_replaces_an_out_that_is_not_its_results(tmp_path):
     source = _graph_pairs(tmp_path)
     other = tmp_path / "notes.tsv"

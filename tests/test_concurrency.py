@@ -104,6 +104,7 @@ with Warehouse(sys.argv[1]).lock("d", "sentences"):
 """
 
 
+@pytest.mark.slow
 def test_a_busy_table_names_its_holder_and_a_killed_holder_frees_it(wh):
     proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(wh.root)], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -4,6 +4,7 @@ codes (`[/quote]` used to crash the table, `[bold]OK[/bold] :x:` printed as a bo
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from amrsim.config import DatasetConfig
 from amrsim.ingest import ingest_tables
@@ -35,6 +36,7 @@ def test_progress_descriptions_are_not_markup():
     assert "❌" not in capture.get()  # and no MarkupError on the way
 
 
+@pytest.mark.slow
 def test_query_prints_markup_like_cells_literally(tmp_path):
     for text in ("[/quote]", "[bold]OK[/bold] :x:"):
         proc = run_cli(tmp_path, "query", f"SELECT '{text}' AS x")
@@ -44,6 +46,7 @@ def test_query_prints_markup_like_cells_literally(tmp_path):
     assert one_line_error(failed) == "error: query failed: Invalid Input Error: [/quote] :x:"
 
 
+@pytest.mark.slow
 def test_an_ingested_sentence_with_markup_keeps_its_table_listable(tmp_path, wh, write_tsv):
     path = write_tsv("d.tsv", ["sentence1", "sentence2", "score"],
                      [["a [/quote] b", "[bold]OK[/bold] :x:", "1"], ["c", "d", "2"]])

@@ -60,6 +60,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.slow
 def test_corpus_command(tmp_path):
     path = tmp_path / "parsed.jsonl"
     path.write_text("".join(json.dumps({"pred": t, "gold": g}) + "\n" for t, g in zip(TEST, GOLD, strict=True)))

@@ -226,6 +226,7 @@ def test_worker_runs_a_train_deployment(server, deployed):
     assert "Running 1 deployment pull step" in server.logs(run_id)
 
 
+@pytest.mark.slow
 def test_deploy_context_reads_the_pipeline_schedule(write_config):
     from amrsim.cli_deploy import ROOT as root
     from amrsim.cli_deploy import deploy_context
@@ -249,6 +250,7 @@ def test_deploy_context_reads_the_pipeline_schedule(write_config):
         deploy_context(str(bad))
 
 
+@pytest.mark.slow
 def test_train_flow_names_an_unknown_method():
     from prefect.exceptions import ParameterTypeError
 
@@ -265,6 +267,7 @@ def test_train_flow_names_an_unknown_method():
     assert train.validate_parameters({"method": "s3bert"})["method"] == "s3bert"
 
 
+@pytest.mark.slow
 def test_amrsim_deploy_needs_a_server(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {
         "PREFECT_HOME": str(tmp_path / "prefect"), "PYTHONPATH": str(ROOT)}

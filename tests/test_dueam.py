@@ -204,6 +204,7 @@ def toy_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
     return t1, t2
 
 
+@pytest.mark.slow
 def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_bert, tmp_path, monkeypatch,
                                                                         one_thread):
     from amrsim.encoders import load_encoder
@@ -281,6 +282,7 @@ pipelines:
 """
 
 
+@pytest.mark.slow
 def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert, tmp_path, write_config,
                                                                        write_tsv, one_thread):
     from amrsim.config import load_config

@@ -140,6 +140,7 @@ def _config(tmp_path):
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, expected", [
     (b"", "empty file"),
     (b"sentence1\tsentence2\tscore\na\tb\n", ":2: expected 3 fields"),

@@ -229,6 +229,7 @@ def test_rerender_replaces_report_and_stale_figures(results, lineage, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
 
 
+@pytest.mark.slow
 def test_report_module_does_not_import_matplotlib():
     import subprocess
     import sys

@@ -235,6 +235,7 @@ def _cli(*args: str, cwd) -> subprocess.CompletedProcess[str]:
                           timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "300"})
 
 
+@pytest.mark.slow
 def test_cli_unknown_encoder_and_mismatched_translation_file(tmp_path, write_tsv):
     (tmp_path / "pipelines.yaml").write_text("warehouse: wh\npipelines: {demo: {}}\n")
     en = write_tsv("a_en.tsv", ["sentence1", "sentence2", "score"], [["a", "b", "1"], ["c", "d", "2"]])

@@ -217,6 +217,7 @@ def test_changing_the_model_recomputes_that_language_only(wh, german, de_en, de_
     assert parse(wh, "r5", second).rows_computed == 0
 
 
+@pytest.mark.slow
 def test_parse_command_translates_then_parses(tmp_path, de_en):
     import json
     import subprocess
@@ -267,6 +268,7 @@ ES_EN = [("El gato duerme.", "The cat sleeps.", "5.0"), ("El niño lee un libro.
          ("El cielo es azul.", "The dog barks.", "0.5"), ("La ciudad es grande.", "The house is small.", "1.0")]
 
 
+@pytest.mark.slow
 def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
     from amrsim.warehouse import Warehouse
 

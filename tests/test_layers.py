@@ -43,12 +43,14 @@ def plant(checkout: Path, module: str, body: str) -> None:
     path.write_text(textwrap.dedent(body), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_contracts_hold_on_this_checkout(checkout):
     proc = lint_imports(checkout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 kept, 0 broken" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, body, broken", [
     # a direct import in the library
     ("amrsim.warehouse.planted", "import ray\n", ["amrsim never imports Prefect or Ray"]),
@@ -71,6 +73,7 @@ def test_contracts_catch_a_planted_violation(checkout, module, body, broken):
     assert module in proc.stdout  # the report names the offending module
 
 
+@pytest.mark.slow
 def test_cli_start_up_loads_no_prefect_ray_or_torch():
     code = ("import sys, amrsim.cli, amrsim.config, amrsim.stages, amrsim.ingest, amrsim.encoders.cache, "
             "amrsim.evaluate.sts, amrsim.warehouse.query, amrsim.report, amrsim.methods\n"

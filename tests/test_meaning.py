@@ -338,6 +338,7 @@ def project(tmp_path, write_config, write_tsv, monkeypatch):
     return cfg, fake
 
 
+@pytest.mark.slow
 def test_trains_from_files_and_the_warehouse_then_loads_as_an_encoder(project, one_thread):
     cfg, fake = project
     params = cfg.project.pipelines["toy"].train[0].params

@@ -109,6 +109,7 @@ def test_unknown_aspect_is_rejected():
         MetricsOptions(aspects=("smatch", "vibes"))
 
 
+@pytest.mark.slow
 def test_all_aspects_on_real_pairs_and_cli_is_incremental(tmp_path):
     path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
     lines = gzip.open(path, "rt", encoding="utf-8").read().splitlines()[:40]
@@ -131,6 +132,7 @@ def test_all_aspects_on_real_pairs_and_cli_is_incremental(tmp_path):
     assert pl.read_parquet(out).equals(table)
 
 
+@pytest.mark.slow
 def test_process_pool_gives_the_same_rows_as_one_process():
     frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, DOGS3, "(a / b", MERKEL, WANT_GIRL, DOGS2],
                           "amr2": [WANT_NOT, DOG_CAT, DOGS2, WANT, SIEMENS, WANT, DOGS3]})

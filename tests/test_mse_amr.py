@@ -245,6 +245,7 @@ def test_embed_combined_checks_rows():
 # --- training -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_train_outputs_selection_and_reload(encoder_dir, tmp_path):
     out = tmp_path / "run-a"
     scores = iter([1.0, 5.0, 2.0, 3.0])  # the model at step 4 must be the one written

@@ -226,6 +226,7 @@ def _params(cfg, **over):
     return method_params("mse_amr", {**cfg.project.pipelines["p"].train[0].params, **over})
 
 
+@pytest.mark.slow
 def test_train_through_the_warehouse_then_resume(project):
     from amrsim.methods.mse_amr_run import train
 

@@ -166,6 +166,7 @@ def test_bad_parse_and_translate_config(write_config, write_tsv, body, message):
     assert message in str(err.value)
 
 
+@pytest.mark.slow
 def test_parse_cli_keeps_every_row(tmp_path):
     src = tmp_path / "sentences.txt"
     src.write_text("The boy does not want to go.\n\n   \nJohn Smith visited Paris in 2010.\n", encoding="utf-8")
@@ -184,6 +185,7 @@ def test_parse_cli_keeps_every_row(tmp_path):
     assert bad.returncode == 2 and "--lang 'de': backend ud parses ['en', 'fr']" in bad.stderr
 
 
+@pytest.mark.slow
 def test_bench_commands_check_mechanics_on_cpu_and_refuse_a_missing_gpu():
     import torch
 

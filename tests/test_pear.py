@@ -264,6 +264,7 @@ def project(tmp_path, write_config, tiny_bert):
     return make
 
 
+@pytest.mark.slow
 def test_optuna_study_resumes_and_records_every_trial(project):
     from amrsim.methods.pear_run import gold_pairs
 
@@ -309,6 +310,7 @@ def test_study_without_completed_trials_says_so_and_training_goes_on(project):
     assert meta["search"]["best"] is None and meta["params"]["lr"] == params.lr  # the configured params
 
 
+@pytest.mark.slow
 def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monkeypatch, tiny_bert):
     from amrsim.cli import app
 
@@ -371,6 +373,7 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     assert str(result.exception) == f"{bad}:2: column 'sentence1' holds a list, not a string"
 
 
+@pytest.mark.slow
 def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny_bert):
     from amrsim.config import AugmentConfig
     from amrsim.errors import ConfigError

@@ -75,6 +75,7 @@ def shared_graphs() -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_every_shared_graph_reads_as_penman():
     texts = shared_graphs()

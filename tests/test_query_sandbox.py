@@ -85,6 +85,7 @@ def test_the_opt_out_enables_file_functions(filled, tmp_path):
         query(filled, f"SELECT v FROM read_csv('{tmp_path / 'mine.csv'}')")
 
 
+@pytest.mark.slow
 def test_cli_refuses_each_escape_with_one_line(filled, tmp_path):
     escapes = _escapes(filled, tmp_path)
     for what in ("COPY TO a file", "COPY TO the table's own log", "read_csv on any file", "ATTACH", "glob"):
@@ -95,6 +96,7 @@ def test_cli_refuses_each_escape_with_one_line(filled, tmp_path):
     assert ok.returncode == 0 and "│ 3 │" in ok.stdout, ok.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_cli_allow_external_opts_out(filled, tmp_path):
     (tmp_path / "mine.csv").write_text("v\n7\n")
     proc = run_cli(tmp_path, "query", "--allow-external", "SELECT v * 6 AS w FROM read_csv('mine.csv')")
@@ -112,6 +114,7 @@ def test_limit_runs_inside_duckdb(filled):
     assert query(filled, PAST_THE_LIMIT, limit=3)["i"].to_list() == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_cli_limit_shows_the_first_rows_without_materialising(filled, tmp_path):
     proc = run_cli(tmp_path, "query", "--limit", "3", PAST_THE_LIMIT)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -160,6 +160,7 @@ def test_a_dead_address_fails_fast_as_a_config_error_that_prefect_does_not_retry
     assert retry_unless_bad_input(None, None, Failed()) is False
 
 
+@pytest.mark.slow
 def test_a_port_that_accepts_but_is_not_ray_fails_within_the_timeout(no_driver, tmp_path, monkeypatch):
     """A silent listener (ray.init would wait there for minutes) and one that answers as something else."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -167,6 +167,7 @@ def test_task_overrides_and_conflicts(tmp_path):
         parse_task_overrides(["STSBenchmark"])
 
 
+@pytest.mark.slow
 def test_results_cli_migrates_and_exports(tmp_path, encoders):
     import subprocess
     import sys

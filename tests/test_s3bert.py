@@ -239,6 +239,7 @@ def layer_of(key: str) -> int | None:
     return int(parts[parts.index("layer") + 1]) if "layer" in parts else None
 
 
+@pytest.mark.slow
 def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thread):
     from sentence_transformers import SentenceTransformer
 
@@ -300,6 +301,7 @@ def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thr
         train_s3bert(tiny_model, *train, dev, out_dir, n_aspects=N_ASPECTS, device="cpu")
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_from_its_checkpoint_and_matches_an_uninterrupted_one(tiny_model, tmp_path,
                                                                                        one_thread):
     train = toy_pairs(3, 20)

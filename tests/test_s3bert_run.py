@@ -83,6 +83,7 @@ def project(tmp_path, write_config, tiny_model):  # noqa: F811
     return make
 
 
+@pytest.mark.slow
 def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):
     cfg, wh, params = project()
     summary = get_method("s3bert")(cfg, "toy", params, "run1")

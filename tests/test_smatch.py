@@ -133,6 +133,7 @@ def test_never_below_reference_on_bamboo():
     assert len(below) <= 5
 
 
+@pytest.mark.slow
 def test_deterministic_across_processes():
     code = (
         "from amrsim.amr.graph import smatch_triples as t\n"

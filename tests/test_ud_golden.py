@@ -84,6 +84,7 @@ def corpus_outputs(name: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CORPORA))
 def test_ud_outputs_match_golden_hashes(name):
     pytest.importorskip("spacy")

@@ -60,6 +60,7 @@ def test_corpus_fitted_lexicons_name_their_corpus():
     ('{"m": {"about": "x", "map": {"a": {"b": 1}}}}', "lexicon 'm': the value of 'a' must be"),
     ('{"m": {"about": "x", "map": {"a": true}}}', "lexicon 'm': the value of 'a' must be"),
     ('{"m": {"about": "x", "map": {}, "fited_on": "typo"}}', "lexicon 'm': unknown keys ['fited_on']"),
+    ('{"m": {"about": "x", "map": {}, "fitted_on": true}}', "lexicon 'm': 'fitted_on' must be a string"),
 ])
 def test_malformed_lexicon_names_file_and_lexicon(tmp_path, content, message):
     path = tmp_path / "bad.json"

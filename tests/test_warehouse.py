@@ -92,6 +92,7 @@ print("write finished: the kill did not happen")
 """
 
 
+@pytest.mark.slow
 def test_a_write_killed_midway_leaves_the_table_unchanged(wh, tmp_path):
     wh.upsert("d", "sentences", sentences(10))
     before = wh.read("d", "sentences").sort("key")

@@ -100,6 +100,7 @@ print([repr(wwlk(a, b, v, stability_level=2, seed=1)) for a in gs for b in gs])
 """
 
 
+@pytest.mark.slow
 def test_identical_across_hash_seeds():
     outs = set()
     for seed in ("0", "1", "12345"):

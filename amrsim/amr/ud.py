@@ -87,6 +87,8 @@ def _lexicon(where: str, entry: Any) -> Lexicon:
     unknown = set(entry) - {"about", "fitted_on", "words", "map"}
     if unknown:
         raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+    if not isinstance(entry.get("fitted_on", ""), str):
+        raise ValueError(f"{where}: 'fitted_on' must be a string naming the corpus")
     if ("words" in entry) == ("map" in entry):
         raise ValueError(f"{where}: give exactly one of 'words' (a list) or 'map' (an object)")
     if "words" in entry:
