@@ -5,7 +5,6 @@ cosine Spearman, Tatoeba's the weighted F1 of source -> English retrieval."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +14,7 @@ import polars as pl
 
 from amrsim.errors import AmrsimError
 from amrsim.evaluate.mteb_tasks import MTEB_TASKS, MTEB_VERSION, MtebTask
+from amrsim.methods.training import atomic_json
 
 # dataset name prefix -> MTEB task, first match wins (stsb_multi_* before stsb_*); `--task DATASET=TASK` overrides
 DEFAULT_TASKS = (("stsb_multi", "STSBenchmarkMultilingualSTS"), ("stsb", "STSBenchmark"), ("sick", "SICK-R"),
@@ -153,9 +153,7 @@ def export_mteb(results: pl.DataFrame, out_dir: Path, overrides: dict[str, str] 
         folder = out_dir / re.sub(r"[/\s]", "__", name) / revision
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{task}.json"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        atomic_json(path, doc)
         written.append(Exported(path, model, task, tuple(sorted(sources)),
                                 sum(len(v) for v in doc["scores"].values())))
     return written

@@ -7,18 +7,13 @@ module classes are referenced: since sentence-transformers 6.0 any other class n
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from amrsim.methods.training import atomic_json
+
 MODULES = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def link_run_root(run_dir: Path, sub: str = "encoder", extra: dict[str, Any] | None = None) -> None:
@@ -32,8 +27,8 @@ def link_run_root(run_dir: Path, sub: str = "encoder", extra: dict[str, Any] | N
         module["path"] = f"{sub}/{module['path']}".rstrip("/")
     config_path = run_dir / sub / ST_CONFIG
     config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-    _atomic_json(run_dir / ST_CONFIG, {**config, **(extra or {})})
-    _atomic_json(run_dir / MODULES, modules)  # last: a directory with modules.json is a complete model
+    atomic_json(run_dir / ST_CONFIG, {**config, **(extra or {})})
+    atomic_json(run_dir / MODULES, modules)  # last: a directory with modules.json is a complete model
 
 
 def root_config(run_dir: Path) -> dict[str, Any]:
@@ -58,4 +53,4 @@ def add_cross_encoder_files(directory: Path, max_length: int) -> None:
     model.save(str(directory), create_model_card=False)
     config_path = directory / "sentence_bert_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    _atomic_json(config_path, {**config, "max_seq_length": max_length})
+    atomic_json(config_path, {**config, "max_seq_length": max_length})
