@@ -36,9 +36,11 @@ def export_command(
     wh = Warehouse(warehouse_root(config))
     results = wh.read(EVAL, RESULTS)
     cross = {m for m in set(results["model"].to_list()) if is_cross_encoder(m, wh.models_root)}
-    written = export_mteb(results, out, overrides, cross, model)
+    written, left_out = export_mteb(results, out, overrides, cross, model)
     for item in written:
         console.print(f"{item.path}  ({item.model}, {item.subsets} subsets from {', '.join(item.datasets)})")
+    for reason in left_out:
+        console.print(f"left out: {reason}")
     if not written:
         console.print("nothing to export: no STS or Tatoeba result names a dataset that maps to an MTEB task "
                       "(name it with --task DATASET=TASK)")

@@ -88,21 +88,24 @@ def test_migrating_a_missing_table_does_nothing(wh):
 
 
 def sample_results() -> pl.DataFrame:
-    def sts(model: str, dataset: str, lang_pair: str, spearman: float, split: str = "test") -> list[Score]:
-        return [Score("sts", model, dataset, split, lang_pair, "spearman", spearman, 100),
-                Score("sts", model, dataset, split, lang_pair, "pearson", spearman + 1, 100)]
+    def sts(model: str, dataset: str, lang_pair: str, spearman: float, n: int, split: str = "test") -> list[Score]:
+        return [Score("sts", model, dataset, split, lang_pair, "spearman", spearman, n),
+                Score("sts", model, dataset, split, lang_pair, "pearson", spearman + 1, n)]
 
-    scores = [*sts("minilm", "stsb_en_test", "en-en", 82.0), *sts("minilm", "sick_test", "en-en", 77.0),
-              *sts("minilm", "stsb_multi_test", "de-de", 62.4), *sts("minilm", "stsb_multi_test", "en-de", 50.0),
-              *sts("minilm", "stsb_multi_dev", "fr-fr", 64.9, split="dev"), *sts("minilm", "bamboo", "en-en", 1.0),
-              *sts("pear:p1", "stsb_en_test", "en-en", 85.0)]
+    # n as in MTEB's data (STSBenchmark test 1379 pairs, SICK-R 9927, stsb_multi_mt dev 1500), except es-es
+    scores = [*sts("minilm", "stsb_en_test", "en-en", 82.0, 1379), *sts("minilm", "sick_all", "en-en", 77.0, 9927),
+              *sts("minilm", "stsb_multi_test", "de-de", 62.4, 1379),
+              *sts("minilm", "stsb_multi_test", "en-de", 50.0, 1379),
+              *sts("minilm", "stsb_multi_test", "es-es", 61.6, 100),
+              *sts("minilm", "stsb_multi_dev", "fr-fr", 64.9, 1500, split="dev"),
+              *sts("minilm", "bamboo", "en-en", 1.0, 1379), *sts("pear:p1", "stsb_en_test", "en-en", 85.0, 1379)]
     scores += [Score("bitext", "muse", "tatoeba", "test", "deu-eng", m, v, 1000) for m, v in
                (("accuracy_src2tgt", 97.5), ("accuracy_tgt2src", 98.0), ("accuracy", 97.75), ("f1_src2tgt", 96.9),
                 ("f1_tgt2src", 97.4))]
     scores += [Score("bitext", "muse", "tatoeba", "test", "eng-fra", m, v, 1000) for m, v in
                (("accuracy_src2tgt", 91.0), ("accuracy_tgt2src", 93.0), ("accuracy", 92.0), ("f1_src2tgt", 90.0),
                 ("f1_tgt2src", 92.5))]
-    scores += [Score("bitext", "muse", "tatoeba", "test", "ita-eng", "accuracy_src2tgt", 90.0, 10)]  # no F1: left out
+    scores += [Score("bitext", "muse", "tatoeba", "test", "ita-eng", "accuracy_src2tgt", 90.0, 1000)]  # no F1
     return score_rows(scores, "e1", "c")
 
 
@@ -112,7 +115,11 @@ def load(path: Path) -> dict:
 
 def test_mteb_export_writes_the_tasks_mteb_has_in_its_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
-    written = export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"})
+    written, left_out = export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"})
+    assert left_out == [
+        "minilm stsb_multi_test test es-es -> STSBenchmarkMultilingualSTS es: 100 items, MTEB's data has 1379; "
+        "not comparable",
+        "muse tatoeba test ita-eng -> Tatoeba ita-eng: no F1 stored (evaluate again)"]
     files = {p.relative_to(tmp_path).as_posix() for p in (w.path for w in written)}
     assert files == {"sentence-transformers__all-MiniLM-L6-v2/no_revision_available/STSBenchmark.json",
                      "sentence-transformers__all-MiniLM-L6-v2/no_revision_available/SICK-R.json",
@@ -147,7 +154,7 @@ def test_mteb_export_writes_the_tasks_mteb_has_in_its_schema(tmp_path):
 
 def test_mteb_files_load_with_mteb_when_it_is_installed(tmp_path):
     task_result = pytest.importorskip("mteb.results.task_result", reason="mteb is not installed")
-    for item in export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"}):
+    for item in export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"})[0]:
         result = task_result.TaskResult.from_disk(item.path, load_historic_data=False)
         assert result.task_name == item.task and result.get_score() > 0
 
@@ -156,7 +163,7 @@ def test_task_overrides_and_conflicts(tmp_path):
     from amrsim.errors import AmrsimError
 
     results = sample_results()
-    written = export_mteb(results, tmp_path, parse_task_overrides(["bamboo=STSBenchmark", "stsb_en_test=none"]))
+    written, _ = export_mteb(results, tmp_path, parse_task_overrides(["bamboo=STSBenchmark", "stsb_en_test=none"]))
     stsb = [w for w in written if w.task == "STSBenchmark" and w.model == "minilm"]
     assert [w.datasets for w in stsb] == [("bamboo",)]
     with pytest.raises(AmrsimError, match="'bamboo' and 'stsb_en_test' both give STSBenchmark test subset 'default'"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.errors import AmrsimError
-from amrsim.evaluate.mteb_tasks import MTEB_TASKS, MTEB_VERSION, MtebTask
+from amrsim.evaluate.mteb_tasks import MTEB_SIZES, MTEB_TASKS, MTEB_VERSION, MtebTask
 from amrsim.methods.training import atomic_json
 
 # dataset name prefix -> MTEB task, first match wins (stsb_multi_* before stsb_*); `--task DATASET=TASK` overrides
@@ -97,20 +97,25 @@ def _bitext_scores(values: dict[str, float | None], flipped: bool) -> dict[str, 
 
 
 def mteb_documents(results: pl.DataFrame, overrides: dict[str, str] | None = None,
-                   cross_encoders: set[str] = frozenset()) -> dict[tuple[str, str], tuple[dict, set[str]]]:
-    """(model, MTEB task) -> (TaskResult document, amrsim datasets it came from), from the latest result rows."""
+                   cross_encoders: set[str] = frozenset()) -> tuple[dict[tuple[str, str], tuple[dict, set[str]]],
+                                                                    list[str]]:
+    """(model, MTEB task) -> (TaskResult document, amrsim datasets it came from), from the latest result rows; and
+    why results that map to an MTEB task were left out (another number of items than MTEB's data, no F1)."""
     from amrsim.evaluate.report import latest_results
 
     overrides = overrides or {}
     latest = latest_results(results).filter(pl.col("task").is_in(["sts", "bitext"]))
     grouped: dict[tuple[str, str, str, str, str], dict[str, float | None]] = {}
     stored: dict[tuple[str, str, str, str, str], datetime] = {}
+    sizes: dict[tuple[str, str, str, str, str], int] = {}
     for row in latest.iter_rows(named=True):
         group = (row["model"], row["dataset"], row["split"], row["lang_pair"], row["task"])
         grouped.setdefault(group, {})[row["metric"]] = row["value"]
+        sizes[group] = row["n"]
         if row["created_at"] is not None:
             stored[group] = max(stored.get(group, row["created_at"]), row["created_at"])
     docs: dict[tuple[str, str], tuple[dict, set[str]]] = {}
+    left_out: list[str] = []
     seen: dict[tuple[str, str, str, str], str] = {}
     for (model, dataset, split, lang_pair, kind), values in sorted(grouped.items()):
         task = task_for(dataset, overrides)
@@ -120,9 +125,17 @@ def mteb_documents(results: pl.DataFrame, overrides: dict[str, str] | None = Non
         if found is None:
             continue
         subset, flipped = found
+        what = f"{model} {dataset} {split} {lang_pair} -> {task.name} {subset}"
+        expected = MTEB_SIZES[task.name].get(split, {}).get(subset)
+        n = sizes[(model, dataset, split, lang_pair, kind)]
+        if expected is not None and n != expected:
+            left_out.append(f"{what}: {n} items, MTEB's data has {expected}; not comparable")
+            continue
         scores = (_sts_scores(values, model in cross_encoders) if kind == "sts" else
                   _bitext_scores(values, flipped))
         if scores is None:
+            left_out.append(f"{what}: " + ("no F1 stored (evaluate again)" if kind == "bitext" else
+                                           "undefined correlation"))
             continue
         slot = (model, task.name, split, subset)
         if slot in seen and seen[slot] != dataset:
@@ -139,16 +152,19 @@ def mteb_documents(results: pl.DataFrame, overrides: dict[str, str] | None = Non
         stamp = stored.get((model, dataset, split, lang_pair, kind))
         if stamp is not None:  # when the newest number in the file was computed
             doc["date"] = max(doc["date"] or stamp.isoformat(), stamp.isoformat())
-    return docs
+    return docs, left_out
 
 
 def export_mteb(results: pl.DataFrame, out_dir: Path, overrides: dict[str, str] | None = None,
-                cross_encoders: set[str] = frozenset(), models: list[str] | None = None) -> list[Exported]:
-    """Write one MTEB result file per (model, task) under `out_dir`; returns what was written."""
+                cross_encoders: set[str] = frozenset(), models: list[str] | None = None) -> \
+        tuple[list[Exported], list[str]]:
+    """Write one MTEB result file per (model, task) under `out_dir`; returns what was written and what was left
+    out, with the reason."""
     if models:
         results = results.filter(pl.col("model").is_in(models))
+    docs, left_out = mteb_documents(results, overrides, cross_encoders)
     written = []
-    for (model, task), (doc, sources) in sorted(mteb_documents(results, overrides, cross_encoders).items()):
+    for (model, task), (doc, sources) in sorted(docs.items()):
         name, revision = model_folder(model)
         folder = out_dir / re.sub(r"[/\s]", "__", name) / revision
         folder.mkdir(parents=True, exist_ok=True)
@@ -156,4 +172,4 @@ def export_mteb(results: pl.DataFrame, out_dir: Path, overrides: dict[str, str] 
         atomic_json(path, doc)
         written.append(Exported(path, model, task, tuple(sorted(sources)),
                                 sum(len(v) for v in doc["scores"].values())))
-    return written
+    return written, left_out
