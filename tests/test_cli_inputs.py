@@ -22,6 +22,7 @@ def _nothing_written(tmp_path) -> None:
     assert not (tmp_path / "warehouse").exists() or not any((tmp_path / "warehouse").iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoder, says", [
     ("hf:/nonexistent/dir", "no model directory /nonexistent/dir"),
     ("hf:./not/here#mean", "no model directory not/here"),
@@ -42,6 +43,7 @@ def test_local_hf_paths_are_checked_when_the_name_resolves(tmp_path):
     assert model_id("hf:org/model") == "hf:org/model"  # a hub id: resolved when loaded
 
 
+@pytest.mark.slow
 def test_a_file_suffix_sts_does_not_read_names_the_suffixes_it_reads(tmp_path, pairs):
     txt = tmp_path / "x.txt"
     txt.write_text(pairs.read_text())
@@ -50,6 +52,7 @@ def test_a_file_suffix_sts_does_not_read_names_the_suffixes_it_reads(tmp_path, p
     _nothing_written(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["../../outside/x", "/tmp/x", "a/b", "Upper", "eval", "meta", "x\n"])
 def test_a_dataset_name_that_is_not_one_safe_directory_is_refused_first(tmp_path, pairs, name):
     line = one_line_error(run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", str(pairs),
@@ -65,6 +68,7 @@ def test_dataset_name_error_agrees_with_the_config_rule():
         assert dataset_name_error(name) is not None
 
 
+@pytest.mark.slow
 def test_a_file_named_like_a_reserved_dataset_gets_a_name_of_its_own(tmp_path, pairs):
     (tmp_path / "ev").mkdir()
     eval_tsv = tmp_path / "ev" / "eval.tsv"

@@ -305,6 +305,7 @@ def test_bucc_eval_from_files_matches_direct_mining_and_is_reused(wh, tmp_path, 
         bucc_eval(wh, "minilm", files, "de", "en", "r3", mode="best")
 
 
+@pytest.mark.slow
 def test_bitext_from_two_plain_files_equals_the_tsv_form_and_mismatches_are_rejected(wh, tmp_path, fake_encoder,
                                                                                      write_tsv):
     src, tgt = ["der hund", "die katze", "guten tag"], ["the dog", "the cat", "good day"]

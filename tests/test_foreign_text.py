@@ -147,6 +147,7 @@ def graphs(wh) -> pl.DataFrame:
                                     on="sentence_key")
 
 
+@pytest.mark.slow
 def test_german_is_parsed_through_its_machine_translation(wh, german, de_en):
     tr = to_english(de_en)
     translate(wh, tr, "r1")

@@ -20,6 +20,7 @@ def base64(tmp_path_factory):
     return tiny_sentence_transformer(tmp_path_factory.mktemp("base"), hidden=64)
 
 
+@pytest.mark.slow
 def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layout(base64, tmp_path, one_thread):
     from amrsim.evaluate.aspects import aspect_slices
     from amrsim.methods.s3bert import train_s3bert
@@ -51,6 +52,7 @@ def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layo
                                                                  "named_entities": (32, 48)}
 
 
+@pytest.mark.slow
 def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread):
     from amrsim.methods.dueam import train_dueam
 
@@ -67,6 +69,7 @@ def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_pear_run_loads_with_sentence_transformers_cross_encoder(base64, tmp_path, one_thread):
     from amrsim.methods.pear import CrossEncoder as PearModel
     from amrsim.methods.pear import save_run, train_epochs
