@@ -189,6 +189,8 @@ class SignalStop:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._stopping.is_set():  # the main thread got here first (Prefect turns SIGTERM into an exception)
+            threading.Event().wait()  # the stop thread ends the process with the signal's exit code
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         signal.set_wakeup_fd(self._previous_fd)

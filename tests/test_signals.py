@@ -196,3 +196,30 @@ def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefe
                              text=True, timeout=600)
     assert verbose.returncode == 2 and "Traceback (most recent call last)" in verbose.stderr
     assert "header lacks column(s) ['amr2']" in verbose.stderr
+
+
+UNEXPECTED = textwrap.dedent("""
+    import sys
+    import amrsim.cli as cli
+
+    def failing_flow(*args):
+        raise RuntimeError("boom in a stage")
+
+    cli._run_flow = failing_flow
+    sys.argv = ["amrsim", "run"]
+    cli.main()
+""")
+
+
+def test_an_unexpected_error_under_run_is_one_line_exit_1_with_its_traceback_in_the_log(tmp_path):
+    write_pairs(tmp_path / "pairs.tsv", 0, 3)
+    (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"))
+    env = cli_env(tmp_path) | {"PREFECT_API_URL": "http://127.0.0.1:9/api"}  # a configured server: none started
+    proc = subprocess.run([sys.executable, "-c", UNEXPECTED], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    log = tmp_path / "run" / "logs" / "prefect.log"
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: RuntimeError: boom in a stage (traceback in {log}; --verbose shows it here)"]
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "in failing_flow\nRuntimeError: boom in a stage" in text
