@@ -233,3 +233,25 @@ def test_an_unexpected_error_under_run_is_one_line_exit_1_with_its_traceback_in_
         f"error: RuntimeError: boom in a stage (traceback in {log}; --verbose shows it here)"]
     text = log.read_text()
     assert "Traceback (most recent call last)" in text and "in failing_flow\nRuntimeError: boom in a stage" in text
+
+
+def test_signal_stop_outside_the_main_thread_leaves_the_handlers_alone():
+    """Only the main thread may set handlers: a run started from another thread keeps the process's own."""
+    import threading
+
+    from amrsim.procs import SignalStop
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def body() -> None:
+        with SignalStop():
+            seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(10)
+    assert seen == [before]
+    with SignalStop() as stop:  # in the main thread it does install its handler, and restores the old one after
+        assert signal.getsignal(signal.SIGINT) == stop._handler
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
