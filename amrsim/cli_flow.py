@@ -82,7 +82,8 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool) -> Iterator[Callable[
             if isinstance(e, AmrsimError):
                 e.add_note(f"Prefect's log: {log_path}")
                 raise
-            raise RunFailed(f"{type(e).__name__}: {e} (traceback in {log_path}; --verbose shows it here)") from e
+            first = (str(e).strip().splitlines() or [""])[0]  # the whole message is in the log
+            raise RunFailed(f"{type(e).__name__}: {first} (traceback in {log_path}; --verbose shows it here)") from e
         finally:
             if server is not None:
                 drain_prefect_logs()

@@ -213,7 +213,7 @@ UNEXPECTED = textwrap.dedent("""
     import amrsim.cli as cli
 
     def failing_flow(*args):
-        raise RuntimeError("boom in a stage")
+        raise RuntimeError("boom in a stage\\nsecond line of the message")
 
     cli._run_flow = failing_flow
     sys.argv = ["amrsim", "run"]
@@ -233,6 +233,7 @@ def test_an_unexpected_error_under_run_is_one_line_exit_1_with_its_traceback_in_
         f"error: RuntimeError: boom in a stage (traceback in {log}; --verbose shows it here)"]
     text = log.read_text()
     assert "Traceback (most recent call last)" in text and "in failing_flow\nRuntimeError: boom in a stage" in text
+    assert "second line of the message" in text
 
 
 def test_signal_stop_outside_the_main_thread_leaves_the_handlers_alone():
