@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,10 +14,11 @@ import yaml
 from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
 from amrsim.cli_deploy import deploy_command
 from amrsim.cli_evaluate import evaluate_app, report_command
+from amrsim.cli_flow import VerboseOpt, flow_runtime
 from amrsim.cli_results import results_app
 from amrsim.cli_score import score_command
 from amrsim.cli_train import explain_command, train_command
-from amrsim.errors import AmrsimError, ConfigError, RunFailed
+from amrsim.errors import AmrsimError, ConfigError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Multilingual sentence similarity with AMR: pipelines over a Delta warehouse.")
@@ -51,94 +51,29 @@ def _parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def _prefect_env(run_dir: Path) -> None:
-    """Prefect state under the project's run dir; settings for the temporary server unless one is configured."""
-    os.environ.setdefault("PREFECT_HOME", str(run_dir / "prefect"))
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # its SQLite file needs the directory
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # a local Ray's C++ crash handler would take SIGTERM from this process and abort it (exit 134) before the run
-    # could stop its server and workers
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    # the temporary server lives for one run: its UI and scheduling services only slow its start
-    for service in ("UI", "SERVICES_SCHEDULER", "SERVICES_LATE_RUNS", "SERVICES_FOREMAN", "SERVICES_TRIGGERS",
-                    "SERVICES_PAUSE_EXPIRATIONS", "SERVICES_CANCELLATION_CLEANUP", "SERVICES_REPOSSESSOR"):
-        os.environ.setdefault(f"PREFECT_SERVER_{service}_ENABLED", "false")
-
-
-def _say_stopping(signum: int) -> None:
-    import signal
-
-    print(f"\namrsim run: {signal.Signals(signum).name} received, stopping the run (again to force)",
-          file=sys.stderr, flush=True)
-
-
-def _say_stopped(signum: int, stopped: int) -> None:
-    import signal
-
-    print(f"amrsim run: stopped by {signal.Signals(signum).name} ({stopped} child processes ended); tables keep "
-          f"their last whole commit, and a rerun computes only what is missing", file=sys.stderr, flush=True)
-
-
 @app.command()
 def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (default: the config's default)")] = None,
         config: ConfigOpt = "pipelines.yaml",
         set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value in the pipeline")] = None,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Prefect's logs on the terminal instead of "
-                                                                      "<run_dir>/logs/prefect.log")] = False,
+        verbose: VerboseOpt = False,
         ) -> None:
     """Run a pipeline end to end (refresh-dataset -> train -> evaluate) as a Prefect flow."""
     from amrsim.config import load_config
-    from amrsim.procs import SignalStop
 
     t0 = time.perf_counter()
     overrides = _parse_overrides(set_)
     cfg = load_config(config, overrides=overrides, pipeline=pipeline)
     name, _ = cfg.pipeline(pipeline)
-    _prefect_env(cfg.run_dir)
-    log_path = cfg.run_dir / "logs" / "prefect.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
-
-    if not verbose:
-        os.environ.setdefault("PREFECT_LOGGING_SETTINGS_PATH", str(log_prefect_to_file(log_path)))
-    # Ctrl-C / SIGTERM: this process, its server and its workers end within seconds (exit 130 / 143)
-    with SignalStop(announce=_say_stopping, before_exit=_say_stopped), log_path.open("ab") as log:
-        log.write(f"\n=== amrsim run {name} (pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')})\n".encode())
-        log.flush()
-        server = None
-        if not os.environ.get("PREFECT_API_URL"):  # a configured server is used as is
-            timeout = float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"])
-            server = TemporaryServer(log, timeout)
-            server.start()  # it boots while Prefect and the flows are imported here
-        try:
-            _run_flow(name, cfg, overrides, server, t0)
-        except Exception as e:
-            if verbose:
-                raise
-            log.write("".join(traceback.format_exception(e)).encode())  # the terminal gets one line
-            log.flush()
-            if isinstance(e, AmrsimError):
-                e.add_note(f"Prefect's log: {log_path}")
-                raise
-            raise RunFailed(f"{type(e).__name__}: {e} (traceback in {log_path}; --verbose shows it here)") from e
-        finally:
-            if server is not None:
-                drain_prefect_logs()
-                server.stop()
+    with flow_runtime(cfg.run_dir, f"amrsim run {name}", verbose) as ready:
+        _run_flow(name, cfg, overrides, ready, t0)
 
 
-def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], server: Any, t0: float) -> None:
+def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], ready: Callable[[], None], t0: float) -> None:
     from amrsim.report import console, frame_table, summary_table
     from amrsim.stages import results_table
     from flows.demo import demo  # Prefect is imported only here: the library stays Prefect-free
 
-    if server is not None:
-        server.wait_ready()
+    ready()
     out = demo(name, str(cfg.path), overrides or None)
     results = results_table(out["results"])
     if results.height:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli_flow import VerboseOpt, flow_runtime
 from amrsim.errors import ConfigError
 
 
@@ -42,9 +43,10 @@ def train_command(
     run_id: Annotated[str | None, typer.Option(help="train under this run id (resumes its checkpoint if any)")] = None,
     resume: Annotated[bool, typer.Option(help="resume the newest interrupted run of this method")] = False,
     refresh: Annotated[bool, typer.Option(help="bring the pipeline's tables up to date first")] = True,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
-    from amrsim.cli import _parse_overrides, _prefect_env
+    from amrsim.cli import _parse_overrides
     from amrsim.config import load_config
     from amrsim.methods import METHODS
     from amrsim.methods.common import unfinished_runs
@@ -68,12 +70,13 @@ def train_command(
             raise ConfigError(f"--resume: no interrupted {method} run under {cfg.warehouse_root / 'models' / method}")
         run_id = runs[0]
         console.print(f"resuming {method} run {run_id}")
-    _prefect_env(cfg.run_dir)
     show_training_progress()
-    from flows.train import train  # Prefect only here: the library stays Prefect-free
+    with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose) as ready:
+        from flows.train import train  # Prefect only here: the library stays Prefect-free
 
-    out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
-                params=_parse_overrides(param) or None)
+        ready()
+        out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
+                    params=_parse_overrides(param) or None)
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
     for stage in out:
         if stage.get("model"):

@@ -182,6 +182,8 @@ class SignalStop:
             os._exit(code)  # the main thread may be anywhere (a Prefect API retry, a C call): do not wait for it
 
     def __enter__(self) -> SignalStop:
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread may set signal handlers; a caller in another thread keeps its own
         self._previous_fd = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handler)
@@ -189,9 +191,12 @@ class SignalStop:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        signal.set_wakeup_fd(self._previous_fd)
+        if self._stopping.is_set():  # the main thread got here first (Prefect turns SIGTERM into an exception)
+            threading.Event().wait()  # the stop thread ends the process with the signal's exit code
+        if self._previous:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(self._previous_fd)
         self._write.close()  # ends the watcher thread
         self._read.close()
 

@@ -29,7 +29,7 @@ from amrsim.synthetic import pipeline_yaml, write_pairs  # noqa: E402
 EPHEMERAL = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from amrsim.cli import _prefect_env
+    from amrsim.cli_flow import _prefect_env
     from amrsim.config import load_config
 
     cfg = load_config("pipelines.yaml")

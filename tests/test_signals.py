@@ -50,7 +50,9 @@ def _wait_mid_metrics(proc: subprocess.Popen[str], tmp_path: Path) -> None:
 
 
 def _stop_and_check(proc: subprocess.Popen[str], sig: int, to_group: bool, expect_rc: int,
-                    expect_in_tree: tuple[str, ...]) -> str:
+                    expect_in_tree: tuple[str, ...], slow_to_end: tuple[str, ...] = ()) -> str:
+    """Signal the run, then check it ended within 10 s with `expect_rc` and took its whole process tree with it;
+    processes whose command holds one of `slow_to_end` get 120 s instead of 10."""
     tree = descendants(proc.pid)
     commands = {p: _cmdline(p[0]) for p in tree}
     for what in expect_in_tree:  # the test covers what it claims to: these were running when the signal came
@@ -66,9 +68,13 @@ def _stop_and_check(proc: subprocess.Popen[str], sig: int, to_group: bool, expec
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"still running 10 s after {signal.Signals(sig).name}")
     elapsed = time.monotonic() - t0
-    while time.monotonic() - t0 < 10 and any(alive(p) for p in tree):
+    late = {p for p in tree if any(name in commands[p] for name in slow_to_end)}
+    while time.monotonic() - t0 < 10 and any(alive(p) for p in tree - late):
         time.sleep(0.1)
-    survivors = {p[0]: commands[p] for p in tree if alive(p)}
+    survivors = {p[0]: commands[p] for p in tree - late if alive(p)}  # after 10 s
+    while time.monotonic() - t0 < 120 and any(alive(p) for p in late):
+        time.sleep(0.5)
+    survivors |= {p[0]: commands[p] for p in late if alive(p)}  # after 120 s
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     stderr = proc.stderr.read()  # after the survivors are gone: one holding the pipe would block the read
@@ -106,11 +112,15 @@ def test_sigterm_stops_local_ray_workers_too(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not parent_death_signal_supported(), reason="needs prctl(PR_SET_PDEATHSIG)")
-def test_sigkill_of_the_cli_leaves_no_prefect_server(tmp_path):
-    proc = _start_run(tmp_path)
+@pytest.mark.parametrize("ray", [False, True], ids=["in-process", "local-ray"])
+def test_sigkill_of_the_cli_leaves_no_prefect_server_and_no_ray(tmp_path, ray):
+    proc = _start_run(tmp_path, ray=ray)
     try:
         _wait_mid_metrics(proc, tmp_path)
-        _stop_and_check(proc, signal.SIGKILL, False, -signal.SIGKILL, (SERVER_APP,))
+        expected = (SERVER_APP, "raylet", "gcs_server") if ray else (SERVER_APP,)
+        # Ray's agents notice their raylet is gone by polling it: about a minute after a SIGKILL of the driver
+        _stop_and_check(proc, signal.SIGKILL, False, -signal.SIGKILL, expected,
+                        slow_to_end=("ray::RuntimeEnvAgent", "ray::DashboardAgent"))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -196,3 +206,53 @@ def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefe
                              text=True, timeout=600)
     assert verbose.returncode == 2 and "Traceback (most recent call last)" in verbose.stderr
     assert "header lacks column(s) ['amr2']" in verbose.stderr
+
+
+UNEXPECTED = textwrap.dedent("""
+    import sys
+    import amrsim.cli as cli
+
+    def failing_flow(*args):
+        raise RuntimeError("boom in a stage\\nsecond line of the message")
+
+    cli._run_flow = failing_flow
+    sys.argv = ["amrsim", "run"]
+    cli.main()
+""")
+
+
+def test_an_unexpected_error_under_run_is_one_line_exit_1_with_its_traceback_in_the_log(tmp_path):
+    write_pairs(tmp_path / "pairs.tsv", 0, 3)
+    (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"))
+    env = cli_env(tmp_path) | {"PREFECT_API_URL": "http://127.0.0.1:9/api"}  # a configured server: none started
+    proc = subprocess.run([sys.executable, "-c", UNEXPECTED], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    log = tmp_path / "run" / "logs" / "prefect.log"
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"error: RuntimeError: boom in a stage (traceback in {log}; --verbose shows it here)"]
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "in failing_flow\nRuntimeError: boom in a stage" in text
+    assert "second line of the message" in text
+
+
+def test_signal_stop_outside_the_main_thread_leaves_the_handlers_alone():
+    """Only the main thread may set handlers: a run started from another thread keeps the process's own."""
+    import threading
+
+    from amrsim.procs import SignalStop
+
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    seen: list[object] = []
+
+    def body() -> None:
+        with SignalStop():
+            seen.append((signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(10)
+    assert seen == [before]
+    with SignalStop() as stop:  # in the main thread it does install its handler, and restores the old one after
+        assert signal.getsignal(signal.SIGINT) == stop._handler
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

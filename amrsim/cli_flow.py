@@ -1,0 +1,90 @@
+"""Running a Prefect flow from the CLI (`amrsim run`, `amrsim train`): Prefect's settings, a temporary server that
+dies with the CLI, Prefect's logs in <run_dir>/logs/prefect.log, one-line errors, and a stop on Ctrl-C/SIGTERM that
+takes the server and workers with it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amrsim.errors import AmrsimError, RunFailed
+
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Prefect's logs on the terminal instead of "
+                                                                  "<run_dir>/logs/prefect.log")]
+
+
+def _prefect_env(run_dir: Path) -> None:
+    """Prefect state under the project's run dir; settings for the temporary server unless one is configured."""
+    os.environ.setdefault("PREFECT_HOME", str(run_dir / "prefect"))
+    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # its SQLite file needs the directory
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # a local Ray's C++ crash handler would take SIGTERM from this process and abort it (exit 134) before the run
+    # could stop its server and workers
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # the temporary server lives for one run: its UI and scheduling services only slow its start
+    for service in ("UI", "SERVICES_SCHEDULER", "SERVICES_LATE_RUNS", "SERVICES_FOREMAN", "SERVICES_TRIGGERS",
+                    "SERVICES_PAUSE_EXPIRATIONS", "SERVICES_CANCELLATION_CLEANUP", "SERVICES_REPOSSESSOR"):
+        os.environ.setdefault(f"PREFECT_SERVER_{service}_ENABLED", "false")
+
+
+@contextlib.contextmanager
+def flow_runtime(run_dir: Path, label: str, verbose: bool) -> Iterator[Callable[[], None]]:
+    """Around a flow call: yields `ready()`, to call once the flows are imported (the server boots meanwhile) and
+    before the flow runs. Errors come out as one AmrsimError line naming the log; the traceback goes to the log."""
+    from amrsim.procs import SignalStop
+    from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
+
+    _prefect_env(run_dir)
+    log_path = run_dir / "logs" / "prefect.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if not verbose:
+        os.environ.setdefault("PREFECT_LOGGING_SETTINGS_PATH", str(log_prefect_to_file(log_path)))
+    command = label.split()[1] if " " in label else label
+
+    def stopping(signum: int) -> None:
+        print(f"\namrsim {command}: {signal.Signals(signum).name} received, stopping (again to force)",
+              file=sys.stderr, flush=True)
+
+    def stopped(signum: int, processes: int) -> None:
+        print(f"amrsim {command}: stopped by {signal.Signals(signum).name} ({processes} child processes ended); "
+              f"tables keep their last whole commit, and a rerun computes only what is missing",
+              file=sys.stderr, flush=True)
+
+    # Ctrl-C / SIGTERM: this process, its server and its workers end within seconds (exit 130 / 143)
+    with SignalStop(announce=stopping, before_exit=stopped), log_path.open("ab") as log:
+        log.write(f"\n=== {label} (pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')})\n".encode())
+        log.flush()
+        server = None
+        if not os.environ.get("PREFECT_API_URL"):  # a configured server is used as is
+            server = TemporaryServer(log, float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+            server.start()
+        try:
+            yield server.wait_ready if server is not None else lambda: None
+        except Exception as e:
+            if verbose:
+                raise
+            log.write("".join(traceback.format_exception(e)).encode())  # the terminal gets one line
+            log.flush()
+            if isinstance(e, AmrsimError):
+                e.add_note(f"Prefect's log: {log_path}")
+                raise
+            first = (str(e).strip().splitlines() or [""])[0]  # the whole message is in the log
+            raise RunFailed(f"{type(e).__name__}: {first} (traceback in {log_path}; --verbose shows it here)") from e
+        finally:
+            if server is not None:
+                drain_prefect_logs()
+                server.stop()
