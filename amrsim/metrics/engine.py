@@ -24,6 +24,8 @@ from typing import Any
 
 import polars as pl
 
+from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
+from amrsim.metrics.aspects import GraphView, aspect_scores
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
@@ -94,6 +96,7 @@ class _Scorer:
         self._views: dict[str, Any] = {}
         self._vectors = None
         self._needs_graph = any(a in ("wlk", "wwlk") for a in options.aspects)
+        self._graph_aspects = [a for a in options.aspects if a not in ("wlk", "wwlk")]
 
     def vector(self, label: str):
         if self._vectors is None:
@@ -104,9 +107,6 @@ class _Scorer:
         """(penman graph or None, GraphView) for a penman string, or the AMRError raised while reading it."""
         v = self._views.get(text)
         if v is None:
-            from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-            from amrsim.metrics.aspects import GraphView
-
             if len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
@@ -121,8 +121,6 @@ class _Scorer:
         return v
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
-        from amrsim.metrics.aspects import aspect_scores
-
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
             errors = [f"{name}: {v}" for name, v in (("amr1", v1), ("amr2", v2)) if isinstance(v, Exception)]
@@ -130,8 +128,8 @@ class _Scorer:
         (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
         bounded: list[str] = []
-        row: dict[str, Any] = aspect_scores(view1, view2, [a for a in opts.aspects if a not in ("wlk", "wwlk")],
-                                            self.vector, seed=opts.seed, bounded=bounded)
+        row: dict[str, Any] = aspect_scores(view1, view2, self._graph_aspects, self.vector, seed=opts.seed,
+                                            bounded=bounded)
         if "wlk" in opts.aspects:
             from amrsim.metrics.wlk import wlk
 
