@@ -172,7 +172,7 @@ def metrics_score(
     import polars as pl
 
     from amrsim.ingest.readers import read_rows
-    from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, aspect_columns, score_pairs_parallel
+    from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
     from amrsim.report import console, frame_table
 
     refuse_out_over_input(out, file=file)
@@ -198,7 +198,9 @@ def metrics_score(
     else:
         todo, done = frame, None
     t0 = time.perf_counter()
-    scored = score_pairs_parallel(todo.drop("key"), options, workers=workers) if todo.height else None
+    with PairScorer(options, workers=workers) as scorer:
+        scored = scorer(todo.drop("key")) if todo.height else None
+        where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
     seconds = time.perf_counter() - t0
     parts = [p for p in (done, scored) if p is not None]
     result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
@@ -214,7 +216,7 @@ def metrics_score(
     if means.height:
         console.print(frame_table(means.transpose(include_header=True, header_name="aspect",
                                                   column_names=["mean"]), "mean over ok pairs", 4))
-    rate = f"{todo.height / seconds:.0f} pairs/s" if todo.height and seconds else "nothing to compute"
+    rate = f"{todo.height / seconds:.0f} pairs/s, {where}" if todo.height and seconds else "nothing to compute"
     console.print(f"{frame.height} pairs: {todo.height} computed ({rate}), {frame.height - todo.height} reused, "
                   f"{failed} failed -> {out}")
 

@@ -27,11 +27,9 @@ from amrsim.synthetic import pipeline_yaml, write_pairs  # noqa: E402
 
 def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     """Run one phase (ingest or metrics) of the refresh in this process; returns counts, seconds, peak RSS."""
-    from functools import partial
-
     from amrsim.config import load_config
     from amrsim.ingest import ingest_dataset
-    from amrsim.metrics.engine import score_pairs_parallel, worker_pool
+    from amrsim.metrics.engine import PairScorer
     from amrsim.stages import metrics_stage
     from amrsim.warehouse import Warehouse
 
@@ -45,10 +43,11 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
         m = cfg.project.pipelines["load"].metrics
         assert m is not None
         options = m.options()
-        with worker_pool(workers, options) as pool:
-            score = partial(score_pairs_parallel, options=options, pool=pool, batch_size=512)
-            run = metrics_stage(wh, "load", "synthetic", options, "bench", score, m.commit_rows)
-            workers_peak = max((_peak_rss_mib(pid) for pid in pool._processes), default=0.0)
+        # as the metrics task runs the stage without Ray: one scorer, its pool (if it pays off) shared by all chunks
+        with PairScorer(options, workers=workers or None) as scorer:
+            run = metrics_stage(wh, "load", "synthetic", options, "bench", scorer, m.commit_rows)
+            pool = scorer._pool
+            workers_peak = max((_peak_rss_mib(pid) for pid in (pool._processes if pool else {})), default=0.0)
     seconds = time.perf_counter() - t0
     return {"phase": name, "rows_in": run.rows_in, "computed": run.rows_computed, "failed": run.rows_failed,
             "seconds": round(seconds, 2),
@@ -99,9 +98,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, action="append", help="dataset sizes (repeat); default 1000000")
     ap.add_argument("--new-fraction", type=float, default=0.01)
-    ap.add_argument("--aspects", nargs="+", default=["smatch", "concepts", "negation", "named_entities"])
+    ap.add_argument("--aspects", nargs="+", default=["smatch", "concepts", "negation", "named_entities"],
+                    help="engine aspects, or `s3bert` for S3BERT's 15")
     ap.add_argument("--commit-rows", type=int, default=20_000)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="metric worker processes; 0: chosen as the pipeline does")
+    ap.add_argument("--project", type=int, default=0, help="also print the metrics phase extrapolated to N pairs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", default=None, help="where the synthetic data and warehouse go (default: system tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -109,6 +110,10 @@ def main() -> None:
     ap.add_argument("--phase", choices=["ingest", "metrics"], help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.aspects == ["s3bert"]:
+        from amrsim.metrics.aspects import S3BERT_ASPECTS
+
+        args.aspects = [c.removesuffix("_f1") for c in S3BERT_ASPECTS.values()]
     if args.phase:
         print(json.dumps(phase(Path(args.work), args.phase, args.workers)))
         return
@@ -119,6 +124,11 @@ def main() -> None:
         rate = float(r["computed"]) / float(r["seconds"]) if r["computed"] else 0.0  # type: ignore[arg-type]
         print(f"| {r['pairs']:,} | {r['refresh']} (+{r['new_pairs']:,}) | {r['phase']} | {r['rows_in']:,} | "
               f"{r['computed']:,} | {r['seconds']} | {rate:,.0f} | {r['peak_rss_mib']} | {r['workers_peak_rss_mib']} |")
+    for r in rows:
+        if args.project and r["phase"] == "metrics" and r["refresh"] == "full" and r["computed"]:
+            hours = args.project * float(r["seconds"]) / float(r["computed"]) / 3600  # type: ignore[arg-type]
+            print(f"metrics stage, {len(args.aspects)} aspects: {r['computed']:,} pairs in {r['seconds']} s -> "
+                  f"{args.project:,} pairs in {hours:.2f} h at this rate")
     for n in sorted({int(r["pairs"]) for r in rows}):  # type: ignore[call-overload]
         full = sum(float(r["seconds"]) for r in rows if r["pairs"] == n and r["refresh"] == "full")  # type: ignore
         inc = sum(float(r["seconds"]) for r in rows if r["pairs"] == n and r["refresh"] == "incremental")  # type: ignore

@@ -293,7 +293,7 @@ def test_small_input_runs_in_process_and_the_choice_follows_the_measured_cost():
 
     frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, DOGS3], "amr2": [WANT_NOT, DOG_CAT, DOGS2]})
     options = MetricsOptions(aspects=("smatch",))
-    with PairScorer(options, cores=2) as scorer:
+    with PairScorer(options, cores=2, idle_cores=2.0) as scorer:
         rows = scorer(frame)
         assert not scorer.used_pool and scorer._pool is None  # three cheap pairs: no worker processes
         per_pair = scorer._seconds_per_pair
@@ -302,9 +302,12 @@ def test_small_input_runs_in_process_and_the_choice_follows_the_measured_cost():
         few, many = int(start / per_pair / 4), int(4 * start / per_pair) + 1
         assert not scorer.pool_pays_off(few) and scorer.pool_pays_off(many)
     assert rows.drop("seconds").equals(score_pairs(frame, options).drop("seconds"))
-    with PairScorer(options, workers=1, cores=2) as one:
+    with PairScorer(options, workers=1, cores=2, idle_cores=2.0) as one:
         one._seconds_per_pair = per_pair
         assert not one.pool_pays_off(10 * many)  # --workers 1 overrides
+    with PairScorer(options, cores=2, idle_cores=1.0) as busy:
+        busy._seconds_per_pair = per_pair
+        assert not busy.pool_pays_off(10 * many)  # other jobs hold the second core: a worker would only share it
 
 
 def test_given_workers_use_one_pool_for_every_call():

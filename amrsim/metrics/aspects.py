@@ -53,11 +53,11 @@ class GraphView:
     """Structures of one graph that the aspects look at, computed once per graph."""
 
     triples: SmatchTriples
-    v2c: dict[str, str] = field(init=False)
     _encoded: dict[str, EncodedGraph] = field(init=False, repr=False, default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.v2c = dict(self.triples.instances)
+    @cached_property
+    def v2c(self) -> dict[str, str]:
+        return dict(self.triples.instances)
 
     def encoded(self, name: str) -> EncodedGraph:
         """Smatch's per-graph encoding of the triples (`triples`) or of a transformed view (`unlabeled`, ...)."""

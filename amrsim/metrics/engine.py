@@ -24,6 +24,8 @@ from typing import Any
 
 import polars as pl
 
+from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
+from amrsim.metrics.aspects import GraphView, aspect_scores
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
@@ -94,6 +96,7 @@ class _Scorer:
         self._views: dict[str, Any] = {}
         self._vectors = None
         self._needs_graph = any(a in ("wlk", "wwlk") for a in options.aspects)
+        self._graph_aspects = [a for a in options.aspects if a not in ("wlk", "wwlk")]
 
     def vector(self, label: str):
         if self._vectors is None:
@@ -104,9 +107,6 @@ class _Scorer:
         """(penman graph or None, GraphView) for a penman string, or the AMRError raised while reading it."""
         v = self._views.get(text)
         if v is None:
-            from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-            from amrsim.metrics.aspects import GraphView
-
             if len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
@@ -121,8 +121,6 @@ class _Scorer:
         return v
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
-        from amrsim.metrics.aspects import aspect_scores
-
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
             errors = [f"{name}: {v}" for name, v in (("amr1", v1), ("amr2", v2)) if isinstance(v, Exception)]
@@ -130,8 +128,8 @@ class _Scorer:
         (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
         bounded: list[str] = []
-        row: dict[str, Any] = aspect_scores(view1, view2, [a for a in opts.aspects if a not in ("wlk", "wwlk")],
-                                            self.vector, seed=opts.seed, bounded=bounded)
+        row: dict[str, Any] = aspect_scores(view1, view2, self._graph_aspects, self.vector, seed=opts.seed,
+                                            bounded=bounded)
         if "wlk" in opts.aspects:
             from amrsim.metrics.wlk import wlk
 
@@ -237,14 +235,16 @@ BATCH_S = 0.25  # aimed-at seconds of work per batch sent to a worker: few round
 class PairScorer:
     """Scores frames of graph pairs in this process or on a pool of worker processes that starts at most once and
     serves every later call (the stage's chunks, say). `workers=None` chooses: pairs are scored here, timed, for
-    `PILOT_S`; the pool starts only if the rest would then finish sooner on it, start-up included. A given
-    `workers` (or `pool`) is used as is. Scores never depend on the choice: each pair's row depends on the pair
-    and the options only."""
+    `PILOT_S`; the pool starts only if the rest would then finish sooner on it, start-up included, counting only the
+    cores other jobs leave idle. A given `workers` (or `pool`) is used as is. Scores never depend on the choice: each
+    pair's row depends on the pair and the options only."""
 
     def __init__(self, options: MetricsOptions, workers: int | None = None,
-                 pool: ProcessPoolExecutor | None = None, cores: int | None = None, batch_size: int | None = None):
+                 pool: ProcessPoolExecutor | None = None, cores: int | None = None, batch_size: int | None = None,
+                 idle_cores: float | None = None):
         self.options = options
         self.cores = cores or _usable_cores()
+        self.idle_cores = idle_cores  # None: measured (load average) when deciding
         self.batch_size = batch_size  # pairs per worker batch; None: about BATCH_S of work each
         self.workers = pool._max_workers if pool is not None else workers  # type: ignore[attr-defined]
         self._pool, self._own_pool = pool, False
@@ -252,20 +252,33 @@ class PairScorer:
         self.used_pool = False  # whether any pairs went to worker processes (reported and tested)
 
     # -- the choice ---------------------------------------------------------------------------------------------
-    def _pool_size(self) -> int:
+    def pool_size(self) -> int:
         return self.workers if self.workers is not None else max(1, self.cores)
 
     def start_up_seconds(self) -> float:
         return POOL_START_S + (VECTORS_LOAD_S if self.options.needs_vectors else 0.0)
 
+    def _idle_cores(self) -> float:
+        """Cores other jobs leave free: on a machine already busy, more processes only share the same cores."""
+        if self.idle_cores is not None:
+            return self.idle_cores
+        try:
+            others = max(0.0, os.getloadavg()[0] - 1.0)  # the load average counts this process too
+        except OSError:  # pragma: no cover - no load average on this platform
+            others = 0.0
+        return max(1.0, self.cores - others)
+
     def pool_pays_off(self, pairs_left: int) -> bool:
-        """Whether `pairs_left` pairs finish sooner on the pool (start-up, then shared) than here."""
-        w = self._pool_size()
-        if w <= 1 or self._seconds_per_pair is None:
+        """Whether `pairs_left` pairs finish sooner on the pool (start-up, then shared by the workers that get a core
+        of their own) than here."""
+        if self.pool_size() <= 1 or self._seconds_per_pair is None:
+            return False
+        parallel = min(self.pool_size(), self._idle_cores())
+        if parallel < 1.5:
             return False
         here = pairs_left * self._seconds_per_pair
         start = 0.0 if self._pool is not None else self.start_up_seconds()
-        return start + here / w < here
+        return start + here / parallel < here
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
@@ -282,7 +295,7 @@ class PairScorer:
             if not self.pool_pays_off(n - done):
                 parts.append(self._here(amr1[done:], amr2[done:]))
                 done = n
-        elif self._pool_size() <= 1:
+        elif self.pool_size() <= 1:
             parts.append(self._here(amr1, amr2))
             done = n
         if done < n:
@@ -315,9 +328,9 @@ class PairScorer:
 
     def _on_pool(self, amr1: list, amr2: list) -> pl.DataFrame:
         if self._pool is None:
-            self._pool, self._own_pool = worker_pool(self._pool_size(), self.options), True
+            self._pool, self._own_pool = worker_pool(self.pool_size(), self.options), True
         self.used_pool = True
-        w = self._pool_size()
+        w = self.pool_size()
         per_pair = self._seconds_per_pair or 1e-3
         # batches of about BATCH_S each, at least four per worker so the last ones end together
         size = self.batch_size or int(min(max(16, BATCH_S / per_pair), max(16, len(amr1) // (4 * w) + 1)))

@@ -79,8 +79,11 @@ def encode_graph(t: SmatchTriples) -> EncodedGraph:
     """The per-graph half of `encode_pair` (pairs sharing a graph reuse it)."""
     index = {v: i for i, v in enumerate(t.variables)}
     unary: dict = {}
+    concepts = []
     for v, c in t.instances:
-        key = (index[v], "i", c.lower().rstrip("_"))
+        i, c = index[v], c.lower().rstrip("_")
+        concepts.append((i, c))
+        key = (i, "i", c)
         unary[key] = unary.get(key, 0) + 1
     for v, r, c in t.attributes:
         key = (index[v], r.lower().rstrip("_"), "=" + c.lower().rstrip("_"))
@@ -95,14 +98,16 @@ def encode_graph(t: SmatchTriples) -> EncodedGraph:
             key = (i, k, r.lower().rstrip("_"))
             binary[key] = binary.get(key, 0) + 1
     by_label: dict = {}
-    for (j, kind, label), c in unary.items():
-        by_label.setdefault((kind, label), []).append((j, c))
+    unary_items = []
+    for key, c in unary.items():
+        by_label.setdefault(key[1:], []).append((key[0], c))
+        unary_items.append((*key, c))
     by_role: dict = {}
-    for (j, y, r), c in binary.items():
-        by_role.setdefault(r, []).append((j, y, c))
-    return EncodedGraph(len(index), tuple((i, kind, label, c) for (i, kind, label), c in unary.items()), by_label,
-                        tuple((i, k, r, c) for (i, k, r), c in binary.items()), by_role,
-                        tuple((index[v], _norm(c)) for v, c in t.instances))
+    binary_items = []
+    for key, c in binary.items():
+        by_role.setdefault(key[2], []).append((key[0], key[1], c))
+        binary_items.append((*key, c))
+    return EncodedGraph(len(index), tuple(unary_items), by_label, tuple(binary_items), by_role, tuple(concepts))
 
 
 def has_duplicates(t: SmatchTriples) -> bool:
