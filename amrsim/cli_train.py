@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -29,6 +29,27 @@ def show_training_progress() -> None:
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False  # Prefect's root console handler would print each record a second time
+
+
+def _check_params(method: str, cfg: Any, pipeline: str, params: dict[str, Any] | None) -> None:
+    """The method's params as the flow will merge them (pipeline entry, then --param), validated here so a bad value
+    is one line naming the key, not pydantic's multi-line report after the stages ran."""
+    from pydantic import ValidationError
+
+    from amrsim.methods import method_params
+
+    base = next((t.params for t in cfg.project.pipelines[pipeline].train if t.method == method), {})
+    try:
+        method_params(method, {**base, **(params or {})})
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(x) for x in err["loc"]) or "<params>"
+        from_cli = bool(params and err["loc"] and err["loc"][0] in params)
+        origin = "--param" if from_cli else f"{cfg.path}: pipeline '{pipeline}'"
+        msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+        shown = repr(err.get("input"))
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise ConfigError(f"{origin}: train {method} param '{key}', value {shown}: {msg}") from None
 
 
 def train_command(
@@ -70,13 +91,15 @@ def train_command(
             raise ConfigError(f"--resume: no interrupted {method} run under {cfg.warehouse_root / 'models' / method}")
         run_id = runs[0]
         console.print(f"resuming {method} run {run_id}")
+    params = _parse_overrides(param) or None
+    _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start
     show_training_progress()
     with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose) as ready:
         from flows.train import train  # Prefect only here: the library stays Prefect-free
 
         ready()
         out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
-                    params=_parse_overrides(param) or None)
+                    params=params)
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
     for stage in out:
         if stage.get("model"):

@@ -79,3 +79,18 @@ def test_a_file_named_like_a_reserved_dataset_gets_a_name_of_its_own(tmp_path, p
     assert sorted(p.name for p in reserved.iterdir()) == ["results"]  # no pairs/sentences under `eval`
     assert (tmp_path / "warehouse" / "eval_data" / "pairs").is_dir()
     assert "eval_data" in proc.stdout
+
+
+@pytest.mark.parametrize("param, says", [
+    ("lr=fast", "--param: train s3bert param 'lr', value 'fast': Input should be a valid number"),
+    ("batch_size=true", "--param: train s3bert param 'batch_size', value True: Input should be a valid integer"),
+    ("no_such_key=3", "--param: train s3bert param 'no_such_key', value 3: unknown parameter"),
+])
+def test_a_bad_training_param_is_one_line_before_anything_starts(tmp_path, param, says):
+    from tests.conftest import ROOT
+
+    proc = run_cli(tmp_path, "train", "s3bert", "--config", str(ROOT / "pipelines.yaml"), "--param", param,
+                   "--run-id", "never-started")
+    assert one_line_error(proc) == f"error: {says}"
+    assert not (ROOT / "warehouse" / "models" / "s3bert" / "never-started").exists()  # no stage, no run directory
+    assert "Ray" not in proc.stderr and "Prefect" not in proc.stderr  # refused before either started
