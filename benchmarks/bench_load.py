@@ -71,6 +71,23 @@ def run_phase(work: Path, name: str, workers: int) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cpu_rate(n: int, aspects: list[str], seed: int) -> float:
+    """Pairs per CPU second of the engine on n synthetic pairs in this process (start-up excluded): the rate the
+    stage reaches on cores no other job takes."""
+    import random
+
+    from amrsim.metrics.engine import MetricsOptions, _score_columns
+    from amrsim.synthetic import synthetic_graph
+
+    rng = random.Random(seed)
+    pairs = [(synthetic_graph(rng), synthetic_graph(rng)) for _ in range(n)]
+    options = MetricsOptions(aspects=tuple(aspects))
+    _score_columns([pairs[0][0]], [pairs[0][1]], options)  # imports, node vectors
+    t0 = time.process_time()
+    _score_columns([a for a, _ in pairs], [b for _, b in pairs], options)
+    return n / (time.process_time() - t0)
+
+
 def bench_size(n: int, args: argparse.Namespace) -> list[dict[str, object]]:
     work = Path(tempfile.mkdtemp(prefix=f"amrsim-load-{n}-", dir=args.tmp))
     data = work / "pairs.tsv"
@@ -102,7 +119,8 @@ def main() -> None:
                     help="engine aspects, or `s3bert` for S3BERT's 15")
     ap.add_argument("--commit-rows", type=int, default=20_000)
     ap.add_argument("--workers", type=int, default=2, help="metric worker processes; 0: chosen as the pipeline does")
-    ap.add_argument("--project", type=int, default=0, help="also print the metrics phase extrapolated to N pairs")
+    ap.add_argument("--project", type=int, default=0, help="also print the metrics phase extrapolated to N pairs, "
+                    "from its wall time and from the engine's CPU rate")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tmp", default=None, help="where the synthetic data and warehouse go (default: system tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -117,6 +135,10 @@ def main() -> None:
     if args.phase:
         print(json.dumps(phase(Path(args.work), args.phase, args.workers)))
         return
+    if args.project:
+        rate = cpu_rate(2000, args.aspects, args.seed)
+        print(f"engine, {len(args.aspects)} aspects, 2,000 synthetic pairs: {rate:,.0f} pairs per CPU second -> "
+              f"{args.project:,} pairs in {args.project / rate / 2 / 3600:.2f} h on 2 idle cores")
     rows = [r for n in (args.pairs or [1_000_000]) for r in bench_size(n, args)]
     print("| pairs | refresh | phase | rows in | computed | seconds | pairs/s | peak RSS MiB | workers' peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|---|")
