@@ -371,9 +371,11 @@ def print_ood(table) -> None:
         pl.when(pl.col("below_base").is_null()).then(pl.lit("-"))
           .when(pl.col("below_base") == "").then(pl.lit("no"))
           .otherwise(pl.lit("BELOW BASE: ") + pl.col("below_base")).alias("below base"),
-    ).drop("below_base")
+    ).drop("below_base", "train -> ood")
     console.print(frame_table(shown, "Out-of-distribution protocol: STS Spearman (x100), in = test pairs of the "
                                      "training distribution, ood = held-out test pairs"))
+    for split, what in table.select("split", "train -> ood").unique(maintain_order=True).iter_rows():
+        console.print(f"{split}: {what}")
 
 
 @evaluate_app.command("ood")

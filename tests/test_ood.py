@@ -205,35 +205,41 @@ def tiny_bert(tmp_path_factory) -> str:
 def test_cli_scores_model_and_base_side_by_side_and_stores_the_rows(project, tiny_bert):
     cfg, wh = project()
     enc = f"hf:{tiny_bert}#mean"
-    proc = run_cli(cfg.path.parent, "evaluate", "ood", "--encoder", "minilm", "--base", enc, "--split", "loo-news",
+    proc = run_cli(cfg.path.parent, "evaluate", "ood", "--encoder", enc, "--base", "minilm", "--split", "loo-news",
                    "--split", "stsb-to-sick", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Out-of-distribution protocol" in proc.stdout and "loo-news" in proc.stdout
-    assert "stsb-to-sick" in proc.stdout and "loo-forums" not in proc.stdout
+    assert "Out-of-distribution protocol" in proc.stdout
+    assert "loo-news: STSb captions+forums -> STSb news" in proc.stdout
+    assert "stsb-to-sick: STSb -> SICK-R" in proc.stdout and "loo-forums" not in proc.stdout
     results = wh.read("eval", "results")
     stored = results.filter(pl.col("dataset").is_in(["ood_loo_news", "ood_stsb_to_sick"]))
     assert set(stored["model"]) == {"minilm", enc} and set(stored["split"]) == {"test", "ood"}
     assert stored.height == 2 * 2 * 2 * 2  # splits x models x (test, ood) x (spearman, pearson)
-    table = ood_table(results, {"minilm": enc, enc: None})
-    flagged = table.filter(pl.col("model") == "minilm")
+    table = ood_table(results, {enc: "minilm", "minilm": None})
+    flagged = table.filter(pl.col("model") == enc)
     assert flagged.height == 2 and flagged["below_base"].is_not_null().all()
-    for row in flagged.iter_rows(named=True):  # the console shows the same verdict the table computes
-        assert (row["below_base"] != "") == (f"BELOW BASE: {row['below_base']}" in proc.stdout)
+    flags = [f for f in flagged["below_base"].to_list() if f]  # the console shows the verdicts the table computes
+    assert proc.stdout.count("BELOW BASE") == len(flags)
+    assert all(f"BELOW BASE: {f}" in proc.stdout for f in flags)
 
     proc = run_cli(cfg.path.parent, "evaluate", "ood", "--encoder", "loo-poetry=minilm")
     assert proc.returncode == 2 and "unknown out-of-distribution split 'loo-poetry'" in proc.stderr
 
 
-def test_pear_trains_on_one_splits_train_pairs(project, tiny_bert):
-    from amrsim.encoders import find_trained
+def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(project, tiny_bert):
+    import numpy as np
+
+    from amrsim.encoders import find_trained, load_encoder
     from amrsim.evaluate.ood import base_for, trained_on
+    from amrsim.evaluate.sts import cosine, is_cross_encoder
     from amrsim.methods import get_method, method_params
 
+    base = f"hf:{tiny_bert}#mean"
     params = {"ood_split": "loo-captions", "base_model": f"hf:{tiny_bert}", "lr": 1e-3, "epochs": 1,
-              "batch_size": 8, "device": "cpu"}
+              "batch_size": 8, "device": "cpu", "fused_with": base, "fused_weight": 0.25}
     cfg, wh = project(**params)
     summary = get_method("pear")(cfg, "ood", method_params("pear", cfg.project.pipelines["ood"].train[0].params), "p1")
-    assert summary["status"] == "ok"
+    assert summary["status"] == "ok" and summary["models"] == ["pear:p1", "pear_fused:p1"]
     pairs = wh.read("ood_loo_captions", "pairs").filter(pl.col("status") == "ok")
     meta = find_trained("pear:p1", wh.models_root).meta
     assert meta["data"]["datasets"] == ["ood_loo_captions"] and meta["data"]["train_split"] == "train"
@@ -241,6 +247,39 @@ def test_pear_trains_on_one_splits_train_pairs(project, tiny_bert):
     assert meta["data"]["dev_pairs"] == pairs.filter(pl.col("split") == "dev").height
     assert trained_on("pear:p1", wh.models_root) == ["ood_loo_captions"]
     assert base_for("pear:p1", wh.models_root) == f"hf:{tiny_bert}" and base_for("minilm") is None
+
+    # pear_fused:p1 = 0.25 z(PEAR) + 0.75 z(base cosine), z-scored on the dev pairs; a model of its own
+    fused = find_trained("pear_fused:p1", wh.models_root).meta
+    assert fused["pear"] == "pear:p1" and fused["base_model"] == base and fused["metrics"]["fit_pairs"] == 8
+    assert is_cross_encoder("pear_fused:p1", wh.models_root) and trained_on("pear_fused:p1", wh.models_root) == [
+        "ood_loo_captions"]
+    assert base_for("pear_fused:p1", wh.models_root) == base
+    dev = pairs.filter(pl.col("split") == "dev")
+    t1, t2 = dev["sentence1"].to_list(), dev["sentence2"].to_list()
+    pear = load_encoder("pear:p1", device="cpu", models_root=wh.models_root).score(t1, t2)
+    encoder = load_encoder(base, device="cpu")
+    cos = cosine(encoder.encode(t1), encoder.encode(t2))
+    f = fused["fusion"]
+    # fitted on the dev pairs' scores (a tiny random model's scores barely vary, so compare relatively)
+    assert [f["pear_mean"], f["pear_std"], f["base_mean"], f["base_std"]] == pytest.approx(
+        [pear.mean(), pear.std(), cos.mean(), cos.std()], rel=1e-2)
+    pear, cos = pear.astype(np.float64), cos.astype(np.float64)  # z-scores of barely varying scores: float64
+    expected = 0.25 * (pear - f["pear_mean"]) / f["pear_std"] + 0.75 * (cos - f["base_mean"]) / f["base_std"]
+    got = load_encoder("pear_fused:p1", device="cpu", models_root=wh.models_root).score(t1, t2)
+    assert np.asarray(got) == pytest.approx(expected, abs=1e-4)
+
+
+def test_fusion_needs_two_varying_scores():
+    import numpy as np
+
+    from amrsim.methods.pear import fit_fusion
+
+    with pytest.raises(ValueError, match="constant"):
+        fit_fusion(np.array([0.5, 0.5, 0.5]), np.array([0.1, 0.2, 0.3]), "minilm", 0.5)
+    with pytest.raises(ValueError, match="at least 2 pairs"):
+        fit_fusion(np.array([0.5]), np.array([0.1]), "minilm", 0.5)
+    fusion = fit_fusion(np.array([0.0, 1.0]), np.array([0.2, 0.4]), "minilm", 1.0)
+    assert fusion.combine(np.array([0.0, 1.0]), np.array([9.0, -9.0])) == pytest.approx([-1.0, 1.0])
 
 
 def test_pear_ood_split_params_are_checked(project):
