@@ -1,4 +1,4 @@
-"""`amrsim evaluate {sts,bitext,transfer,aspects,suite}` and `amrsim report`: every result goes to
+"""`amrsim evaluate {sts,bitext,transfer,aspects,suite,ood}` and `amrsim report`: every result goes to
 warehouse/eval/results (reused when its inputs are unchanged) and is printed as a table."""
 
 from __future__ import annotations
@@ -421,6 +421,101 @@ def evaluate_suite_cmd(
         console.print(note)
     if out.report is not None:
         console.print(f"report: {out.report.html}")
+
+
+def _ood_encoders(items: list[str], splits: list[str] | None, base: str | None,
+                  models_root: Path) -> tuple[dict[str, list[str]], dict[str, str | None]]:
+    """--encoder [SPLIT=]NAME values -> encoders per protocol split (a bare name: every split) and each model's base
+    (--base, else the base its model.json records, else minilm)."""
+    from amrsim.encoders import model_id
+    from amrsim.evaluate.ood import SPLITS, base_for, split_named
+
+    per_split: dict[str, list[str]] = {}
+    everywhere: list[str] = []
+    for item in items:
+        split, sep, name = item.partition("=")
+        if not sep:
+            everywhere.append(item)
+            continue
+        split_named(split)
+        if not name:
+            raise ConfigError(f"--encoder '{item}': expected SPLIT=NAME (e.g. --encoder loo-forums=pear:r1)")
+        per_split.setdefault(split, []).append(name)
+    for name in everywhere + [n for names in per_split.values() for n in names] + ([base] if base else []):
+        try:
+            model_id(name, models_root)
+        except ValueError as e:
+            raise ConfigError(f"--encoder: {e}") from None
+    chosen = [split_named(s).name for s in splits] if splits else (
+        list(SPLITS) if everywhere or not per_split else list(per_split))
+    bases = {n: base or base_for(n, models_root) for n in everywhere + [x for v in per_split.values() for x in v]}
+    bases = {n: (b if b != n else None) for n, b in bases.items()}
+    out = {}
+    for split in chosen:
+        names = everywhere + per_split.get(split, [])
+        if not names:
+            continue
+        extra = [b for b in (bases[n] for n in names) if b and b not in names]
+        out[split] = list(dict.fromkeys(names + extra))
+    for b in {b for b in bases.values() if b}:
+        bases.setdefault(b, None)
+    return out, bases
+
+
+def print_ood(table) -> None:
+    """The protocol's table; a model scoring under its base is flagged in the last column."""
+    import polars as pl
+
+    from amrsim.report import console, frame_table
+
+    if not table.height:
+        console.print("out-of-distribution protocol: no results")
+        return
+    floats = [c for c, t in table.schema.items() if t == pl.Float64]
+    shown = table.with_columns(
+        *(pl.col(c).map_elements(lambda v: f"{v:+.2f}" if v is not None else "-", return_dtype=pl.String)
+          .fill_null("-") if c.startswith("delta") else
+          pl.col(c).map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null("-") for c in floats),
+        pl.col("base").fill_null("-"),
+        pl.when(pl.col("below_base").is_null()).then(pl.lit("-"))
+          .when(pl.col("below_base") == "").then(pl.lit("no"))
+          .otherwise(pl.lit("BELOW BASE: ") + pl.col("below_base")).alias("below base"),
+    ).drop("below_base", "train -> ood")
+    console.print(frame_table(shown, "Out-of-distribution protocol: STS Spearman (x100), in = test pairs of the "
+                                     "training distribution, ood = held-out test pairs"))
+    for split, what in table.select("split", "train -> ood").unique(maintain_order=True).iter_rows():
+        console.print(f"{split}: {what}")
+
+
+@evaluate_app.command("ood")
+def evaluate_ood_cmd(
+        encoder: Annotated[list[str], typer.Option(
+            help="[SPLIT=]NAME: a model for one split (loo-forums=pear:r1) or, bare, for every split; repeatable")],
+        base: Annotated[str | None, typer.Option(
+            help="compare with this encoder (default: the base a trained model records, else minilm)")] = None,
+        split: Annotated[list[str] | None, typer.Option(
+            help="loo-captions, loo-forums, loo-news, stsb-to-sick, sick-to-stsb (default: every split named by "
+                 "--encoder, or all); repeatable")] = None,
+        pipeline: Annotated[str, typer.Option(help="pipeline naming the STSb and SICK source files")] = "ood",
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+    """Out-of-distribution protocol: each model and its base on each split's in-distribution and held-out test pairs,
+    side by side; a model below its base is flagged. Results go to eval/results (datasets ood_<split>)."""
+    from amrsim.config import load_config
+    from amrsim.evaluate.ood import evaluate_ood, ood_table
+    from amrsim.report import console
+    from amrsim.warehouse.lineage import new_run_id
+
+    cfg = load_config(config, pipeline=pipeline)
+    name, _ = cfg.pipeline(pipeline)
+    wh = _warehouse(config)
+    encoders, bases = _ood_encoders(encoder, split, base, wh.models_root)
+    from amrsim.encoders import run_name
+
+    bases = {run_name(m, wh.models_root): b and run_name(b, wh.models_root) for m, b in bases.items()}
+    rows, notes = evaluate_ood(wh, cfg, name, encoders, new_run_id(), batch_size=batch_size, device=device)
+    print_ood(ood_table(rows, bases))
+    for note in notes:
+        console.print(note)
 
 
 def report_command(

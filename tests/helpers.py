@@ -67,6 +67,24 @@ def build_tiny_marian(root: Path, words: Sequence[str] = EN_WORDS, max_pos: int 
     return str(out)
 
 
+def build_tiny_bert(root: Path, words: Sequence[str], seed: int = 0) -> str:
+    """A randomly initialised 2-layer BERT (hidden 32) with a word-level WordPiece vocab of `words`, saved as a
+    transformers directory under `root`; returns its path."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    root.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(words)]
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(root / "vocab.txt"))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return str(root)
+
+
 def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`amrsim ARGS` as a real process in `cwd` (exit code, stdout and stderr as a user sees them); wide output so
     table cells are not wrapped."""

@@ -34,6 +34,7 @@ from amrsim.methods.pear import (
 )
 from amrsim.methods.pear_run import best_or_none, open_study, run_search, trials_frame
 from amrsim.warehouse import Warehouse
+from tests.helpers import build_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -46,18 +47,7 @@ GERMAN = ["die", "katze", "hund", "läuft", "schläft"]
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> str:
     """A randomly initialised 2-layer BERT (hidden 32) with a word-level WordPiece vocab, as a transformers dir."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny_bert")
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *COLOURS, *ANIMALS, *VERBS, *GERMAN]
-    (path / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"))
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
-    BertModel(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), ["the", *COLOURS, *ANIMALS, *VERBS, *GERMAN])
 
 
 def toy(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:

@@ -261,6 +261,7 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
 # run_dir, batch_size, device, models_root)"
 TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr_encoder:load_trained",
                    "pear": "amrsim.methods.pear:load_trained",
+                   "pear_fused": "amrsim.methods.pear:load_fused",
                    "meaning": "amrsim.methods.meaning:load_trained"}
 
 

@@ -14,7 +14,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -609,8 +609,32 @@ class _Doc:
         self.md.append(f"![{_md_esc(alt)}](figures/{fig.name})\n\n*{_md_esc(fig.caption)}*")
 
 
+def _ood_section(doc: _Doc, latest: pl.DataFrame, bases: Mapping[str, str | None]) -> None:
+    """The out-of-distribution protocol's table (amrsim.evaluate.ood), a model below its base flagged."""
+    from amrsim.evaluate.ood import ood_table
+
+    table = ood_table(latest, {m: bases.get(m) for m in latest["model"].unique().to_list()})
+    if not table.height:
+        return
+    doc.heading(2, "Out-of-distribution protocol", "ood")
+    doc.para("STS Spearman (x100). in: test pairs of the training distribution; ood: the held-out test pairs. "
+             "Each trained model is compared with its base (the encoder its model.json records, else minilm).")
+    headers = ["split", "train -> ood", "model", "in", "ood", "base", "base in", "base ood", "delta in", "delta ood",
+               "below base"]
+    rows = []
+    for r in table.iter_rows(named=True):
+        flag = r["below_base"]
+        rows.append([_Cell(r["split"]), _Cell(r["train -> ood"]), _Cell(r["model"], code=True),
+                     *(_value_cell(r[c]) if r[c] is not None else _Cell("-") for c in ("in", "ood")),
+                     _Cell(r["base"] or "-", code=bool(r["base"])),
+                     *(_value_cell(r[c]) if r[c] is not None else _Cell("-") for c in ("base in", "base ood")),
+                     *(_Cell(f"{r[c]:+.2f}") if r[c] is not None else _Cell("-") for c in ("delta in", "delta ood")),
+                     _Cell("-" if flag is None else f"BELOW BASE: {flag}" if flag else "no", bold=bool(flag))])
+    doc.table(headers, rows, "ood")
+
+
 def _build(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData],
-           title: str) -> tuple[str, str, list[_Figure]]:
+           title: str, ood_bases: Mapping[str, str | None] | None = None) -> tuple[str, str, list[_Figure]]:
     """HTML text, Markdown text and the figures of one report."""
     doc = _Doc()
     figures: list[_Figure] = []
@@ -632,6 +656,7 @@ def _build(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[Scatt
             doc.bullets(LEADERBOARD_NOTES, "notes")
         else:
             doc.para("No headline metrics among the results: see the detail tables.")
+        _ood_section(doc, latest, ood_bases or {})
         heatmaps = _sts_figures(latest) + _bitext_figures(latest)
         if heatmaps:
             doc.heading(2, "Per-language heat maps", "heatmaps")
@@ -690,12 +715,14 @@ def _commit(staging: Path, out_dir: Path, figure_names: set[str]) -> None:
 
 
 def render_report(results: pl.DataFrame, lineage: pl.DataFrame, out_dir: Path,
-                  scatters: Sequence[ScatterData] = (), title: str = "amrsim evaluation report") -> ReportPaths:
+                  scatters: Sequence[ScatterData] = (), title: str = "amrsim evaluation report",
+                  ood_bases: Mapping[str, str | None] | None = None) -> ReportPaths:
     """Write report.html (self-contained, figures embedded), report.md and figures/*.png into out_dir. Everything
-    is built in a temporary sibling directory first, so a failure leaves the previous report as it was."""
+    is built in a temporary sibling directory first, so a failure leaves the previous report as it was. `ood_bases`
+    names each model's base for the out-of-distribution table (a model without one is not compared)."""
     out_dir = Path(out_dir)
     latest = latest_results(results)
-    page, markdown, figures = _build(latest, lineage, scatters, title)
+    page, markdown, figures = _build(latest, lineage, scatters, title, ood_bases)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:

@@ -221,7 +221,11 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
                 continue  # embeddings no longer cached (or a trained model removed): no scatter for it
             if len(pred):
                 scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
-    return render_report(results, lineage, out_dir or wh.root / "reports", scatters)
+    from amrsim.evaluate.ood import DATASETS, base_for
+
+    ood_models = results.filter(pl.col("dataset").is_in(list(DATASETS)))["model"].unique().to_list()
+    bases = {m: base_for(m, wh.models_root) for m in ood_models}
+    return render_report(results, lineage, out_dir or wh.root / "reports", scatters, ood_bases=bases)
 
 
 def bucc_eval(wh: Warehouse, encoder: str, files: dict[str, Path], src_lang: str, tgt_lang: str, run_id: str,

@@ -383,3 +383,99 @@ def load_trained(name: str, mid: str, path: str, batch_size: int, device: str,
                  models_root: str | None = None) -> TrainedCrossEncoder:
     """The TRAINED_LOADERS entry of amrsim.encoders for method `pear`."""
     return TrainedCrossEncoder(name, mid, path, batch_size, device)
+
+
+# ---------------------------------------------------------------------------------------------------- fusion
+
+FUSED_METHOD = "pear_fused"  # a separately named model: PEAR's scores fused with its base bi-encoder's cosine
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """score = weight * z(cross-encoder) + (1 - weight) * z(base cosine), each z-scored by its mean and standard
+    deviation on the pairs the fusion was fitted on (dev pairs): the base keeps a fixed share of every score."""
+
+    base: str
+    weight: float
+    pear_mean: float
+    pear_std: float
+    base_mean: float
+    base_std: float
+
+    def combine(self, pear: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+        return (self.weight * (np.asarray(pear, np.float64) - self.pear_mean) / self.pear_std
+                + (1 - self.weight) * (np.asarray(cosine, np.float64) - self.base_mean) / self.base_std)
+
+
+def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -> Fusion:
+    """The z-score statistics of both scores on the same pairs; a constant score is an error (nothing to scale)."""
+    pear, cosine = np.asarray(pear, np.float64), np.asarray(cosine, np.float64)
+    if len(pear) < 2 or len(pear) != len(cosine):
+        raise ValueError(f"fusion: needs at least 2 pairs scored by both models, got {len(pear)} and {len(cosine)}")
+    if not 0 <= weight <= 1:
+        raise ValueError(f"fusion: weight {weight} must lie in [0, 1]")
+    stds = float(pear.std()), float(cosine.std())
+    if min(stds) <= 1e-9:
+        raise ValueError("fusion: the cross-encoder's or the base's scores are constant on the fitting pairs")
+    return Fusion(base, weight, float(pear.mean()), stds[0], float(cosine.mean()), stds[1])
+
+
+def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
+                 device: str = "auto", models_root: Path | str | None = None) -> np.ndarray:
+    """Cosine of the bi-encoder `base`'s embeddings of each pair."""
+    from amrsim.encoders import load_encoder
+    from amrsim.evaluate.sts import cosine
+
+    encoder = load_encoder(base, batch_size=batch_size, device=device, models_root=models_root)
+    return cosine(np.asarray(encoder.encode(list(texts1)), np.float32),
+                  np.asarray(encoder.encode(list(texts2)), np.float32))
+
+
+def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
+    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights."""
+    out_dir = Path(out_dir)
+    if (out_dir / "model.json").exists():
+        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_json(out_dir / "model.json", {
+        "method": FUSED_METHOD, "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
+        "pear": pear_name, "base_model": fusion.base, "fusion": fusion.__dict__, **meta})
+    return out_dir
+
+
+@dataclass
+class TrainedFused:
+    """`pear_fused:<run>`: scores pairs with the PEAR run and the base bi-encoder it names, fused (`Fusion`)."""
+
+    name: str
+    model_id: str
+    path: str
+    batch_size: int = 64
+    device: str = "auto"
+    models_root: str | None = None
+    dim: int = 0
+
+    def __post_init__(self) -> None:
+        from amrsim.encoders import load_encoder
+
+        meta = json.loads((Path(self.path) / "model.json").read_text(encoding="utf-8"))
+        self.fusion = Fusion(**meta["fusion"])
+        pear = str(meta["pear"])
+        if not pear.startswith("pear:") or pear.endswith(":latest"):
+            raise ValueError(f"{Path(self.path) / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
+        self._pear = load_encoder(pear, self.batch_size, self.device, self.models_root)
+
+    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        pear = self._pear.score(texts1, texts2)  # type: ignore[attr-defined]
+        cos = base_cosines(self.fusion.base, texts1, texts2, self.batch_size, self.device, self.models_root)
+        return self.fusion.combine(pear, cos)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise ValueError(f"'{self.name}' scores sentence pairs (a fused cross-encoder) and has no sentence "
+                         f"embedding; use `amrsim score --model {self.name}` or `amrsim evaluate sts`")
+
+
+def load_fused(name: str, mid: str, path: str, batch_size: int, device: str,
+               models_root: str | None = None) -> TrainedFused:
+    """The TRAINED_LOADERS entry of amrsim.encoders for method `pear_fused`."""
+    return TrainedFused(name, mid, path, batch_size, device, models_root)

@@ -74,6 +74,10 @@ class Params(MethodParams):
     # train on one split of the out-of-distribution protocol (amrsim.evaluate.ood, e.g. loo-forums): its derived
     # dataset's train pairs, dev pairs as dev; replaces datasets, train_split, dev_datasets and dev_split
     ood_split: str | None = None
+    # also save `pear_fused:<run id>`: weight x z(this cross-encoder) + (1 - weight) x z(cosine of this bi-encoder,
+    # e.g. minilm), z-scored on the dev pairs (else the training pairs); a model of its own, not PEAR
+    fused_with: str | None = None
+    fused_weight: StrictFloat = Field(default=0.5, ge=0, le=1)
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
@@ -245,6 +249,23 @@ def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64,
     return spearman(pred, dev["target"].to_numpy())
 
 
+def save_fused_run(wh: Warehouse, pear_name: str, params: Params, pairs: pl.DataFrame, pear_pred: np.ndarray,
+                   meta: dict[str, Any]) -> str:
+    """Fit the fusion of a PEAR run with `params.fused_with` on `pairs` (PEAR's predictions given) and save it as
+    `pear_fused:<same run id>`; its dev Spearman goes to model.json `metrics`."""
+    from amrsim.methods.pear import FUSED_METHOD, base_cosines, fit_fusion, save_fused, spearman
+
+    assert params.fused_with is not None
+    cos = base_cosines(params.fused_with, pairs["sentence1"].to_list(), pairs["sentence2"].to_list(),
+                       device=params.device, models_root=wh.models_root)
+    fusion = fit_fusion(pear_pred, cos, params.fused_with, params.fused_weight)
+    run = pear_name.partition(":")[2]
+    rho = spearman(fusion.combine(pear_pred, cos), pairs["target"].to_numpy())
+    save_fused(run_dir(wh, FUSED_METHOD, run), pear_name, fusion,
+               {**meta, "metrics": {"fit_pairs": pairs.height, "fit_spearman": rho}})
+    return f"{FUSED_METHOD}:{run}"
+
+
 # ---------------------------------------------------------------------------------------------------- Optuna
 
 
@@ -368,7 +389,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
     """Search (when configured) and train the PEAR cross-encoder(s); models under warehouse/models/pear/."""
     from dataclasses import asdict, replace
 
-    from amrsim.methods.pear import save_run
+    from amrsim.methods.pear import save_run, spearman
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
@@ -412,7 +433,11 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
             log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
             model, fit = _fit(params, gold, hp, params.seed)
             train_seconds = time.perf_counter() - t0
-            dev_rho = dev_spearman(model, dev, symmetric=params.symmetric) if dev.height else None
+            # dev predictions serve the dev Spearman and the fusion's scaling (gold pairs when there is no dev)
+            fit_on = dev if dev.height >= 2 else gold if params.fused_with else None
+            fit_pred = None if fit_on is None else model.predict(
+                fit_on["sentence1"].to_list(), fit_on["sentence2"].to_list(), symmetric=params.symmetric)
+            dev_rho = spearman(fit_pred, dev["target"].to_numpy()) if dev.height >= 2 else None
             data = {"pipeline": pipeline, "datasets": params.datasets, "train_split": params.train_split,
                     "dev_datasets": params.dev_datasets, "dev_split": params.dev_split, "langs": langs,
                     "mode": params.mode, "score_ranges": {d: list(r) for d, r in ranges.items()},
@@ -425,8 +450,16 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                       "device": model.device, "biencoder": params.biencoder, "metrics": metrics,
                                       "history": fit["history"], "search": search, "data": data})
             models.append(f"pear:{name}")
+            if params.fused_with is not None and fit_on is not None and fit_pred is not None:
+                try:
+                    models.append(save_fused_run(wh, f"pear:{name}", params, fit_on, fit_pred,
+                                                 {"data": data, "seed": params.seed, "dev_spearman_pear": dev_rho}))
+                except ValueError as e:  # PEAR itself is saved; say why the fusion is not
+                    log.warning("pear %s: no pear_fused model: %s", name, e)
+                    details.setdefault(name, {})["fused"] = str(e)
             rows_used += gold.height
-            details[name] = {"dev_spearman": dev_rho, **({"search": search["message"]} if search else {}),
+            details[name] = {**details.get(name, {}), "dev_spearman": dev_rho,
+                             **({"search": search["message"]} if search else {}),
                              "silver_pairs": fit["silver_pairs"], "params": asdict(hp)}
         if params.mode == "per_language":  # the request record of the whole run (incremental reruns) lives here
             index = run_dir(wh, "pear", run_id)

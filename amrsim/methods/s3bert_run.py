@@ -54,7 +54,7 @@ class Params(MethodParams):
     consistency_weight: StrictFloat = Field(default=1.0, ge=0)
     seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    workers: StrictInt | None = Field(default=None, ge=1)  # processes scoring the negatives (default: chosen by the work)
+    workers: StrictInt | None = Field(default=None, ge=1)  # processes scoring negatives (default: chosen by the work)
 
     def dataset_refs(self) -> list[tuple[str, str]]:
         return [("datasets", d) for d in self.datasets]
