@@ -30,9 +30,9 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     from functools import partial
 
     from amrsim.config import load_config
-    from amrsim.ingest import ingest_dataset
     from amrsim.metrics.engine import score_pairs_parallel, worker_pool
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_dataset
     from amrsim.warehouse import Warehouse
 
     cfg = load_config(work / "pipelines.yaml")

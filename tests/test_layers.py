@@ -76,7 +76,7 @@ def test_contracts_catch_a_planted_violation(checkout, module, body, broken):
 @pytest.mark.slow
 def test_cli_start_up_loads_no_prefect_ray_or_torch():
     code = ("import sys, amrsim.cli, amrsim.config, amrsim.stages, amrsim.ingest, amrsim.encoders.cache, "
-            "amrsim.evaluate.sts, amrsim.warehouse.query, amrsim.report, amrsim.methods\n"
+            "amrsim.evaluate.sts, amrsim.warehouse.query, amrsim.console, amrsim.methods\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('prefect', 'ray', 'torch')]\n"
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
