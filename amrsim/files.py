@@ -27,10 +27,13 @@ def atomic_write(path: Path | str, write: Callable[[Path], object]) -> None:
 TABLE_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}
 
 
-def file_format(path: Path | str, formats: Mapping[str, str] = TABLE_FORMATS, default: str | None = None) -> str | None:
+def file_format(path: Path | str, formats: Mapping[str, str] = TABLE_FORMATS, default: str | None = None,
+                gz: bool = True) -> str | None:
     """The format a file's name says (`formats` maps suffix -> format; .tsv, .csv, .jsonl, .parquet by default),
-    looking past a final .gz (data.tsv.gz is tsv); `default` when no suffix matches."""
-    name = Path(str(path)).name.lower().removesuffix(".gz")
+    looking past a final .gz (data.tsv.gz is tsv) unless the reader cannot decompress (`gz=False`); `default` when
+    no suffix matches."""
+    name = Path(str(path)).name.lower()
+    name = name.removesuffix(".gz") if gz else name
     return next((fmt for suffix, fmt in formats.items() if name.endswith(suffix)), default)
 
 
