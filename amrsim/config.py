@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from amrsim.errors import ConfigError
+from amrsim.files import file_format
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
@@ -201,10 +202,9 @@ class DatasetConfig(_Strict):
             return self.format
         if self.path.startswith("hf:"):
             return "hf"
-        name = self.path.lower().removesuffix(".gz")
-        for suffix, fmt in ((".tsv", "tsv"), (".csv", "csv"), (".jsonl", "jsonl"), (".parquet", "parquet")):
-            if name.endswith(suffix):
-                return fmt
+        fmt = file_format(self.path)
+        if fmt is not None:
+            return fmt
         raise ValueError(f"cannot infer format of '{self.path}'; set format: tsv|csv|jsonl|parquet|hf")
 
 

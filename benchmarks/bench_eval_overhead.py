@@ -35,8 +35,8 @@ def main() -> None:
 
     from amrsim.config import DatasetConfig, StsEvalConfig
     from amrsim.encoders import load_encoder
-    from amrsim.ingest import ingest_tables
     from amrsim.stages import sts_stage
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse import Warehouse
 
     frame = pl.read_csv(DATA, separator="\t", quote_char=None)

@@ -28,9 +28,9 @@ from amrsim.synthetic import pipeline_yaml, write_pairs  # noqa: E402
 def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     """Run one phase (ingest or metrics) of the refresh in this process; returns counts, seconds, peak RSS."""
     from amrsim.config import load_config
-    from amrsim.ingest import ingest_dataset
     from amrsim.metrics.engine import PairScorer
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_dataset
     from amrsim.warehouse import Warehouse
 
     cfg = load_config(work / "pipelines.yaml")

@@ -29,12 +29,12 @@ from amrsim.synthetic import pipeline_yaml, write_pairs  # noqa: E402
 EPHEMERAL = textwrap.dedent("""
     import os, sys
     from pathlib import Path
-    from amrsim.cli_flow import _prefect_env
+    from amrsim.cli.common import prefect_env
     from amrsim.config import load_config
 
     cfg = load_config("pipelines.yaml")
     name, _ = cfg.pipeline(None)
-    _prefect_env(cfg.run_dir)
+    prefect_env(cfg.run_dir)
     os.environ.pop("PREFECT_API_URL", None)
     from flows.demo import demo
 

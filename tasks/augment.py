@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from amrsim.config import LoadedConfig
-from amrsim.stages import augment_stage
+from amrsim.stages.augment import augment_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from prefect import task
 
 from amrsim.config import LoadedConfig
-from amrsim.report import progress_bar
-from amrsim.stages import encode_stage
+from amrsim.console import progress_bar
+from amrsim.stages.encode import encode_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 

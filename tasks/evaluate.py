@@ -6,7 +6,9 @@ import polars as pl
 from prefect import task
 
 from amrsim.config import LoadedConfig, looks_like_path
-from amrsim.stages import sts_stage
+from amrsim.evaluate.suite import run_suite
+from amrsim.stages.evaluate import sts_stage
+from amrsim.stages.evaluate import write_report as render_report
 from amrsim.translate.run import TranslatorSpec
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
@@ -39,8 +41,6 @@ def evaluate_sts(cfg: LoadedConfig, pipeline: str, run_id: str) -> tuple[dict[st
 @task(name="evaluate-suite", **TASK_OPTIONS)
 def evaluate_others(cfg: LoadedConfig, pipeline: str, run_id: str) -> tuple[dict[str, pl.DataFrame], list[str]]:
     """bitext, transfer and aspects as configured (STS runs in its own task)."""
-    from amrsim.evaluate.suite import run_suite
-
     out = run_suite(Warehouse(cfg.warehouse_root), cfg, pipeline, run_id=run_id, sts=False, report=False,
                     **_encode_options(cfg, pipeline))  # type: ignore[arg-type]
     return out.tables, out.notes
@@ -48,6 +48,4 @@ def evaluate_others(cfg: LoadedConfig, pipeline: str, run_id: str) -> tuple[dict
 
 @task(name="report", **TASK_OPTIONS)
 def write_report(cfg: LoadedConfig) -> str:
-    from amrsim.evaluate.runner import write_report as render
-
-    return str(render(Warehouse(cfg.warehouse_root)).html)
+    return str(render_report(Warehouse(cfg.warehouse_root)).html)

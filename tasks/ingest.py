@@ -5,7 +5,7 @@ from __future__ import annotations
 from prefect import task
 
 from amrsim.config import LoadedConfig
-from amrsim.ingest import ingest_dataset
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 

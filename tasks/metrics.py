@@ -8,7 +8,7 @@ from prefect import task
 
 from amrsim.config import LoadedConfig
 from amrsim.metrics.engine import MetricsOptions, PairScorer, score_pairs
-from amrsim.stages import metrics_stage
+from amrsim.stages.metrics import metrics_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 from tasks.ray_map import map_batches, ray_wanted

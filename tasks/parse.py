@@ -8,7 +8,7 @@ from prefect import task
 
 from amrsim.amr.parsing import ParserSpec, batch_size_for, parse_frame
 from amrsim.config import LoadedConfig
-from amrsim.stages import parse_stage
+from amrsim.stages.parse import parse_stage
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS
 from tasks.ray_map import map_batches

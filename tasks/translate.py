@@ -7,7 +7,7 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import LoadedConfig, looks_like_path
-from amrsim.stages import translate_stage
+from amrsim.stages.translate import translate_stage
 from amrsim.translate.run import TranslatorSpec, translate_frame
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS

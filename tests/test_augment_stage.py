@@ -9,8 +9,8 @@ import amrsim.encoders.cache as cache
 from amrsim.augment import augment_pairs
 from amrsim.config import AugmentConfig, DatasetConfig
 from amrsim.encoders.cache import read_embeddings
-from amrsim.ingest import ingest_tables
 from amrsim.stages import augment_stage
+from amrsim.stages.ingest import ingest_tables
 from tests.test_encode_evaluate import CountingEncoder
 
 

@@ -108,9 +108,9 @@ def test_status_and_query_commands_name_the_broken_table_and_serve_the_others(tm
 
 def test_a_stage_reading_a_broken_table_fails_naming_it(tmp_path):
     from amrsim.config import load_config
-    from amrsim.ingest import ingest_dataset
     from amrsim.metrics.engine import score_pairs
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_dataset
     from amrsim.synthetic import pipeline_yaml, write_pairs
 
     write_pairs(tmp_path / "pairs.tsv", 0, 20)

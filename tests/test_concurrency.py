@@ -139,9 +139,9 @@ def test_two_concurrent_runs_store_every_key_once_and_the_metrics_of_one_run(tmp
     from functools import partial
 
     from amrsim.config import load_config
-    from amrsim.ingest import ingest_dataset
     from amrsim.metrics.engine import score_pairs
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_dataset
     from amrsim.synthetic import pipeline_yaml, write_pairs
     from tests.test_recovery import COMPARED
 

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 
 from amrsim.config import DatasetConfig
-from amrsim.ingest import ingest_tables
-from amrsim.report import console, frame_table, progress_bar, summary_table
+from amrsim.console import console, frame_table, progress_bar, summary_table
+from amrsim.stages.ingest import ingest_tables
 from tests.helpers import one_line_error, run_cli
 
 HOSTILE = ["[/quote]", "[bold]OK[/bold] :x:", "[link=file:///etc/passwd]x[/link]", "[red", ":thumbs_up:"]

@@ -228,8 +228,8 @@ def test_worker_runs_a_train_deployment(server, deployed):
 
 @pytest.mark.slow
 def test_deploy_context_reads_the_pipeline_schedule(write_config):
-    from amrsim.cli_deploy import ROOT as root
-    from amrsim.cli_deploy import deploy_context
+    from amrsim.cli.deploy import ROOT as root
+    from amrsim.cli.deploy import deploy_context
     from amrsim.errors import ConfigError
 
     body = """

@@ -287,9 +287,9 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
                                                                        write_tsv, one_thread):
     from amrsim.config import load_config
     from amrsim.encoders import find_trained, load_encoder
-    from amrsim.ingest import ingest_dataset
     from amrsim.methods import get_method
     from amrsim.methods.dueam_run import load_items
+    from amrsim.stages.ingest import ingest_dataset
     from amrsim.warehouse import Warehouse
 
     write_tsv("nli.tsv", ["id", "split", "premise", "entailment", "contradiction", "premise_de", "entailment_de",

@@ -13,8 +13,8 @@ import amrsim.encoders.cache as cache
 from amrsim.config import DatasetConfig, StsEvalConfig
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.evaluate.sts import correlations, cosine
-from amrsim.ingest import ingest_tables
 from amrsim.stages import sts_stage
+from amrsim.stages.ingest import ingest_tables
 from amrsim.warehouse import content_key
 from tests.conftest import ROOT, shared
 

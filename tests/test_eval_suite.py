@@ -16,8 +16,8 @@ from amrsim.encoders import find_trained, list_trained, load_encoder, model_id, 
 from amrsim.evaluate.aspects import aspect_scores
 from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.evaluate.results import Score, score_rows
-from amrsim.evaluate.runner import aspects_eval, bitext_eval, transfer_eval, write_report
 from amrsim.evaluate.sts import correlations, cosine
+from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
 from tests.conftest import ROOT
 from tests.test_encode_evaluate import CountingEncoder
 
@@ -273,7 +273,7 @@ def test_cross_lingual_sts_from_row_aligned_files_reproduces_the_baseline(tmp_pa
 
 def test_bucc_eval_from_files_matches_direct_mining_and_is_reused(wh, tmp_path, fake_encoder):
     from amrsim.evaluate.bitext import bucc_scores
-    from amrsim.evaluate.runner import bucc_eval
+    from amrsim.stages.evaluate import bucc_eval
 
     def corpus(name, rows):
         (tmp_path / name).write_text("".join(f"{i}\t{t}\n" for i, t in rows))

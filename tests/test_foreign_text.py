@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from amrsim.config import DatasetConfig, ParseConfig, TranslateConfig
-from amrsim.ingest import ingest_tables
+from amrsim.stages.ingest import ingest_tables
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
@@ -302,7 +302,7 @@ def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
 
 
 def test_lang_option_names_one_language_or_a_pair():
-    from amrsim.cli_evaluate import sentence_langs
+    from amrsim.cli.evaluate import sentence_langs
     from amrsim.errors import ConfigError
 
     assert sentence_langs("de") == ("de", "de")
@@ -367,7 +367,7 @@ def test_german_only_end_to_end(wh, write_tsv, de_en):
 
 
 def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv, de_en):
-    from amrsim.cli_evaluate import _failed_embeddings
+    from amrsim.cli.evaluate import _failed_embeddings
     from amrsim.config import StsEvalConfig
     from amrsim.errors import WarehouseError
     from amrsim.stages import sts_stage

@@ -10,8 +10,9 @@ import pytest
 
 from amrsim.config import DatasetConfig
 from amrsim.errors import InputError
-from amrsim.ingest import ingest_tables, read_dataset
+from amrsim.ingest import read_dataset
 from amrsim.ingest.normalise import normalise_lang
+from amrsim.stages.ingest import ingest_tables
 
 HEADER = ["id", "score", "sentence1", "sentence2"]
 ROWS = [["a", "4.5", "A man plays a guitar.", "A man is playing the guitar."],

@@ -17,7 +17,6 @@ from amrsim.config import load_config
 from amrsim.encoders import find_trained, load_encoder
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
-from amrsim.ingest import ingest_dataset
 from amrsim.methods import get_method, method_params
 from amrsim.methods.meaning import (
     MeaningModel,
@@ -40,6 +39,7 @@ from amrsim.methods.meaning import (
     train_stage1,
     train_stage2,
 )
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 
 # ---------------------------------------------------------------------------------------------------- losses

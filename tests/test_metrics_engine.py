@@ -152,8 +152,8 @@ def test_metrics_stage_reads_provided_graphs_and_is_incremental(wh, tmp_path):
     from functools import partial
 
     from amrsim.config import DatasetConfig
-    from amrsim.ingest import ingest_tables
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_tables
 
     rows = [{"idx": 0, "sentence1": "The boy wants to go.", "sentence2": "The boy does not want to go.",
              "gold": 2.0, "amr1": WANT, "amr2": WANT_NOT},
@@ -201,8 +201,8 @@ def test_metrics_stage_that_fails_mid_way_keeps_its_committed_chunks_and_the_rer
     from functools import partial
 
     from amrsim.config import DatasetConfig
-    from amrsim.ingest import ingest_tables
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.synthetic import HEADER, write_pairs
 
     write_pairs(tmp_path / "pairs.tsv", 0, 25)
@@ -234,7 +234,7 @@ def test_metrics_stage_that_fails_mid_way_keeps_its_committed_chunks_and_the_rer
 
 def _same_dataset_elsewhere(tmp_path, ds):
     """A second warehouse holding the same ingested dataset (created on first use)."""
-    from amrsim.ingest import ingest_tables
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse import Warehouse
 
     other = Warehouse(tmp_path / "other")
@@ -250,8 +250,8 @@ def test_a_refresh_skips_done_pairs_by_graphs_but_rescores_a_pair_whose_graph_ch
     from deltalake import write_deltalake
 
     from amrsim.config import DatasetConfig
-    from amrsim.ingest import ingest_tables
     from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.synthetic import HEADER, write_pairs
 
     write_pairs(tmp_path / "pairs.tsv", 0, 12)

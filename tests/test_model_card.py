@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from amrsim.config import load_config
-from amrsim.evaluate.runner import bitext_eval
-from amrsim.ingest import ingest_dataset
 from amrsim.methods import get_method
 from amrsim.methods.card import hub_id, refresh_cards, table_versions
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
+from amrsim.stages.evaluate import bitext_eval
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 

@@ -14,7 +14,8 @@ import pytest
 
 from amrsim.config import DatasetConfig, load_config
 from amrsim.errors import ConfigError
-from amrsim.ingest import ingest_dataset, read_dataset
+from amrsim.ingest import read_dataset
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 

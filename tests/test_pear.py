@@ -17,7 +17,6 @@ from amrsim.augment.knn import Scorer, augment_pairs
 from amrsim.config import load_config
 from amrsim.encoders import find_trained
 from amrsim.evaluate.sts import correlations, is_cross_encoder
-from amrsim.ingest import ingest_dataset
 from amrsim.methods import get_method, method_params
 from amrsim.methods.pear import (
     CrossEncoder,
@@ -33,6 +32,7 @@ from amrsim.methods.pear import (
     warmup_steps,
 )
 from amrsim.methods.pear_run import best_or_none, open_study, run_search, trials_frame
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from tests.helpers import build_tiny_bert
 
@@ -410,7 +410,7 @@ def test_search_needs_dev_pairs():
 def test_train_command_shows_training_progress_on_stderr(capsys):
     import logging
 
-    from amrsim.cli_train import show_training_progress
+    from amrsim.cli.train import show_training_progress
 
     logger = logging.getLogger("amrsim")
     before, level, propagate = list(logger.handlers), logger.level, logger.propagate

@@ -210,7 +210,7 @@ def test_the_cluster_launcher_config_is_valid_for_this_ray():
 
 def _warehouse(root: Path, tsv: Path):
     from amrsim.config import DatasetConfig
-    from amrsim.ingest import ingest_tables
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse import Warehouse
 
     wh = Warehouse(root)

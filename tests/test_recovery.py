@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 
 from amrsim.config import load_config
-from amrsim.ingest import ingest_dataset
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.synthetic import pipeline_yaml, write_pairs
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS

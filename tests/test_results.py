@@ -13,7 +13,7 @@ from deltalake import write_deltalake
 
 from amrsim.evaluate.mteb_export import export_mteb, parse_task_overrides
 from amrsim.evaluate.results import EVAL, RESULTS, Score, migrate_results, score_rows
-from amrsim.evaluate.runner import bitext_eval
+from amrsim.stages.evaluate import bitext_eval
 from amrsim.warehouse.schemas import SCHEMAS
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 from amrsim.config import load_config
 from amrsim.encoders import find_trained, load_encoder
 from amrsim.errors import ConfigError
-from amrsim.ingest import ingest_dataset
 from amrsim.methods import get_method, method_params, s3bert_run
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from tests.test_s3bert import ANIMALS, COLOURS, VERBS, tiny_model  # noqa: F401 (fixture)
 

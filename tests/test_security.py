@@ -533,8 +533,8 @@ def test_secrets_never_reach_lineage_tables_or_run_metadata(env_secrets, tmp_pat
 
     from amrsim.config import DatasetConfig
     from amrsim.errors import InputError
-    from amrsim.ingest import ingest_tables
     from amrsim.methods.common import add_to_model_json, train_summary, write_request
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.lineage import StageRun, record_stage
 

@@ -152,9 +152,9 @@ def derive_split(wh: Warehouse, cfg: LoadedConfig, pipeline: str, name: str, run
                    config_hash=config_hash({"split": split.name, "sources": [
                        source_config(cfg, pipeline, s).model_dump(mode="json") for s in sources]}))
     with record_stage(wh, run):
-        from amrsim.ingest import _file_digest
+        from amrsim.warehouse.keys import file_stat_digest
 
-        run.input_versions = {s: _file_digest(cfg.resolve_path(source_config(cfg, pipeline, s).path))
+        run.input_versions = {s: file_stat_digest(cfg.resolve_path(source_config(cfg, pipeline, s).path))
                               for s in sources}  # type: ignore[misc]
         tables = split_tables(cfg, pipeline, split)
         pairs = tables["pairs"]
@@ -247,7 +247,7 @@ def evaluate_ood(wh: Warehouse, cfg: LoadedConfig, pipeline: str, encoders: Mapp
     """Derive each split's dataset (incrementally), score its `test` and `ood` pairs with the split's encoders
     (results reused when unchanged) and return (result rows, notes)."""
     from amrsim.config import StsEvalConfig
-    from amrsim.stages import sts_stage
+    from amrsim.stages.evaluate import sts_stage
 
     frames, notes = [], []
     for name, names in encoders.items():

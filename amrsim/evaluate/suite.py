@@ -9,6 +9,8 @@ from typing import Any
 import polars as pl
 
 from amrsim.config import LoadedConfig
+from amrsim.stages.evaluate import aspects_eval, bitext_eval, sts_stage, transfer_eval, write_report
+from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse.lineage import new_run_id
 from amrsim.warehouse.store import Warehouse
 
@@ -39,8 +41,6 @@ def run_suite(wh: Warehouse, cfg: LoadedConfig, pipeline: str, encoders: list[st
               report: bool | None = None) -> SuiteOutput:
     """`encoders` overrides each evaluation's own list. With `sts`, the STS datasets are ingested (incrementally)
     and scored too; a pipeline run does STS in its own stage and passes sts=False."""
-    from amrsim.evaluate.runner import aspects_eval, bitext_eval, transfer_eval, write_report
-
     pipe = cfg.project.pipelines[pipeline]
     ev = pipe.evaluate
     out = SuiteOutput()
@@ -48,9 +48,6 @@ def run_suite(wh: Warehouse, cfg: LoadedConfig, pipeline: str, encoders: list[st
         return out
     run_id = run_id or new_run_id()
     if sts and ev.sts:
-        from amrsim.ingest import ingest_dataset
-        from amrsim.stages import sts_stage
-
         for dataset in ev.sts.datasets:
             ingest_dataset(wh, cfg, pipeline, dataset, run_id)
         _, rows = sts_stage(wh, pipeline, ev.sts, run_id, encoders=encoders, batch_size=batch_size, device=device)

@@ -16,6 +16,7 @@ import polars as pl
 
 from amrsim.errors import InputError
 from amrsim.evaluate.results import Score
+from amrsim.files import file_format
 
 TASK = "transfer"
 C_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # SentEval's 2^-2 .. 2^4 (one power wider)
@@ -156,9 +157,10 @@ def _column(df: pl.DataFrame, col: Column, path: Path) -> str:
     return col
 
 
-def file_format(path: str | Path) -> str | None:
-    """tsv, csv or jsonl by suffix (.txt is TSV); None for anything else (MLDoc's `german.train.1000`)."""
-    return SUFFIXES.get(Path(path).suffix.lower())
+def transfer_format(path: str | Path) -> str | None:
+    """tsv, csv or jsonl by suffix (.txt is TSV); None for anything else (MLDoc's `german.train.1000`, a gzipped
+    file: the readers take plain text)."""
+    return file_format(path, SUFFIXES, gz=False)
 
 
 def read_transfer_file(path: str | Path, text_cols: Sequence[Column] | None = None, label_col: Column | None = None,
@@ -168,7 +170,7 @@ def read_transfer_file(path: str | Path, text_cols: Sequence[Column] | None = No
     rows of that language where the file has a language column (XNLI, MARC), else takes the file as that
     language. Rows with an empty text or label are returned in `bad_rows` with their line, never silently dropped."""
     path = Path(path)
-    fmt = fmt or file_format(path)
+    fmt = fmt or transfer_format(path)
     if fmt == "jsonl":
         if headerless:
             raise InputError(str(path), "headerless applies to TSV/CSV, not JSONL")
@@ -231,7 +233,7 @@ def load_task_file(task: TransferTask, path: str | Path, lang: str | None = None
                    headerless: bool | None = None) -> TransferFile:
     """`read_transfer_file` checked against the task: the number of text columns fits its kind and every label
     is in its label set. MLDoc files (`english.train.1000`, any suffix but .csv/.jsonl) default to headerless TSV."""
-    fmt = file_format(path)
+    fmt = transfer_format(path)
     if task.name == "mldoc" and fmt is None:
         fmt = "tsv"
     if headerless is None:

@@ -1,25 +1,18 @@
-"""Readers and normalisation into the canonical tables (sentences, pairs, triples, parallel)."""
+"""Readers and normalisation into the canonical tables (sentences, pairs, triples, parallel); the ingest stage that
+writes them is `amrsim.stages.ingest`."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
 
-from amrsim.config import TEXT_ROLES, DatasetConfig, LoadedConfig
+from amrsim.config import TEXT_ROLES, DatasetConfig
 from amrsim.errors import InputError
-from amrsim.ingest import append
-from amrsim.ingest.normalise import Normaliser, normalise, source_columns, text_columns
-from amrsim.ingest.readers import CHUNK_ROWS, ERROR, LINE, Tail, iter_rows, read_rows
-from amrsim.ingest.staging import Stage, sync_staged
-from amrsim.warehouse.keys import config_hash, content_key
-from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.store import Warehouse
-
-# tables are written in dependency order: sentences before the rows that reference them
-TABLE_ORDER = ("sentences", "amr", "parallel", "pairs", "triples")
+from amrsim.ingest import derive
+from amrsim.ingest.normalise import normalise, source_columns, text_columns
+from amrsim.ingest.readers import ERROR, read_rows
 
 
 def read_dataset(ds: DatasetConfig, path: Path | str,
@@ -27,8 +20,6 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
     """Read and normalise one dataset's file (and its row-aligned translation files); raises InputError (nothing
     written) on a structurally bad file. `resolve` turns a configured path into a readable one."""
     if ds.from_pairs is not None:
-        from amrsim.ingest import derive
-
         frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split,
                           text_columns=derive.text_columns(ds))
         return normalise(derive.normalise_config(ds), derive.triples_from_pairs(ds, frame), Path(str(path)).name)
@@ -57,97 +48,3 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
         frame = frame.with_columns(pl.when(both != "").then(both).alias(ERROR))  # a bad cell in either fails the row
         mappings[lang] = {r: renamed[c] for r, c in roles.items()}
     return normalise(ds.model_copy(update={"translations": mappings}), frame, Path(str(path)).name)
-
-
-def ingest_dataset(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> StageRun:
-    """Sync the dataset's canonical tables with its source file: only changed rows are written."""
-    ds = cfg.project.pipelines[pipeline].datasets[dataset]
-    path = ds.path if ds.resolved_format() == "hf" else cfg.resolve_path(ds.path)
-    return ingest_tables(wh, dataset, ds, path, run_id, pipeline, resolve=cfg.resolve_path)
-
-
-def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | str, run_id: str,
-                  pipeline: str = "", resolve: Callable[[str], Path | str] = Path,
-                  chunk_rows: int = CHUNK_ROWS) -> StageRun:
-    """Sync the canonical tables with the file: chunks are normalised and staged out of sight, then each table gets
-    one commit (new rows appended, vanished rows deleted); a bad file raises before anything is committed."""
-    run = StageRun(run_id=run_id, pipeline=pipeline, stage="ingest", dataset=dataset,
-                   config_hash=config_hash(ds))
-    with record_stage(wh, run):
-        run.input_versions = {"file": str(path), "file_digest": _file_digest(path)}
-        for lang, m in ds.translations.items():
-            if "path" in m:
-                t_path = resolve(m["path"])
-                run.input_versions[f"file_{lang}"] = str(t_path)
-                run.input_versions[f"file_digest_{lang}"] = _file_digest(t_path)
-        tail = None
-        if _streamable(ds) and append.eligible(ds, path):
-            tail, state = append.appended_tail(wh, dataset, run.config_hash, Path(str(path)))
-            run.input_versions.update(state.record())
-            if tail is not None:  # the file only grew: its old rows are in the tables already
-                run.input_versions["read_from_line"] = tail.lines + 1
-        wh.root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".ingest-{dataset}-", dir=wh.root) as tmp:
-            stage = Stage(Path(tmp))
-            if tail is None:
-                _stage_file(stage, ds, path, resolve, chunk_rows)
-            elif tail.offset < state.size:
-                _stage_file(stage, ds, path, resolve, chunk_rows, tail, (wh, dataset))
-            run.rows_in, run.rows_failed = stage.counts(ds.kind)
-            for table in TABLE_ORDER:
-                if not stage.has(table):  # the file gave no rows for it (amr, parallel): leave the table alone
-                    continue
-                scope = ("parser", "provided") if table == "amr" else None  # parsed graphs belong to the parse stage
-                added, removed = sync_staged(wh, dataset, table, stage, scope=scope, append_only=tail is not None)
-                if added or removed:
-                    run.outputs.append(table)
-                if table == ds.kind:
-                    run.rows_computed = added
-                    run.rows_out = run.rows_in
-    return run
-
-
-def _streamable(ds: DatasetConfig) -> bool:
-    """A plain file is read chunk by chunk; derived triples need the whole file and row-aligned translation files
-    are read beside it, so those are normalised in one piece (they are NLI- and benchmark-sized)."""
-    aligned = any("path" in m for m in ds.translations.values())
-    return ds.from_pairs is None and not aligned and ds.resolved_format() != "hf"
-
-
-def _stage_file(stage: Stage, ds: DatasetConfig, path: Path | str, resolve: Callable[[str], Path | str],
-                chunk_rows: int, tail: Tail | None = None, prior: tuple[Warehouse, str] | None = None) -> None:
-    """Normalise the file (or only its `tail`) into the stage. Reading a tail, an id repeats one of the `prior`
-    (warehouse, dataset) table's rows too."""
-    if not _streamable(ds):
-        stage.add(read_dataset(ds, path, resolve))
-        return
-    id_col = ds.column("id")
-    source_file = Path(str(path)).name
-    # first pass assumes no id repeats (the usual case) and stages every line's id beside the rows
-    normaliser = Normaliser(ds, source_file, repeated_ids={})
-    for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
-                           text_columns(ds)):
-        tables = normaliser.chunk(frame)
-        if id_col:
-            raw = pl.col(id_col).fill_null("")
-            tables["__ids"] = frame.select(
-                pl.when(raw.str.strip_chars() != "").then(raw.str.strip_chars())
-                  .otherwise(pl.format("L{}", pl.col(LINE))).alias("item_id"),
-                pl.col(LINE).alias("line"), (raw != "").alias("explicit"))
-        stage.add(tables)
-    kind_table = (prior[0], prior[1], ds.kind) if prior else None
-    repeated = stage.repeated_ids(kind_table) if id_col else {}
-    if repeated:  # a second pass marks the repeats as failed rows, as the in-memory normaliser would
-        stage.clear()
-        normaliser = Normaliser(ds, source_file, repeated_ids=repeated)
-        for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
-                               text_columns(ds)):
-            stage.add(normaliser.chunk(frame))
-
-
-def _file_digest(path: Path | str) -> str | None:
-    p = Path(str(path))
-    if not p.is_file():
-        return None
-    st = p.stat()
-    return content_key("file", st.st_size, st.st_mtime_ns)[:16]

@@ -160,8 +160,8 @@ def file_pairs(cfg: LoadedConfig, params: Params, data: ParallelData) -> tuple[p
     """Kept pairs of the bitext files as rows (key1, lang1, text1, key2, lang2, text2) with raw language codes (the
     bitext evaluation's sentence keys), and each file's digest (what the model saw)."""
     from amrsim.evaluate.bitext import read_bitext
-    from amrsim.evaluate.runner import file_digest
     from amrsim.evaluate.suite import bitext_files
+    from amrsim.files import file_digest
     from amrsim.warehouse.keys import content_key
 
     frames, digests = [], {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 _SEP = "\x1f"  # unit separator: cannot occur in a JSON-encoded part, so parts never run together
@@ -44,3 +45,13 @@ def config_hash(config: Any) -> str:
     if hasattr(config, "model_dump"):
         config = config.model_dump(mode="json")
     return content_key("config", config)
+
+
+def file_stat_digest(path: Path | str) -> str | None:
+    """A cheap change marker of a file (size and modification time, not its bytes) for lineage; None when the path
+    is not a file (a hub dataset)."""
+    p = Path(str(path))
+    if not p.is_file():
+        return None
+    st = p.stat()
+    return content_key("file", st.st_size, st.st_mtime_ns)[:16]

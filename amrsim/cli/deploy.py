@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from amrsim.cli_common import ConfigOpt
+from amrsim.cli.common import ConfigOpt
+from amrsim.console import console, frame_table
 from amrsim.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent  # the checkout: flows/ and infra/ beside amrsim/
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: flows/ and infra/ beside amrsim/
 PREFECT_FILE = ROOT / "infra" / "prefect.yaml"
 OFF_CRON = "0 0 1 1 *"  # the inactive schedule of a pipeline without `schedule:` (infra/prefect.yaml needs a cron)
 
@@ -125,7 +126,6 @@ def deploy_command(
     from prefect.utilities.templating import apply_values
 
     from amrsim.config import load_config
-    from amrsim.report import console, frame_table
 
     api_url = get_current_settings().api.url
     if not api_url:

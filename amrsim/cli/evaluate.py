@@ -11,8 +11,13 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli.common import ConfigOpt, print_scores, shown_values, warehouse_root
+from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError, ConfigError, InputError, WarehouseError
+from amrsim.files import TABLE_FORMATS, file_format, header_columns
+
+# The config, the warehouse (polars), the encoders (torch) and the evaluations are imported inside the commands:
+# `amrsim --help` does not need them.
 
 evaluate_app = typer.Typer(no_args_is_help=True, help="Evaluate encoders (results go to warehouse/eval/results).")
 
@@ -23,23 +28,6 @@ DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda")]
 _S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
 _S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
 _SCORE = ("score", "relatedness_score", "similarity", "label", "gold")
-
-
-def _header(path: Path) -> list[str]:
-    """Column names of a TSV/CSV header or of a JSONL file's first object ([] when unknown)."""
-    if path.suffix in (".tsv", ".csv", ".jsonl") and path.is_file():
-        with path.open(encoding="utf-8", errors="replace") as f:
-            first = f.readline().rstrip("\r\n")
-        if path.suffix == ".jsonl":
-            import json
-
-            try:
-                record = json.loads(first)
-            except ValueError:
-                return []
-            return list(record) if isinstance(record, dict) else []
-        return [c.strip() for c in first.split("\t" if path.suffix == ".tsv" else ",")]
-    return []
 
 
 def sentence_langs(value: str) -> tuple[str, str]:
@@ -105,9 +93,6 @@ def _check_dataset(name: str) -> str:
     return name
 
 
-_STS_SUFFIXES = (".tsv", ".csv", ".jsonl", ".parquet")
-
-
 def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     """['de=path', ...] -> {'de': Path}; each file must exist."""
     out: dict[str, Path] = {}
@@ -119,27 +104,6 @@ def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
             raise ConfigError(f"{option} '{item}': file not found ({Path(path).resolve()})")
         out[lang] = Path(path)
     return out
-
-
-def shown_values(frame, columns: list[str]):
-    """`columns` as text with 2 decimals; a null or NaN (a correlation of constant input) as `undefined`."""
-    import polars as pl
-
-    from amrsim.evaluate.results import UNDEFINED
-
-    return frame.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None)
-                              .map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null(UNDEFINED)
-                              for c in columns if c in frame.columns)
-
-
-def print_scores(rows, title: str) -> None:
-    from amrsim.report import console, frame_table
-
-    if not rows.height:
-        console.print(f"{title}: no results")
-        return
-    shown = shown_values(rows.select("model", "dataset", "split", "lang_pair", "metric", "n", "value"), ["value"])
-    console.print(frame_table(shown.sort("dataset", "lang_pair", "metric", "model"), title))
 
 
 @evaluate_app.command("sts")
@@ -166,20 +130,21 @@ def evaluate_sts_cmd(
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
     from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig
-    from amrsim.ingest import ingest_tables
-    from amrsim.report import console, frame_table
-    from amrsim.stages import results_table, sts_stage
+    from amrsim.stages.evaluate import results_table, sts_stage
+    from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse.lineage import new_run_id
 
-    if not file.name.lower().removesuffix(".gz").endswith(_STS_SUFFIXES):
-        raise ConfigError(f"--file {file}: evaluate sts reads {', '.join(_STS_SUFFIXES[:-1])} or "
-                          f"{_STS_SUFFIXES[-1]} files, optionally gzipped (.tsv.gz)")
+    fmt = file_format(file)
+    if fmt is None:
+        suffixes = list(TABLE_FORMATS)
+        raise ConfigError(f"--file {file}: evaluate sts reads {', '.join(suffixes[:-1])} or {suffixes[-1]} files, "
+                          f"optionally gzipped (.tsv.gz)")
     if dataset is not None:
         _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     lang1, lang2 = sentence_langs(lang)
     translators = _translators(translate, device)
-    header = _header(file)
+    header = header_columns(file, fmt)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
                "score": _pick(header, score_col, _SCORE)}
     columns |= {c: c for c in ("lang", "lang1", "lang2") if c in header}  # per-row languages
@@ -294,7 +259,7 @@ def evaluate_bitext_cmd(
     """Tatoeba bitext retrieval: top-1 accuracy (x100) in both directions and their mean."""
     import polars as pl
 
-    from amrsim.evaluate.runner import bitext_eval
+    from amrsim.stages.evaluate import bitext_eval
     from amrsim.warehouse.lineage import new_run_id
 
     pair = (src, tgt, src_lang, tgt_lang)
@@ -315,7 +280,6 @@ def evaluate_bitext_cmd(
     print_scores(rows, "Bitext retrieval accuracy (x100)")
     means = rows.filter(pl.col("metric") == "accuracy")
     if means.height > 1:
-        from amrsim.report import console
 
         console.print(f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}")
 
@@ -336,7 +300,7 @@ def evaluate_bucc_cmd(
         dataset: Annotated[str, typer.Option(help="warehouse dataset for the embeddings and results")] = "bucc",
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """BUCC-style mining with ratio-margin scores: threshold chosen on train by F1, precision/recall/F1 on test."""
-    from amrsim.evaluate.runner import bucc_eval
+    from amrsim.stages.evaluate import bucc_eval
     from amrsim.warehouse.lineage import new_run_id
 
     _check_dataset(dataset)
@@ -361,7 +325,7 @@ def evaluate_aspects_cmd(
         split: Annotated[str | None, typer.Option(help="only pairs of this split")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Spearman (x100) of the encoder's (aspect) similarity vs each AMR metric aspect (S3BERT Table 1)."""
-    from amrsim.evaluate.runner import aspects_eval
+    from amrsim.stages.evaluate import aspects_eval
     from amrsim.warehouse.lineage import new_run_id
 
     _check_dataset(dataset)
@@ -380,8 +344,7 @@ def evaluate_transfer_cmd(
         kind: Annotated[str | None, typer.Option(help="single or pair, for a task amrsim does not know")] = None,
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """SentEval-style transfer: logistic regression on frozen embeddings, trained on English, zero-shot elsewhere."""
-    from amrsim.evaluate.runner import transfer_eval
-    from amrsim.report import console
+    from amrsim.stages.evaluate import transfer_eval
     from amrsim.warehouse.lineage import new_run_id
 
     wh = _warehouse(config, encoder)
@@ -407,7 +370,6 @@ def evaluate_suite_cmd(
     """Every evaluation the pipeline configures (sts, bitext, transfer, aspects) for one encoder, then the report."""
     from amrsim.config import load_config
     from amrsim.evaluate.suite import run_suite
-    from amrsim.report import console
 
     cfg = load_config(config, pipeline=pipeline)
     name, pipe = cfg.pipeline(pipeline)
@@ -466,7 +428,7 @@ def print_ood(table) -> None:
     """The protocol's table; a model scoring under its base is flagged in the last column."""
     import polars as pl
 
-    from amrsim.report import console, frame_table
+    from amrsim.console import console, frame_table
 
     if not table.height:
         console.print("out-of-distribution protocol: no results")
@@ -501,8 +463,8 @@ def evaluate_ood_cmd(
     """Out-of-distribution protocol: each model and its base on each split's in-distribution and held-out test pairs,
     side by side; a model below its base is flagged. Results go to eval/results (datasets ood_<split>)."""
     from amrsim.config import load_config
+    from amrsim.console import console
     from amrsim.evaluate.ood import evaluate_ood, ood_table
-    from amrsim.report import console
     from amrsim.warehouse.lineage import new_run_id
 
     cfg = load_config(config, pipeline=pipeline)
@@ -522,8 +484,7 @@ def report_command(
         out: Annotated[Path | None, typer.Option(help="directory (default: <warehouse>/reports)")] = None,
         config: ConfigOpt = "pipelines.yaml") -> None:
     """Render warehouse/eval/results as report.html (self-contained) and report.md with figures."""
-    from amrsim.evaluate.runner import write_report
-    from amrsim.report import console
+    from amrsim.stages.evaluate import write_report
 
     paths = write_report(_warehouse(config), out)
     console.print(f"report: {paths.html}\nmarkdown: {paths.markdown} ({len(paths.figures)} figures)")

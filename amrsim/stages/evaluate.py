@@ -1,22 +1,112 @@
-"""Run an evaluation against the warehouse: embeddings through the cache, results appended to `eval/results` once
-per (evaluation, model, input content), a lineage row per run. The evaluators themselves (sts, bitext, transfer,
-aspects) are pure functions of vectors; this module feeds them and records what they return."""
+"""The evaluate stage: evaluations run against the warehouse: embeddings through the cache, results appended to
+`eval/results` once per (evaluation, model, input content), a lineage row per run, and the report rendered from
+them. The evaluators themselves (sts, bitext, transfer, aspects) are pure functions of vectors; this module feeds
+them and records what they return."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 
+from amrsim.config import StsEvalConfig
 from amrsim.encoders import model_id, run_name
+from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.errors import AmrsimError, WarehouseError
+from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores, aspect_slices
+from amrsim.evaluate.bitext import (
+    MODES,
+    TATOEBA_METRICS,
+    bucc_scores,
+    read_bitext,
+    read_bitext_pair,
+    read_bucc_sentences,
+    read_gold_alignment,
+    tatoeba_scores,
+)
+from amrsim.evaluate.report import ScatterData, latest_results, render_report
 from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
-from amrsim.warehouse.keys import content_key
-from amrsim.warehouse.lineage import StageRun, record_stage
+from amrsim.evaluate.sts import (
+    cross_encoder_sts,
+    evaluate_sts,
+    is_cross_encoder,
+    pair_similarities,
+    result_key,
+    select_pairs,
+)
+from amrsim.evaluate.transfer import TASKS, TransferTask, run_transfer
+from amrsim.files import file_digest
+from amrsim.warehouse.keys import config_hash, content_key
+from amrsim.warehouse.lineage import META, StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
+
+
+def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
+              datasets: list[str] | None = None, encoders: list[str] | None = None,
+              batch_size: int = 64, device: str = "auto",
+              translate: dict[str, Any] | None = None) -> tuple[StageRun, pl.DataFrame]:
+    """STS for every (dataset, encoder, split, language pair); results already in the warehouse are reused. A
+    cross-encoder (pear:...) scores the pairs directly instead of comparing embeddings. `translate` (language ->
+    TranslatorSpec): an encoder that parses (mse_amr) translates sentences of those languages into English first."""
+    run = StageRun(run_id=run_id, pipeline=pipeline, stage="evaluate:sts", dataset=EVAL,
+                   config_hash=config_hash(sts))
+    frames = []
+    with record_stage(wh, run):
+        existing = wh.read(EVAL, RESULTS)
+        for dataset in datasets or sts.datasets:
+            pairs = wh.read(dataset, "pairs")
+            texts = wh.read(dataset, "sentences", columns=["key", "text"])
+            run.input_versions[f"{dataset}.pairs"] = wh.version(dataset, "pairs")
+            run.input_versions[f"{dataset}.embeddings"] = wh.version(dataset, EMBEDDINGS)
+            for encoder in encoders or sts.encoders:
+                for split in sts.splits:
+                    for lang_pair in sts.lang_pairs:
+                        chosen = select_pairs(pairs, split, lang_pair)
+                        if chosen.height < 2:
+                            continue
+                        run.rows_in += 1
+                        key = result_key(encoder, dataset, split, lang_pair,
+                                         (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(),
+                                         wh.models_root)
+                        wanted = [row_key("sts", run_name(encoder, wh.models_root), dataset, split, lang_pair, m, [key])
+                                  for m in ("spearman", "pearson")]
+                        done = existing.filter(pl.col("key").is_in(wanted))
+                        if done.height == len(wanted):
+                            frames.append(done)
+                            continue
+                        needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
+                        sentences = texts.join(needed.unique(), on="key", how="semi")
+                        if is_cross_encoder(encoder, wh.models_root):  # scores each pair from its texts: no vectors
+                            scores = cross_encoder_sts(wh, dataset, encoder, split, lang_pair, chosen, sentences,
+                                                       batch_size=batch_size, device=device)
+                        else:
+                            embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device,
+                                            translate=translate)
+                            scores = evaluate_sts(wh, dataset, encoder, split, lang_pair, chosen)
+                        rows = score_rows(scores, run_id, run.config_hash, [key], wh.models_root)
+                        frames.append(rows)
+                        store_results(wh, rows)
+                        run.rows_computed += 1
+        if run.rows_computed:
+            run.outputs.append(RESULTS)
+        run.rows_out = len(frames)
+    # diagonal: rows read back from an older table (a column added later sits last, or is missing) meet new ones
+    table = pl.concat(frames, how="diagonal_relaxed") if frames else existing.clear()
+    return run, table
+
+
+def results_table(rows: pl.DataFrame) -> pl.DataFrame:
+    """Wide view for printing: one row per (dataset, split, lang pair, model), spearman and pearson columns."""
+    if not rows.height:
+        return rows
+    return (rows.pivot(on="metric", index=["dataset", "split", "lang_pair", "model", "n"], values="value",
+                       aggregate_function="first")
+            .sort(["dataset", "split", "lang_pair", "model"]))
 
 
 def dataset_name(path: Path | str, prefix: str = "") -> str:
@@ -74,25 +164,11 @@ def record(wh: Warehouse, stage: str, pipeline: str, run_id: str, config_hash: s
     return rows
 
 
-def file_digest(path: Path | str) -> str:
-    """Content digest of an input file (size + sha256 of its bytes), part of a result's key."""
-    import hashlib
-
-    p = Path(str(path))
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return f"{p.stat().st_size}:{h.hexdigest()[:16]}"
-
-
 def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: str = "cli",
                 batch_size: int = 64, device: str = "auto", dataset: str | None = None,
                 tgt_path: Path | None = None, langs: tuple[str, str] | None = None) -> pl.DataFrame:
     """Tatoeba accuracy (both directions) for a two-column row-aligned TSV whose header names the languages, or for
     two line-aligned plain-text files (`path` = source, `tgt_path` = target, `langs` = their languages)."""
-    from amrsim.evaluate.bitext import TATOEBA_METRICS, read_bitext, read_bitext_pair, tatoeba_scores
-
     if tgt_path is None:
         src_lang, tgt_lang, src, tgt = read_bitext(path)
     else:
@@ -124,9 +200,6 @@ def bitext_eval(wh: Warehouse, encoder: str, path: Path, run_id: str, pipeline: 
 def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: str | None = None,
                  pipeline: str = "cli", batch_size: int = 64, device: str = "auto") -> pl.DataFrame:
     """S3BERT-style aspect Spearman over the dataset's `amr_metrics` rows (ok rows of `split`, or all)."""
-    from amrsim.errors import AmrsimError
-    from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores, aspect_slices
-
     metrics = wh.read(dataset, "amr_metrics").filter(pl.col("status") == OK)
     if split and split != "all":
         metrics = metrics.filter(pl.col("split") == split)
@@ -161,8 +234,6 @@ def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs
                   tests: dict[str, Path], run_id: str, kind: str | None = None, pipeline: str = "cli",
                   batch_size: int = 64, device: str = "auto") -> tuple[pl.DataFrame, dict[str, list]]:
     """A SentEval-style transfer task from files; returns the result rows and the rows each file left out."""
-    from amrsim.evaluate.transfer import TASKS, TransferTask, run_transfer
-
     if task_name in TASKS:
         task = TASKS[task_name]
     elif kind in ("single", "pair"):
@@ -198,11 +269,6 @@ def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs
 def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int = 24):
     """Render `eval/results` (latest row per result) into `warehouse/reports/report.{html,md}` with STS score
     distributions from the cached embeddings; returns the ReportPaths."""
-    from amrsim.errors import WarehouseError
-    from amrsim.evaluate.report import ScatterData, latest_results, render_report
-    from amrsim.evaluate.sts import pair_similarities, select_pairs
-    from amrsim.warehouse.lineage import META
-
     results = wh.read(EVAL, RESULTS)
     lineage = wh.read(META, "lineage")
     scatters = []
@@ -233,8 +299,6 @@ def bucc_eval(wh: Warehouse, encoder: str, files: dict[str, Path], src_lang: str
               device: str = "auto") -> pl.DataFrame:
     """BUCC-style mining from BUCC files: `files` has src_train, tgt_train, gold_train, src_test, tgt_test,
     gold_test (`id<TAB>sentence` corpora, `src_id<TAB>tgt_id` gold); threshold chosen on train, P/R/F1 on test."""
-    from amrsim.evaluate.bitext import MODES, bucc_scores, read_bucc_sentences, read_gold_alignment
-
     if mode not in MODES:
         raise ValueError(f"mining mode '{mode}' unknown; use one of {', '.join(MODES)}")
     needed = ("src_train", "tgt_train", "gold_train", "src_test", "tgt_test", "gold_test")

@@ -16,29 +16,11 @@ from typing import Annotated
 
 import typer
 
+from amrsim.cli.common import prefect_env
 from amrsim.errors import AmrsimError, RunFailed
 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Prefect's logs on the terminal instead of "
                                                                   "<run_dir>/logs/prefect.log")]
-
-
-def _prefect_env(run_dir: Path) -> None:
-    """Prefect state under the project's run dir; settings for the temporary server unless one is configured."""
-    os.environ.setdefault("PREFECT_HOME", str(run_dir / "prefect"))
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # its SQLite file needs the directory
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # a local Ray's C++ crash handler would take SIGTERM from this process and abort it (exit 134) before the run
-    # could stop its server and workers
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    # Prefect's 20 s default is too short on a busy 2-core machine (its server imports ~10 s of modules)
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    # the temporary server lives for one run: its UI and scheduling services only slow its start
-    for service in ("UI", "SERVICES_SCHEDULER", "SERVICES_LATE_RUNS", "SERVICES_FOREMAN", "SERVICES_TRIGGERS",
-                    "SERVICES_PAUSE_EXPIRATIONS", "SERVICES_CANCELLATION_CLEANUP", "SERVICES_REPOSSESSOR"):
-        os.environ.setdefault(f"PREFECT_SERVER_{service}_ENABLED", "false")
 
 
 @contextlib.contextmanager
@@ -48,7 +30,7 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool) -> Iterator[Callable[
     from amrsim.procs import SignalStop
     from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
 
-    _prefect_env(run_dir)
+    prefect_env(run_dir)
     log_path = run_dir / "logs" / "prefect.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     if not verbose:

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
+from amrsim.cli.common import ConfigOpt, warehouse_root
+from amrsim.console import console
 from amrsim.errors import AmrsimError
 
 results_app = typer.Typer(no_args_is_help=True, help="Export or migrate warehouse/eval/results.")
@@ -27,7 +28,6 @@ def export_command(
     from amrsim.evaluate.mteb_export import export_mteb, parse_task_overrides
     from amrsim.evaluate.results import EVAL, RESULTS
     from amrsim.evaluate.sts import is_cross_encoder
-    from amrsim.report import console
     from amrsim.warehouse import Warehouse
 
     if format_ != "mteb":
@@ -52,7 +52,6 @@ def migrate_command(config: ConfigOpt = "pipelines.yaml") -> None:
     `<method>:latest` are renamed to the run that was newest when they were stored (`model_requested` keeps the
     name asked for)."""
     from amrsim.evaluate.results import migrate_results
-    from amrsim.report import console
     from amrsim.warehouse import Warehouse
 
     renamed, unresolved = migrate_results(Warehouse(warehouse_root(config)))

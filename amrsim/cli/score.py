@@ -3,39 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from amrsim.cli_common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
+from amrsim.cli.common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
+from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
+from amrsim.files import file_format, header_columns
 
 _S1 = ("sentence1", "sentence_A", "sentence_a", "s1")
 _S2 = ("sentence2", "sentence_B", "sentence_b", "s2")
 _GOLD = ("score", "relatedness_score", "similarity", "label", "gold")
-_FORMATS = ((".tsv", "tsv"), (".csv", "csv"), (".parquet", "parquet"), (".jsonl", "jsonl"))
-
-
-def _columns(path: Path, fmt: str) -> list[str]:
-    """The file's column names (header line, first JSON record or Parquet schema)."""
-    import json
-
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        return list(pq.ParquetFile(path).schema_arrow.names)
-    import gzip
-
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        first = f.readline().rstrip("\r\n")
-    if fmt == "jsonl":
-        try:
-            return list(json.loads(first)) if first.strip() else []
-        except ValueError:
-            return []
-    return [c.strip() for c in first.split("\t" if fmt == "tsv" else ",")]
 
 
 def score_command(
@@ -56,7 +37,6 @@ def score_command(
     from amrsim.encoders import find_trained, load_encoder
     from amrsim.evaluate.sts import correlations
     from amrsim.ingest.readers import read_rows
-    from amrsim.report import console
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if out is not None:
@@ -71,8 +51,8 @@ def score_command(
     if trained.meta.get("kind") != "cross-encoder":
         raise ConfigError(f"--model '{model}' is a {trained.meta.get('method')} sentence encoder, not a cross-encoder; "
                           f"compare its embeddings with `amrsim evaluate sts --encoder {model}`")
-    fmt = next((f for s, f in _FORMATS if s in file.name.lower()), "tsv")
-    header = _columns(file, fmt)
+    fmt = file_format(file, default="tsv")
+    header = header_columns(file, fmt)
     s1 = sentence1_col or next((c for c in _S1 if c in header), _S1[0])
     s2 = sentence2_col or next((c for c in _S2 if c in header), _S2[0])
     gold_col = score_col or next((c for c in _GOLD if c in header), None)
@@ -101,8 +81,6 @@ def score_command(
             message = (f"{ok.height} pairs with gold '{wanted[2]}': Spearman {corr['spearman']:.2f}, "
                        f"Pearson {corr['pearson']:.2f} (x100)")
             if out is None:
-                import sys
-
                 print(message, file=sys.stderr)
             else:
                 console.print(message)

@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Annotated, Any
 
 import typer
+from rich.logging import RichHandler
 
-from amrsim.cli_common import ConfigOpt, warehouse_root
-from amrsim.cli_flow import VerboseOpt, flow_runtime
+from amrsim.cli.common import ConfigOpt, parse_overrides, warehouse_root
+from amrsim.cli.flow import VerboseOpt, flow_runtime
+from amrsim.console import console, frame_table, make_console, summary_table
 from amrsim.errors import ConfigError
+
+# The config, the methods (torch) and the flows (Prefect) are imported inside the commands: `amrsim --help` does not
+# need them.
 
 
 def show_training_progress() -> None:
     """Training loops log their steps, losses and dev scores on the `amrsim` logger at INFO: show them on stderr
     (idempotent). Secrets are already masked in every record (install_log_redaction)."""
-    import logging
-
-    from rich.logging import RichHandler
-
-    from amrsim.report import make_console
-
     logger = logging.getLogger("amrsim")
     if not any(getattr(h, "amrsim_progress", False) for h in logger.handlers):
         handler = RichHandler(console=make_console(stderr=True), markup=False, show_path=False,
@@ -67,17 +67,15 @@ def train_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
-    from amrsim.cli import _parse_overrides
     from amrsim.config import load_config
     from amrsim.methods import METHODS
     from amrsim.methods.common import unfinished_runs
-    from amrsim.report import console, summary_table
     from amrsim.warehouse import Warehouse
 
     if method not in METHODS:
         raise ConfigError(f"unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
     t0 = time.perf_counter()
-    overrides = _parse_overrides(set_)
+    overrides = parse_overrides(set_)
     cfg = load_config(config, overrides=overrides)
     name = pipeline or (method if method in cfg.project.pipelines else None)
     name, _ = cfg.pipeline(name)
@@ -91,7 +89,7 @@ def train_command(
             raise ConfigError(f"--resume: no interrupted {method} run under {cfg.warehouse_root / 'models' / method}")
         run_id = runs[0]
         console.print(f"resuming {method} run {run_id}")
-    params = _parse_overrides(param) or None
+    params = parse_overrides(param) or None
     _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start
     show_training_progress()
     with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose) as ready:
@@ -123,7 +121,6 @@ def explain_command(
     from amrsim.encoders import find_trained, load_encoder
     from amrsim.methods.portable import method_config
     from amrsim.methods.s3bert import RESIDUAL, contributions, explain, layout_from_meta
-    from amrsim.report import console, frame_table
 
     root = warehouse_root(config) / "models"
     try:

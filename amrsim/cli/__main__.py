@@ -1,0 +1,5 @@
+"""`python -m amrsim.cli`: the `amrsim` command."""
+
+from amrsim.cli import main
+
+main()

@@ -1,0 +1,117 @@
+"""`amrsim metrics score` (every aspect of every graph pair of a file) and `amrsim metrics corpus` (corpus Smatch)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amrsim.cli.common import refuse_out_over_input, write_out
+from amrsim.console import console, frame_table
+from amrsim.errors import AmrsimError, ConfigError, InputError
+from amrsim.files import file_format
+
+# polars, the readers and the metrics engine are imported inside the commands: `amrsim --help` does not need them.
+
+metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
+
+
+@metrics_app.command("score")
+def metrics_score(
+        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with amr1/amr2 columns")],
+        out: Annotated[Path, typer.Option(help="Parquet file to write (rows already in it are reused)")],
+        aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all)")] = None,
+        convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
+        = "amr",
+        vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
+        keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
+        workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
+                                                                "small files, all cores where they pay off)")] = None,
+        seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0) -> None:
+    """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
+    import polars as pl
+
+    from amrsim.ingest.readers import read_rows
+    from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
+
+    refuse_out_over_input(out, file=file)
+    chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
+    try:
+        options = MetricsOptions(aspects=chosen, convention=convention, vectors=vectors, seed=seed)
+    except ValueError as e:
+        raise ConfigError(f"metrics score: {e}") from None
+    fmt = file_format(file, default="jsonl")
+    extra = [c.strip() for c in keep.split(",") if c.strip()]
+    frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
+    unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    frame = frame.drop("__error")
+    frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
+    try:
+        done = pl.read_parquet(out) if out.is_file() else None
+    except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
+        raise AmrsimError(f"--out {out}: exists and is not a Parquet file of earlier results "
+                          f"({str(e).splitlines()[0]}); remove it or write to another file") from None
+    if done is not None and "key" in done.columns:
+        todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))
+    else:
+        todo, done = frame, None
+    t0 = time.perf_counter()
+    with PairScorer(options, workers=workers) as scorer:
+        scored = scorer(todo.drop("key")) if todo.height else None
+        where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
+    seconds = time.perf_counter() - t0
+    parts = [p for p in (done, scored) if p is not None]
+    result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
+                                              .unique("key", keep="last"), on="key", how="left")
+    if unusable.height:
+        result = result.join(unusable, on="line", how="left").with_columns(
+            status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
+            error=pl.coalesce("why", "error")).drop("why")
+    write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
+    failed = result.filter(pl.col("status") == "failed").height
+    means = result.filter(pl.col("status") == "ok").select(
+        [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
+    if means.height:
+        console.print(frame_table(means.transpose(include_header=True, header_name="aspect",
+                                                  column_names=["mean"]), "mean over ok pairs", 4))
+    rate = f"{todo.height / seconds:.0f} pairs/s, {where}" if todo.height and seconds else "nothing to compute"
+    console.print(f"{frame.height} pairs: {todo.height} computed ({rate}), {frame.height - todo.height} reused, "
+                  f"{failed} failed -> {out}")
+
+
+@metrics_app.command("corpus")
+def metrics_corpus(
+        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with a test and a gold graph column")],
+        test_col: Annotated[str, typer.Option(help="column of the graphs scored (a parser's output)")] = "amr1",
+        gold_col: Annotated[str, typer.Option(help="column of the gold graphs")] = "amr2",
+        convention: Annotated[str, typer.Option(help="Smatch triples: smatch (1.0.4's, default) | amr")] = "smatch",
+        samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
+        confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
+        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0) -> None:
+    """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1. An unreadable
+    test graph counts as empty; an unreadable gold graph is an error naming its line."""
+    from amrsim.ingest.readers import read_rows
+    from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
+
+    if convention not in ("smatch", "amr"):
+        raise ConfigError(f"metrics corpus: --convention must be 'smatch' or 'amr', not '{convention}'")
+    fmt = file_format(file, default="jsonl")
+    frame = read_rows(file, fmt, [test_col, gold_col])
+    lines = frame["__line"].to_list() if "__line" in frame.columns else list(range(1, frame.height + 1))
+    if not frame.height:
+        raise InputError(str(file), "no graph pairs")
+    try:
+        result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
+                               seed=seed, samples=samples, confidence=confidence)
+    except GoldGraphError as e:
+        raise InputError(str(file), f"gold graph ({gold_col}) cannot be read: {e}", line=lines[e.index]) from None
+    interval = (f", {100 * confidence:g}% bootstrap interval [{result.f1_low:.4f}, {result.f1_high:.4f}] "
+                f"({samples} resamples, seed {seed})" if samples else "")
+    console.print(f"Smatch P {result.precision:.4f}  R {result.recall:.4f}  F1 {result.f1:.4f}{interval}",
+                  markup=False, highlight=False)
+    console.print(f"{result.pairs} pairs, {result.failed} test graphs unreadable (counted as empty); triples "
+                  f"matched {result.matched}, test {result.n1}, gold {result.n2}", markup=False, highlight=False)
+
+

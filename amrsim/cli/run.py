@@ -1,0 +1,91 @@
+"""`amrsim run` (a pipeline as a Prefect flow) and `amrsim status` (tables and the last stage runs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from amrsim.cli.common import ConfigOpt, parse_overrides, print_scores, warehouse_root
+from amrsim.cli.flow import VerboseOpt, flow_runtime
+from amrsim.console import console, frame_table, summary_table
+
+# The config, the warehouse, polars and the flows (Prefect) are imported inside the commands: `amrsim --help` and
+# the other commands would otherwise wait seconds for them.
+
+
+def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (default: the config's default)")] = None,
+        config: ConfigOpt = "pipelines.yaml",
+        set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value in the pipeline")] = None,
+        verbose: VerboseOpt = False,
+        ) -> None:
+    """Run a pipeline end to end (refresh-dataset -> train -> evaluate) as a Prefect flow."""
+    from amrsim.config import load_config
+
+    t0 = time.perf_counter()
+    overrides = parse_overrides(set_)
+    cfg = load_config(config, overrides=overrides, pipeline=pipeline)
+    name, _ = cfg.pipeline(pipeline)
+    with flow_runtime(cfg.run_dir, f"amrsim run {name}", verbose) as ready:
+        _run_flow(name, cfg, overrides, ready, t0)
+
+
+def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], ready: Callable[[], None], t0: float) -> None:
+    from amrsim.stages import results_table
+    from flows.demo import demo  # Prefect is imported only here: the library stays Prefect-free
+
+    ready()
+    out = demo(name, str(cfg.path), overrides or None)
+    results = results_table(out["results"])
+    if results.height:
+        console.print(frame_table(results, f"STS (x100) - pipeline '{name}'"))
+    for title, rows in (out.get("tables") or {}).items():
+        print_scores(rows, f"{title} - pipeline '{name}'")
+    for note in out.get("notes") or []:
+        console.print(note)
+    console.print(summary_table(out["stages"], f"Run {out['run_id']} summary"))
+    if out.get("report"):
+        console.print(f"report: {out['report']}")
+    computed = sum(int(s["computed"]) for s in out["stages"])
+    console.print(f"{computed} rows computed; warehouse: {cfg.warehouse_root}; "
+                  f"{time.perf_counter() - t0:.1f}s. Query it: amrsim query \"SELECT * FROM eval.results\"")
+
+
+def status(config: ConfigOpt = "pipelines.yaml") -> None:
+    """Tables with versions, row counts and failed rows, and the last stage runs."""
+    import polars as pl
+
+    from amrsim.warehouse import Warehouse
+    from amrsim.warehouse.lineage import last_runs
+    from amrsim.warehouse.store import BrokenTable
+
+    wh = Warehouse(warehouse_root(config))
+    rows, broken = [], []
+    for dataset, table in wh.tables():
+        try:  # one damaged table is reported by name; the others are still listed
+            rows.append({"table": f"{dataset}.{table}", "version": wh.version(dataset, table),
+                         "rows": wh.count(dataset, table), "failed": wh.count(dataset, table, status="failed"),
+                         "status": "ok"})
+        except BrokenTable as e:
+            rows.append({"table": f"{dataset}.{table}", "version": None, "rows": None, "failed": None,
+                         "status": "broken"})
+            broken.append(str(e))
+    if not rows:
+        console.print(f"warehouse {wh.root} is empty: run `amrsim run` first")
+        return
+    console.print(frame_table(pl.DataFrame(rows), f"Warehouse {wh.root}"))
+    for error in broken:
+        console.print(f"broken: {error}", markup=False, highlight=False, soft_wrap=True)
+    try:
+        runs = last_runs(wh, 12)
+    except BrokenTable:
+        return  # listed above
+    if runs.height:
+        view = runs.select("started_at", "run_id", "stage", "dataset", "table", "rows_computed", "rows_failed",
+                           pl.col("seconds").round(2), "status")
+        console.print(frame_table(view.with_columns(pl.col("started_at").dt.strftime("%Y-%m-%d %H:%M:%S")),
+                                  "Last stage runs"))
+
+
