@@ -210,14 +210,15 @@ def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefe
 
 UNEXPECTED = textwrap.dedent("""
     import sys
-    import amrsim.cli as cli
+    import amrsim.cli.run as run_command
+    from amrsim.cli import main
 
     def failing_flow(*args):
         raise RuntimeError("boom in a stage\\nsecond line of the message")
 
-    cli._run_flow = failing_flow
+    run_command._run_flow = failing_flow
     sys.argv = ["amrsim", "run"]
-    cli.main()
+    main()
 """)
 
 
