@@ -19,7 +19,7 @@ from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.ingest import ingest_dataset
 from amrsim.methods import get_method, method_params
-from amrsim.methods.meaning import (
+from amrsim.methods.meaning.train import (
     MeaningModel,
     Stage1Config,
     Stage2Config,

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from amrsim.methods import mse_amr  # noqa: E402
-from amrsim.methods.mse_amr import (  # noqa: E402
+from amrsim.methods.mse_amr import train as mse_amr  # noqa: E402
+from amrsim.methods.mse_amr.train import (  # noqa: E402
     AmrEncoder,
     combine,
     embed_combined,

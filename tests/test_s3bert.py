@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 
 from amrsim.errors import ConfigError
 from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_slices
-from amrsim.methods import s3bert
-from amrsim.methods.s3bert import (
+from amrsim.methods.s3bert import train as s3bert
+from amrsim.methods.s3bert.train import (
     RESIDUAL,
     S3BERT_ASPECTS,
     DecompositionLoss,
@@ -332,7 +332,7 @@ KILLED_CHILD = """
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from amrsim.methods.s3bert import train_s3bert
+from amrsim.methods.s3bert.train import train_s3bert
 from tests.test_s3bert import toy_pairs
 model, out, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 step = torch.optim.AdamW.step

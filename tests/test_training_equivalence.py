@@ -18,11 +18,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from amrsim.methods.dueam import train_dueam
-from amrsim.methods.meaning import Stage1Config, Stage2Config, train_stage1, train_stage2
-from amrsim.methods.mse_amr import encode_with, train_mse_amr
-from amrsim.methods.pear import Hyper, fit_pear
-from amrsim.methods.s3bert import train_s3bert
+from amrsim.methods.dueam.train import train_dueam
+from amrsim.methods.meaning.train import Stage1Config, Stage2Config, train_stage1, train_stage2
+from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
+from amrsim.methods.pear.train import Hyper, fit_pear
+from amrsim.methods.s3bert.train import train_s3bert
 from tests.helpers import TINY_WORDS, tensors_digest, tiny_bert, tiny_sentence_transformer
 
 GOLDEN = Path(__file__).parent / "data" / "training_golden.json"

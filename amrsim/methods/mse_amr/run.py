@@ -1,7 +1,7 @@
 """MSE-AMR in the pipeline: triples and graphs from the warehouse, STSb-dev model selection, then
-`amrsim.methods.mse_amr.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
+`amrsim.methods.mse_amr.train.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
 
-Training data (`amrsim.methods.mse_amr_data.load_triples`): the `triples` tables of `datasets` (split `split`), each
+Training data (`amrsim.methods.mse_amr.data.load_triples`): the `triples` tables of `datasets` (split `split`), each
 sentence's graph from the dataset's `amr` table (parser `parser`, linearised as `linearize`), other languages from
 ingested translations (their own graphs only: a graph parsed through the English side is the English graph again).
 Triples with a role lacking a graph are skipped and counted by reason. Tables are read at the versions recorded in
@@ -103,8 +103,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
     from amrsim.encoders.cache import embed_sentences, read_embeddings
     from amrsim.evaluate.sts import correlations, cosine
-    from amrsim.methods.mse_amr import embed_combined, encode_with
-    from amrsim.methods.mse_amr_data import sentence_graphs
+    from amrsim.methods.mse_amr.data import sentence_graphs
+    from amrsim.methods.mse_amr.train import embed_combined, encode_with
     from amrsim.warehouse.store import OK
 
     ds = params.dev_dataset
@@ -147,8 +147,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    from amrsim.methods.mse_amr import train_mse_amr
-    from amrsim.methods.mse_amr_data import load_triples
+    from amrsim.methods.mse_amr.data import load_triples
+    from amrsim.methods.mse_amr.train import train_mse_amr
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
