@@ -124,7 +124,8 @@ def anchor(model: type) -> str:
     """A heading id unique across modules (every method's model is called `Params`): `s3bert-run-params` for
     `amrsim.methods.s3bert.run.Params`, `config-...` for `amrsim.config`."""
     module = model.__module__
-    where = module.removeprefix("amrsim.methods.") if module.startswith("amrsim.methods.") else module.rsplit(".", 1)[-1]
+    inside_methods = module.startswith("amrsim.methods.")
+    where = module.removeprefix("amrsim.methods.") if inside_methods else module.rsplit(".", 1)[-1]
     return f"{where}-{model.__name__}".lower().replace("_", "-").replace(".", "-")
 
 
