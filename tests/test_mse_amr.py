@@ -275,7 +275,7 @@ def test_train_outputs_selection_and_reload(encoder_dir, tmp_path):
     assert meta["params"]["grad_accum"] == 2 and meta["params"]["micro_batch"] == 4
     assert meta["metrics"]["best_step"] == 4 and [s for s, _ in meta["metrics"]["dev_history"]] == [2, 4, 6, 8]
     assert (out / "amr_encoder" / "model.safetensors").is_file()
-    assert (out / "checkpoint" / "state.pt").is_file()
+    assert (out / "checkpoint" / "train_state.pt").is_file() and (out / "checkpoint" / "state.json").is_file()
 
     enc = AmrEncoder.from_run(out, device="cpu")
     assert enc.tokenizer.tokenize(":ARG0 want-01") == [":ARG0", "want-01"]
@@ -295,8 +295,10 @@ def test_resume_continues_exactly(encoder_dir, tmp_path):
 
     cut = train_mse_amr(encoder_dir, _triples(), tmp_path / "cut", max_steps=2, **kwargs)
     assert cut["steps"] == 2 and not cut["completed"]
-    state = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=True)
-    assert state["step"] == 2
+    state = json.loads((tmp_path / "cut" / "checkpoint" / "state.json").read_text(encoding="utf-8"))
+    assert state["step"] == 2 and len(state["losses"]) == 2
+    assert set(torch.load(tmp_path / "cut" / "checkpoint" / "train_state.pt", weights_only=True)) == {
+        "optimizer", "scheduler", "rng"}
     assert json.loads((tmp_path / "cut" / "model.json").read_text())["metrics"]["completed"] is False
 
     torch.manual_seed(12345)  # a new process would start from another RNG state: the checkpoint's must be restored

