@@ -230,19 +230,21 @@ def test_s3bert_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thre
 
 
 def test_mse_amr_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thread):
+    from amrsim.methods.mse_amr.run import Params
     from amrsim.methods.mse_amr.train import train_mse_amr
 
     out = tmp_path / "models" / "mse_amr" / "r1"
     marker = tmp_path / "ran"
     triple = {role: {"en": {"text": "a cat", "graph": "(c / cat)"}} for role in ("premise", "entailment",
                                                                                "contradiction")}
-    kwargs = dict(device="cpu", batch_size=1, micro_batch=1, epochs=2, min_count=1, max_length=16, pooling="cls")
-    stopped = train_mse_amr(tiny_st.parent / "hf", [triple, triple], out, max_steps=1, **kwargs)
+    settings = dict(datasets=["nli"], encoder=str(tiny_st.parent / "hf"), device="cpu", batch_size=2, micro_batch=2,
+                    epochs=2, min_count=1, max_length=16, pooling="cls")
+    stopped = train_mse_amr([triple] * 4, out, Params(max_steps=1, **settings))
     state_file = out / "checkpoint" / "train_state.pt"
     assert not stopped["completed"] and state_file.is_file()
     _write_crafted(state_file, marker)
     with pytest.raises(WarehouseError, match=r"train_state\.pt: refused to load"):
-        train_mse_amr(tiny_st.parent / "hf", [triple, triple], out, **kwargs)
+        train_mse_amr([triple] * 4, out, Params(**settings))
     assert not marker.exists()
 
 

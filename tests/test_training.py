@@ -46,11 +46,11 @@ def test_every_method_resolves_base_models_the_same_way():
     import inspect
 
     from amrsim.methods.dueam import run as dueam_run
-    from amrsim.methods.mse_amr import run as mse_amr_run
+    from amrsim.methods.mse_amr import train as mse_amr_train
     from amrsim.methods.pear import run as pear_run
     from amrsim.methods.s3bert import run as s3bert_run
 
-    for module in (s3bert_run, dueam_run, pear_run, mse_amr_run):
+    for module in (s3bert_run, dueam_run, pear_run, mse_amr_train):
         source = inspect.getsource(module)
         assert "base_model_path(params." in source and "def base_model_path" not in source, module.__name__
 

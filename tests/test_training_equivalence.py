@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 from amrsim.methods.dueam.train import train_dueam
 from amrsim.methods.meaning.train import Stage1Config, Stage2Config, train_stage1, train_stage2
+from amrsim.methods.mse_amr.run import Params
 from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
 from amrsim.methods.pear.train import Hyper, fit_pear
 from amrsim.methods.s3bert.train import train_s3bert
@@ -154,8 +155,9 @@ def test_mse_amr(tmp_path):
         return float(a @ b)
 
     out = tmp_path / "models" / "mse_amr" / "g"
-    result = train_mse_amr(base, triples, out, batch_size=4, micro_batch=2, epochs=2, lr=2e-3, p_graph=0.5,
-                           device="cpu", dev_eval=dev_eval, eval_every=2, min_count=2, max_length=32, seed=7)
+    params = Params(datasets=["nli"], encoder=str(base), batch_size=4, micro_batch=2, epochs=2, lr=2e-3, p_graph=0.5,
+                    device="cpu", eval_every=2, min_count=2, max_length=32, seed=7)
+    result = train_mse_amr(triples, out, params, dev_eval=dev_eval)
     assert result["completed"] and result["steps"] == 4
     meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
     check("mse_amr", load_file(out / "amr_encoder" / "model.safetensors"),

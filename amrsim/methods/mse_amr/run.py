@@ -139,7 +139,6 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.methods.mse_amr.data import load_triples
     from amrsim.methods.mse_amr.train import train_mse_amr
-    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
@@ -170,15 +169,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         log.info("mse_amr: %d triples (%d rows, left out %s), langs %s", len(data.triples), data.rows,
                  dict(data.skipped), data.langs)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_mse_amr(
-            base_model_path(params.encoder), data.triples, out_dir, langs=data.langs, lr=params.lr,
-            batch_size=params.batch_size, micro_batch=params.micro_batch, max_length=params.max_length,
-            epochs=params.epochs, seed=params.seed, device=params.device, dev_eval=dev_eval,
-            eval_every=params.eval_every, max_steps=params.max_steps, resume=True, min_count=params.min_count,
-            p_graph=params.p_graph, temperature=params.temperature, symmetric_loss=params.symmetric_loss,
-            pooling=params.pooling, warmup_ratio=params.warmup_ratio, weight_decay=params.weight_decay,
-            keep_checkpoint=params.keep_checkpoint, base_encoder=params.base_encoder, integration=params.integration,
-            extra_meta=meta)
+        result = train_mse_amr(data.triples, out_dir, params, langs=data.langs, dev_eval=dev_eval, extra_meta=meta)
         run.rows_out = len(data.triples) if result["completed"] else 0
     return train_summary(METHOD, run_id, data.rows, len(data.triples), skipped, started, result["completed"],
                          model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
