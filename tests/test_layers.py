@@ -97,8 +97,10 @@ def test_method_packages_validate_params_without_torch_and_keep_the_flat_modules
     from amrsim.methods import dueam, meaning, mse_amr, pear, s3bert
     from amrsim.methods.mse_amr.data import load_triples
     from amrsim.methods.pear.train import CrossEncoder
+    from amrsim.methods.training import NonFiniteLossError
 
     assert pear.CrossEncoder is CrossEncoder and mse_amr.load_triples is load_triples
+    assert s3bert.NonFiniteLossError is dueam.NonFiniteLossError is pear.NonFiniteLossError is NonFiniteLossError
     assert s3bert.train_s3bert.__module__ == "amrsim.methods.s3bert.train"
     assert dueam.train_dueam.__module__ == "amrsim.methods.dueam.train"
     assert meaning.load_trained.__module__ == "amrsim.methods.meaning.train"

@@ -21,7 +21,6 @@ from amrsim.methods.s3bert.train import (
     RESIDUAL,
     S3BERT_ASPECTS,
     DecompositionLoss,
-    NonFiniteLossError,
     aspect_layout,
     consistency_loss,
     explain,
@@ -30,6 +29,7 @@ from amrsim.methods.s3bert.train import (
     train_s3bert,
     with_negatives,
 )
+from amrsim.methods.training import NonFiniteLossError, epoch_order
 
 # ---------------------------------------------------------------- layout
 
@@ -405,7 +405,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 3") as err:
         train_s3bert(tiny_model, *train, None, tmp_path / "run", **kwargs)
     # step 3 is epoch 0's third batch: rows 16..19 of that epoch's shuffle
-    expected = s3bert._epoch_order(5, 0, 20)[16:20].tolist()
+    expected = epoch_order(5, 0, 20)[16:20].tolist()
     assert err.value.step == 3 and err.value.rows == expected
     assert str(expected) in str(err.value)
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text(encoding="utf-8"))

@@ -27,14 +27,15 @@ METHODS: dict[str, str] = {
 
 
 def reexport_lazily(package: str, modules: Sequence[str]) -> Callable[[str], Any]:
-    """A module `__getattr__` for a method package: `amrsim.methods.<name>.X` is X of the first of `modules` that
-    has it, imported on first use. Keeps the names of the flat modules the packages replaced (`amrsim.methods.pear.
-    CrossEncoder`, `amrsim.methods.s3bert.train_s3bert`) working without importing torch when the package is."""
+    """A module `__getattr__` for a method package: `amrsim.methods.<name>.X` is X of the first of `modules` (its
+    submodules, or dotted module names) that has it, imported on first use. Keeps the names of the flat modules
+    the packages replaced (`amrsim.methods.pear.CrossEncoder`, `amrsim.methods.s3bert.train_s3bert`) working
+    without importing torch when the package is."""
 
     def __getattr__(name: str) -> Any:  # noqa: N807 (PEP 562 module __getattr__)
         if not name.startswith("__"):
             for module in modules:
-                found = importlib.import_module(f"{package}.{module}")
+                found = importlib.import_module(module if "." in module else f"{package}.{module}")
                 if hasattr(found, name):
                     return getattr(found, name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from amrsim.errors import AmrsimError, WarehouseError
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -249,3 +250,56 @@ def load_state(path: Path) -> Any:
         why = next((x for x in lines if "unsupported" in x.lower()), lines[0] if lines else "unpickling error")
         raise WarehouseError(f"{path}: refused to load: it holds more than tensors and plain data, so amrsim did not "
                              f"write it ({why}); delete the checkpoint or train with resume=False") from None
+
+
+# ---------------------------------------------------------------------------------------------------- the step loop
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The order of the `n` training rows in `epoch`: a function of (seed, epoch) only, so a resumed run sees the
+    batches an uninterrupted one would."""
+    import numpy as np
+
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def run_steps(method: str, *, step: int, stop_at: int, n: int, batch_size: int, seed: int, eval_every: int,
+              losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]], parameters: Sequence[torch.Tensor],
+              optimizer: Any, scheduler: Any, max_grad_norm: float,
+              report: Callable[[int, dict[str, float]], None],
+              row_ids: Callable[[np.ndarray], Iterable[int]] = lambda rows: rows) -> int:
+    """The step loop of the methods that train on batches of rows: batches of `batch_size` rows in each epoch's
+    `epoch_order`; `losses(rows)` -> named losses, the first one optimised; a NaN/inf loss or gradient norm stops
+    with NonFiniteLossError naming the step and `row_ids(rows)`; gradients clipped to `max_grad_norm`. Every
+    `eval_every` steps and at `stop_at`, `report(step, mean of each loss since the last report)` (evaluate, keep the
+    best, checkpoint). Starts at `step` (0, or a resumed checkpoint's); returns the step reached."""
+    import torch
+
+    steps_per_epoch = -(-n // batch_size)
+    sums: dict[str, float] = {}
+    count, order_epoch, order = 0, -1, epoch_order(seed, 0, 0)
+    while step < stop_at:
+        epoch, k = divmod(step, steps_per_epoch)
+        if epoch != order_epoch:
+            order, order_epoch = epoch_order(seed, epoch, n), epoch
+        rows = order[k * batch_size:(k + 1) * batch_size]
+        parts = losses(rows)
+        loss = next(iter(parts.values()))
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(method, f"loss is {float(loss.detach())}", step + 1, row_ids(rows))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            raise NonFiniteLossError(method, f"gradient norm is {float(grad_norm.detach())}", step + 1,
+                                     row_ids(rows))
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        for name, value in parts.items():
+            sums[name] = sums.get(name, 0.0) + float(value.detach())
+        count += 1
+        if step % eval_every == 0 or step == stop_at:
+            report(step, {name: total / count for name, total in sums.items()})
+            sums, count = {}, 0
+    return step

@@ -30,13 +30,13 @@ import numpy as np
 
 from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import (
-    NonFiniteLossError,
     autocast,
     batches,
     linear_warmup,
     open_checkpoint,
     refuse_finished_run,
     resume_train_state,
+    run_steps,
     save_checkpoint,
     st_embed,
     write_model_json,
@@ -454,33 +454,18 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     if resumed_from is None and dev is not None:
         state["initial_dev"] = dev_score()
     student.train()
-    step = state["step"]
-    sums, count, order_epoch, order = {"loss": 0.0, "l_a": 0.0, "l_b": 0.0}, 0, -1, np.arange(0)
-    while step < stop_at:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = np.random.default_rng([seed, epoch]).permutation(n), epoch
-        rows = order[k * batch_size:(k + 1) * batch_size]
+
+    def batch_losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
         with autocast(device):
             emb = st_embed(student, [t1[i] for i in rows] + [t2[i] for i in rows], device)
         s, t = emb[:len(rows)], emb[len(rows):]
         loss, la, lb = dueam_loss(s, t, torch.as_tensor(y[rows], device=device), lam)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError("DuEAM", f"loss is {float(loss.detach())}", step + 1, keep[rows])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError("DuEAM", f"gradient norm is {float(grad_norm)}", step + 1, keep[rows])
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        for name, value in (("loss", loss), ("l_a", la), ("l_b", lb)):
-            sums[name] += float(value.detach())
-        count += 1
-        if step % eval_every == 0 or step == stop_at:
-            evaluate_and_checkpoint(step, {name: v / count for name, v in sums.items()})
-            sums, count = dict.fromkeys(sums, 0.0), 0
+        return {"loss": loss, "l_a": la, "l_b": lb}
+
+    step = run_steps("DuEAM", step=state["step"], stop_at=stop_at, n=n, batch_size=batch_size, seed=seed,
+                     eval_every=eval_every, losses=batch_losses, parameters=[p for _, p in named],
+                     optimizer=optimizer, scheduler=scheduler, max_grad_norm=max_grad_norm,
+                     report=evaluate_and_checkpoint, row_ids=lambda rows: keep[rows])
 
     summary: dict[str, Any] = {"completed": step >= total, "steps": step, "total_steps": total,
                                "resumed_from": resumed_from, "best_dev": state["best_dev"],

@@ -6,4 +6,4 @@ flat module this package replaced resolve lazily (`amrsim.methods.mse_amr.X`).""
 
 from amrsim.methods import reexport_lazily
 
-__getattr__ = reexport_lazily(__name__, ("train", "data", "encoder"))
+__getattr__ = reexport_lazily(__name__, ("train", "data", "encoder", "amrsim.methods.training"))

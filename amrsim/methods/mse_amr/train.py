@@ -62,6 +62,7 @@ from amrsim.methods.training import (
     NonFiniteLossError,
     autocast,
     base_model_path,
+    epoch_order,
     linear_warmup,
     open_checkpoint,
     recover_dir,
@@ -484,7 +485,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     while step < stop:
         epoch, pos = divmod(step, steps_per_epoch)
         if epoch != order_epoch:
-            order, order_epoch = np.random.default_rng([params.seed, epoch]).permutation(n), epoch
+            order, order_epoch = epoch_order(params.seed, epoch, n), epoch
         assert order is not None
         idx = [int(i) for i in order[pos * params.batch_size:(pos + 1) * params.batch_size]]
         rng = random.Random(f"mse_amr:{params.seed}:{step}")

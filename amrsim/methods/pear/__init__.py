@@ -5,4 +5,4 @@ flat module this package replaced resolve lazily (`amrsim.methods.pear.X`)."""
 
 from amrsim.methods import reexport_lazily
 
-__getattr__ = reexport_lazily(__name__, ("train",))
+__getattr__ = reexport_lazily(__name__, ("train", "amrsim.methods.training"))

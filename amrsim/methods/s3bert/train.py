@@ -34,7 +34,6 @@ from torch import nn
 from amrsim.errors import ConfigError
 from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import (
-    NonFiniteLossError,
     atomic_json,
     autocast,
     batches,
@@ -42,6 +41,7 @@ from amrsim.methods.training import (
     open_checkpoint,
     refuse_finished_run,
     resume_train_state,
+    run_steps,
     save_checkpoint,
     st_embed,
     write_model_json,
@@ -246,11 +246,6 @@ def freeze_except_last_layers(model: nn.Module, n: int) -> list[int]:
     return sorted(keep)
 
 
-def _epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
-    """The shuffled row order of an epoch: a pure function of (seed, epoch), so a resumed run sees the same batches."""
-    return np.random.default_rng([seed, epoch]).permutation(n)
-
-
 def _fingerprint(texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([list(texts1), list(texts2)], ensure_ascii=False).encode("utf-8"))
@@ -405,33 +400,21 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     if resumed_from is None and dev is not None:
         state["initial_dev_loss"] = dev_loss()
     student.train()
-    step, running, run_count, order_epoch, order = state["step"], 0.0, 0, -1, np.arange(0)
-    while step < stop_at:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = _epoch_order(seed, epoch, n), epoch
-        rows = order[k * batch_size:(k + 1) * batch_size]
+
+    def batch_losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
         with autocast(device):
             u = st_embed(student, [texts1[i] for i in rows], device)
             v = st_embed(student, [texts2[i] for i in rows], device)
         ta, tb = teacher_embed([texts1[i] for i in rows]), teacher_embed([texts2[i] for i in rows])
         target = torch.as_tensor(y[rows], device=device)
-        loss = (weights[0] * decomposition(u, v, target)
-                + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale))
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError("S3BERT", f"loss is {float(loss.detach())}", step + 1, rows)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for _, p in trainable] + [decomposition.scales], max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError("S3BERT", f"gradient norm is {float(grad_norm.detach())}", step + 1, rows)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        running, run_count = running + float(loss.detach()), run_count + 1
-        if step % eval_every == 0 or step == stop_at:
-            evaluate_and_checkpoint(step, running / run_count)
-            running, run_count = 0.0, 0
+        return {"loss": weights[0] * decomposition(u, v, target)
+                + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale)}
+
+    step = run_steps("S3BERT", step=state["step"], stop_at=stop_at, n=n, batch_size=batch_size, seed=seed,
+                     eval_every=eval_every, losses=batch_losses,
+                     parameters=[p for _, p in trainable] + [decomposition.scales], optimizer=optimizer,
+                     scheduler=scheduler, max_grad_norm=max_grad_norm,
+                     report=lambda at, means: evaluate_and_checkpoint(at, means["loss"]))
 
     summary: dict[str, Any] = {"completed": step >= total, "steps": step, "total_steps": total,
                                "resumed_from": resumed_from, "best_dev_loss": state["best_dev_loss"],
