@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -177,3 +177,38 @@ def load_outside_amrsim(kind: str, path: Path, inputs: list, tmp: Path) -> tuple
                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return np.load(out), json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def tiny_bert(root: Path, words: Sequence[str], seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
+    """A randomly initialised BERT (hidden `hidden`, `layers` layers) with a word-level vocab of `words` after the
+    five special tokens, saved as a plain transformers directory (no modules.json) at `root`; returns `root`."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n",
+                                    encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(root / "vocab.txt"))
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=5 + len(words), hidden_size=hidden, num_hidden_layers=layers,
+                        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=64)
+    BertModel(config).save_pretrained(root)
+    tokenizer.save_pretrained(root)
+    return root
+
+
+def tensors_digest(tensors: Mapping[str, object]) -> str:
+    """sha256 over the names, dtypes, shapes and bytes of a state dict's tensors (sorted by name): equal digests,
+    bit-identical weights."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        assert isinstance(t, torch.Tensor), name
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()

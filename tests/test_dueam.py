@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 import torch
 
-from amrsim.methods import dueam
-from amrsim.methods.dueam import (
+from amrsim.methods.dueam import train as dueam
+from amrsim.methods.dueam.train import (
     EMPTY_TOKENS,
     Anchor,
     EmptyTokensError,
@@ -288,7 +288,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     from amrsim.config import load_config
     from amrsim.encoders import find_trained, load_encoder
     from amrsim.methods import get_method
-    from amrsim.methods.dueam_run import load_items
+    from amrsim.methods.dueam.run import load_items
     from amrsim.stages.ingest import ingest_dataset
     from amrsim.warehouse import Warehouse
 

@@ -87,3 +87,28 @@ def test_cli_start_up_loads_no_prefect_ray_or_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_method_packages_validate_params_without_torch_and_keep_the_flat_modules_names():
+    """Each method's pipeline entry (`amrsim.methods.<name>.run`, what config validation imports) loads no torch;
+    the names the flat modules had (`amrsim.methods.pear.CrossEncoder`, ...) resolve to the package's classes."""
+    code = ("import importlib, sys\nfrom amrsim.methods import METHODS\n"
+            "assert all(importlib.import_module(m).Params for m in METHODS.values())\n"
+            "print([m for m in sys.modules if m.split('.')[0] == 'torch'])")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+    from amrsim.methods import dueam, meaning, mse_amr, pear, s3bert
+    from amrsim.methods.mse_amr.data import load_triples
+    from amrsim.methods.pear.train import CrossEncoder
+    from amrsim.methods.training import NonFiniteLossError
+
+    assert pear.CrossEncoder is CrossEncoder and mse_amr.load_triples is load_triples
+    assert s3bert.NonFiniteLossError is dueam.NonFiniteLossError is pear.NonFiniteLossError is NonFiniteLossError
+    assert s3bert.train_s3bert.__module__ == "amrsim.methods.s3bert.train"
+    assert dueam.train_dueam.__module__ == "amrsim.methods.dueam.train"
+    assert meaning.load_trained.__module__ == "amrsim.methods.meaning.train"
+    assert mse_amr.AmrEncoder.__module__ == "amrsim.methods.mse_amr.train"
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        _ = s3bert.nothing_here

@@ -18,7 +18,7 @@ from amrsim.encoders import find_trained, load_encoder
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.methods import get_method, method_params
-from amrsim.methods.meaning import (
+from amrsim.methods.meaning.train import (
     MeaningModel,
     Stage1Config,
     Stage2Config,

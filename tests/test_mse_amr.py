@@ -14,8 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from amrsim.methods import mse_amr  # noqa: E402
-from amrsim.methods.mse_amr import (  # noqa: E402
+from amrsim.methods.mse_amr import train as mse_amr  # noqa: E402
+from amrsim.methods.mse_amr.run import Params  # noqa: E402
+from amrsim.methods.mse_amr.train import (  # noqa: E402
     AmrEncoder,
     combine,
     embed_combined,
@@ -79,6 +80,12 @@ def _triples(n: int = 8) -> list[dict]:
                               "de": {"text": f"der {agent} not {verb_s} das {obj}", "graph": g_c}},
         })
     return out
+
+
+def params(encoder_dir: Path, **settings) -> Params:
+    """MSE-AMR params for the tiny model: CPU, short inputs, tokens seen twice added, the checkpoint kept."""
+    return Params(datasets=["toy_nli"], encoder=str(encoder_dir), device="cpu", min_count=2, max_length=64,
+                  keep_checkpoint=True, **settings)
 
 
 PROBES = ["( want-01 :ARG0 ( boy ) :ARG1 ( apple ) )", "( see-01 :polarity - :ARG0 ( cat ) )", "the girl likes the dog"]
@@ -258,9 +265,9 @@ def test_train_outputs_selection_and_reload(encoder_dir, tmp_path):
         steps_seen.append(len(captured))
         return next(scores)
 
-    result = train_mse_amr(encoder_dir, _triples(), out, batch_size=8, micro_batch=4, epochs=8, lr=2e-3,
-                           p_graph=1.0, device="cpu", dev_eval=dev_eval, eval_every=2, min_count=2, max_length=64,
-                           base_encoder="minilm")
+    result = train_mse_amr(_triples(), out, params(encoder_dir, batch_size=8, micro_batch=4, epochs=8, lr=2e-3,
+                                                    p_graph=1.0, eval_every=2, base_encoder="minilm"),
+                           dev_eval=dev_eval)
     losses = result["losses"]
     assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
     assert np.mean(losses[-2:]) < np.mean(losses[:2]) - 0.1  # it learns
@@ -275,7 +282,7 @@ def test_train_outputs_selection_and_reload(encoder_dir, tmp_path):
     assert meta["params"]["grad_accum"] == 2 and meta["params"]["micro_batch"] == 4
     assert meta["metrics"]["best_step"] == 4 and [s for s, _ in meta["metrics"]["dev_history"]] == [2, 4, 6, 8]
     assert (out / "amr_encoder" / "model.safetensors").is_file()
-    assert (out / "checkpoint" / "state.pt").is_file()
+    assert (out / "checkpoint" / "train_state.pt").is_file() and (out / "checkpoint" / "state.json").is_file()
 
     enc = AmrEncoder.from_run(out, device="cpu")
     assert enc.tokenizer.tokenize(":ARG0 want-01") == [":ARG0", "want-01"]
@@ -288,19 +295,20 @@ def test_train_outputs_selection_and_reload(encoder_dir, tmp_path):
 
 
 def test_resume_continues_exactly(encoder_dir, tmp_path):
-    kwargs = dict(langs=("en", "de"), batch_size=4, micro_batch=2, epochs=3, lr=1e-3, device="cpu", min_count=2,
-                  max_length=64, seed=5)
-    full = train_mse_amr(encoder_dir, _triples(), tmp_path / "full", **kwargs)
+    kwargs = dict(langs=["en", "de"], batch_size=4, micro_batch=2, epochs=3, lr=1e-3, seed=5)
+    full = train_mse_amr(_triples(), tmp_path / "full", params(encoder_dir, **kwargs))
     assert full["steps"] == full["total_steps"] == 6 and full["resumed_from"] is None
 
-    cut = train_mse_amr(encoder_dir, _triples(), tmp_path / "cut", max_steps=2, **kwargs)
+    cut = train_mse_amr(_triples(), tmp_path / "cut", params(encoder_dir, max_steps=2, **kwargs))
     assert cut["steps"] == 2 and not cut["completed"]
-    state = torch.load(tmp_path / "cut" / "checkpoint" / "state.pt", weights_only=True)
-    assert state["step"] == 2
+    state = json.loads((tmp_path / "cut" / "checkpoint" / "state.json").read_text(encoding="utf-8"))
+    assert state["step"] == 2 and len(state["losses"]) == 2
+    assert set(torch.load(tmp_path / "cut" / "checkpoint" / "train_state.pt", weights_only=True)) == {
+        "optimizer", "scheduler", "rng"}
     assert json.loads((tmp_path / "cut" / "model.json").read_text())["metrics"]["completed"] is False
 
     torch.manual_seed(12345)  # a new process would start from another RNG state: the checkpoint's must be restored
-    resumed = train_mse_amr(encoder_dir, _triples(), tmp_path / "cut", **kwargs)
+    resumed = train_mse_amr(_triples(), tmp_path / "cut", params(encoder_dir, **kwargs))
     assert resumed["resumed_from"] == 2 and resumed["steps"] == 6 and resumed["completed"]
     assert resumed["added_tokens"] == full["added_tokens"]
     np.testing.assert_allclose(resumed["losses"], full["losses"], rtol=1e-5)
@@ -309,7 +317,7 @@ def test_resume_continues_exactly(encoder_dir, tmp_path):
     np.testing.assert_allclose(a, b, atol=1e-5)
 
     with pytest.raises(ValueError, match="lr"):  # a checkpoint made with other settings is not picked up
-        train_mse_amr(encoder_dir, _triples(), tmp_path / "cut", **{**kwargs, "lr": 1e-4})
+        train_mse_amr(_triples(), tmp_path / "cut", params(encoder_dir, **{**kwargs, "lr": 1e-4}))
 
 
 def test_nan_loss_names_step_and_triples(encoder_dir, tmp_path, monkeypatch):
@@ -323,5 +331,4 @@ def test_nan_loss_names_step_and_triples(encoder_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(mse_amr, "simcse_loss", flaky)
     with pytest.raises(FloatingPointError, match=r"step 2 .*triples: \[0, 1, 2, 3, 4, 5, 6, 7\]"):
-        train_mse_amr(encoder_dir, _triples(), tmp_path / "nan", batch_size=8, micro_batch=8, epochs=3,
-                      device="cpu", min_count=2, max_length=64)
+        train_mse_amr(_triples(), tmp_path / "nan", params(encoder_dir, batch_size=8, micro_batch=8, epochs=3))

@@ -192,7 +192,7 @@ def project(tmp_path, write_tsv, write_config, tiny_bert):
 
 
 def test_training_data_skips_failed_graph_and_uses_own_translation_graphs(project):
-    from amrsim.methods.mse_amr_data import load_triples
+    from amrsim.methods.mse_amr.data import load_triples
 
     _, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})  # German graphs are the English ones again: not a language
@@ -229,7 +229,7 @@ def _params(cfg, **over):
 
 @pytest.mark.slow
 def test_train_through_the_warehouse_then_resume(project):
-    from amrsim.methods.mse_amr_run import train
+    from amrsim.methods.mse_amr.run import train
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
@@ -260,7 +260,7 @@ def test_train_through_the_warehouse_then_resume(project):
 
 
 def test_config_errors_before_training(project, write_config, tiny_bert):
-    from amrsim.methods.mse_amr_run import train
+    from amrsim.methods.mse_amr.run import train
 
     cfg, _ = project
     with pytest.raises(ConfigError, match=r"train.mse_amr.params.dev_dataset: unknown dataset 'nope'"):
@@ -279,8 +279,8 @@ def test_graph_aware_encoder(project):
     from amrsim.amr.linearize import linearize
     from amrsim.encoders import load_encoder, model_id
     from amrsim.encoders.cache import embed_sentences
-    from amrsim.methods.mse_amr import combine
-    from amrsim.methods.mse_amr_run import train
+    from amrsim.methods.mse_amr.run import train
+    from amrsim.methods.mse_amr.train import combine
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
@@ -333,7 +333,7 @@ def test_graph_aware_encoder(project):
 def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_bert):
     from transformers import AutoModel, AutoTokenizer
 
-    from amrsim.methods.mse_amr import _embed, _embed_by_length
+    from amrsim.methods.mse_amr.train import _embed, _embed_by_length
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert))
     model = AutoModel.from_pretrained(str(tiny_bert)).eval()

@@ -272,7 +272,7 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
 def test_fusion_needs_two_varying_scores():
     import numpy as np
 
-    from amrsim.methods.pear import fit_fusion
+    from amrsim.methods.pear.train import fit_fusion
 
     with pytest.raises(ValueError, match="constant"):
         fit_fusion(np.array([0.5, 0.5, 0.5]), np.array([0.1, 0.2, 0.3]), "minilm", 0.5)

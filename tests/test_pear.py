@@ -18,7 +18,8 @@ from amrsim.config import load_config
 from amrsim.encoders import find_trained
 from amrsim.evaluate.sts import correlations, is_cross_encoder
 from amrsim.methods import get_method, method_params
-from amrsim.methods.pear import (
+from amrsim.methods.pear.run import best_or_none, open_study, run_search, trials_frame
+from amrsim.methods.pear.train import (
     CrossEncoder,
     CrossEncoderScorer,
     Hyper,
@@ -31,7 +32,6 @@ from amrsim.methods.pear import (
     param_groups,
     warmup_steps,
 )
-from amrsim.methods.pear_run import best_or_none, open_study, run_search, trials_frame
 from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
 from tests.helpers import build_tiny_bert
@@ -256,7 +256,7 @@ def project(tmp_path, write_config, tiny_bert):
 
 @pytest.mark.slow
 def test_optuna_study_resumes_and_records_every_trial(project):
-    from amrsim.methods.pear_run import gold_pairs
+    from amrsim.methods.pear.run import gold_pairs
 
     space = {"trials": 2, "study": "resume", "lr": [1e-4, 1e-3], "k": [0, 1], "epochs": [1, 1], "e_weak": [0, 1]}
     cfg, wh, params = project(search=space)

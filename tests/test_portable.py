@@ -23,7 +23,7 @@ def base64(tmp_path_factory):
 @pytest.mark.slow
 def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layout(base64, tmp_path, one_thread):
     from amrsim.evaluate.aspects import aspect_slices
-    from amrsim.methods.s3bert import train_s3bert
+    from amrsim.methods.s3bert.train import train_s3bert
 
     words = [t.split() for t in TEXTS]
     t1 = [" ".join(rng.choice(w, 3)) for w in words * 4]
@@ -54,7 +54,7 @@ def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layo
 
 @pytest.mark.slow
 def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread):
-    from amrsim.methods.dueam import train_dueam
+    from amrsim.methods.dueam.train import train_dueam
 
     t1 = [t for t in TEXTS for _ in range(3)]
     t2 = [TEXTS[(i + 1) % 4] for i in range(4) for _ in range(3)]
@@ -71,8 +71,8 @@ def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread
 
 @pytest.mark.slow
 def test_pear_run_loads_with_sentence_transformers_cross_encoder(base64, tmp_path, one_thread):
-    from amrsim.methods.pear import CrossEncoder as PearModel
-    from amrsim.methods.pear import save_run, train_epochs
+    from amrsim.methods.pear.train import CrossEncoder as PearModel
+    from amrsim.methods.pear.train import save_run, train_epochs
 
     model = PearModel(str(base64), device="cpu")
     t1, t2 = TEXTS * 3, list(reversed(TEXTS)) * 3

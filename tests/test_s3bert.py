@@ -16,12 +16,11 @@ from safetensors.torch import load_file
 
 from amrsim.errors import ConfigError
 from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_slices
-from amrsim.methods import s3bert
-from amrsim.methods.s3bert import (
+from amrsim.methods.s3bert import train as s3bert
+from amrsim.methods.s3bert.train import (
     RESIDUAL,
     S3BERT_ASPECTS,
     DecompositionLoss,
-    NonFiniteLossError,
     aspect_layout,
     consistency_loss,
     explain,
@@ -30,6 +29,7 @@ from amrsim.methods.s3bert import (
     train_s3bert,
     with_negatives,
 )
+from amrsim.methods.training import NonFiniteLossError, epoch_order
 
 # ---------------------------------------------------------------- layout
 
@@ -332,7 +332,7 @@ KILLED_CHILD = """
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from amrsim.methods.s3bert import train_s3bert
+from amrsim.methods.s3bert.train import train_s3bert
 from tests.test_s3bert import toy_pairs
 model, out, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 step = torch.optim.AdamW.step
@@ -405,7 +405,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 3") as err:
         train_s3bert(tiny_model, *train, None, tmp_path / "run", **kwargs)
     # step 3 is epoch 0's third batch: rows 16..19 of that epoch's shuffle
-    expected = s3bert._epoch_order(5, 0, 20)[16:20].tolist()
+    expected = epoch_order(5, 0, 20)[16:20].tolist()
     assert err.value.step == 3 and err.value.rows == expected
     assert str(expected) in str(err.value)
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""S3BERT through the warehouse: pairs with provided graphs -> metrics stage -> `s3bert_run.train` -> a model the
+"""S3BERT through the warehouse: pairs with provided graphs -> metrics stage -> `s3bert.run.train` -> a model the
 encoders load, naming the table versions it saw; config errors before any training; graph failures counted."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from amrsim.config import load_config
 from amrsim.encoders import find_trained, load_encoder
 from amrsim.errors import ConfigError
-from amrsim.methods import get_method, method_params, s3bert_run
+from amrsim.methods import get_method, method_params
+from amrsim.methods.s3bert import run as s3bert_run
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.stages.ingest import ingest_dataset
@@ -134,7 +135,7 @@ def test_an_aspect_the_metrics_stage_leaves_out_is_a_config_error_before_trainin
     def no_training(*a, **k):
         raise AssertionError("training must not start")
 
-    monkeypatch.setattr("amrsim.methods.s3bert.train_s3bert", no_training)
+    monkeypatch.setattr("amrsim.methods.s3bert.train.train_s3bert", no_training)
     with pytest.raises(ConfigError, match="named_entities"):
         get_method("s3bert")(cfg, "toy", params, "run2")
 
@@ -164,7 +165,7 @@ def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_t
     from typer.testing import CliRunner
 
     from amrsim.cli import app
-    from amrsim.methods.s3bert import contributions, explain, layout_from_meta
+    from amrsim.methods.s3bert.train import contributions, explain, layout_from_meta
 
     cfg, wh, params = project()
     get_method("s3bert")(cfg, "toy", {**params, "max_steps": None, "epochs": 1}, "run3")

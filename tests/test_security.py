@@ -211,7 +211,7 @@ def tiny_st(tmp_path_factory) -> Path:
 
 
 def test_s3bert_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thread):
-    from amrsim.methods.s3bert import train_s3bert
+    from amrsim.methods.s3bert.train import train_s3bert
 
     t1 = ["the cat runs", "the dog sleeps", "the red cat", "the blue dog"]
     t2 = ["the dog runs", "the cat sleeps", "the blue cat", "the red dog"]
@@ -229,16 +229,22 @@ def test_s3bert_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thre
     assert not marker.exists()
 
 
-def test_mse_amr_resume_refuses_a_crafted_state(tmp_path):
-    from amrsim.methods.mse_amr import train_mse_amr
+def test_mse_amr_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thread):
+    from amrsim.methods.mse_amr.run import Params
+    from amrsim.methods.mse_amr.train import train_mse_amr
 
     out = tmp_path / "models" / "mse_amr" / "r1"
     marker = tmp_path / "ran"
-    _write_crafted(out / "checkpoint" / "state.pt", marker)
     triple = {role: {"en": {"text": "a cat", "graph": "(c / cat)"}} for role in ("premise", "entailment",
                                                                                "contradiction")}
-    with pytest.raises(WarehouseError, match=r"state\.pt: refused to load"):
-        train_mse_amr(tmp_path / "no-model", [triple], out, device="cpu", batch_size=1, micro_batch=1)
+    settings = dict(datasets=["nli"], encoder=str(tiny_st.parent / "hf"), device="cpu", batch_size=2, micro_batch=2,
+                    epochs=2, min_count=1, max_length=16, pooling="cls")
+    stopped = train_mse_amr([triple] * 4, out, Params(max_steps=1, **settings))
+    state_file = out / "checkpoint" / "train_state.pt"
+    assert not stopped["completed"] and state_file.is_file()
+    _write_crafted(state_file, marker)
+    with pytest.raises(WarehouseError, match=r"train_state\.pt: refused to load"):
+        train_mse_amr([triple] * 4, out, Params(**settings))
     assert not marker.exists()
 
 
@@ -254,7 +260,7 @@ def _run_with_pickled_weights(tiny_st: Path, run: Path, sub: str, marker: Path, 
 
 def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
     from amrsim.encoders import load_encoder
-    from amrsim.methods.mse_amr import AmrEncoder
+    from amrsim.methods.mse_amr.train import AmrEncoder
 
     root, marker = tmp_path / "models", tmp_path / "ran"
     _run_with_pickled_weights(tiny_st, root / "s3bert" / "r1", "encoder", marker,
@@ -273,7 +279,7 @@ def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
 
 def test_model_json_cannot_point_a_loader_outside_its_run(tiny_st, tmp_path):
     from amrsim.encoders import load_encoder
-    from amrsim.methods.mse_amr import AmrEncoder
+    from amrsim.methods.mse_amr.train import AmrEncoder
 
     root = tmp_path / "models"
     shutil.copytree(tiny_st, tmp_path / "elsewhere")  # a loadable model outside the run

@@ -259,10 +259,10 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
 
 # methods whose trained model is not a sentence-transformers directory: method -> "module:function(name, model_id,
 # run_dir, batch_size, device, models_root)"
-TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr_encoder:load_trained",
-                   "pear": "amrsim.methods.pear:load_trained",
-                   "pear_fused": "amrsim.methods.pear:load_fused",
-                   "meaning": "amrsim.methods.meaning:load_trained"}
+TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr.encoder:load_trained",
+                   "pear": "amrsim.methods.pear.train:load_trained",
+                   "pear_fused": "amrsim.methods.pear.train:load_fused",
+                   "meaning": "amrsim.methods.meaning.train:load_trained"}
 
 
 @lru_cache(maxsize=4)

@@ -1,5 +1,6 @@
-"""Training methods. Each registers `amrsim/methods/<name>_run.py`, a light module (torch is imported inside its
-functions, so validating a config stays fast) with:
+"""Training methods. Each is a package `amrsim/methods/<name>/`: `train.py` (its model, loss and training loop),
+`run.py` (the pipeline entry) and, where it has them, `data.py` / `encoder.py`. The registry names each `run.py`, a
+light module (torch is imported inside its functions, so validating a config stays fast) with:
 
 - `Params`: a strict pydantic model of the method's `train: - method: <name>  params: {...}` entry;
 - `train(cfg, pipeline, params: Params, run_id) -> dict`: reads pinned warehouse tables, trains, writes
@@ -9,7 +10,7 @@ functions, so validating a config stays fast) with:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -17,12 +18,29 @@ from pydantic import BaseModel
 
 # name -> module holding Params and train; imported on first use
 METHODS: dict[str, str] = {
-    "s3bert": "amrsim.methods.s3bert_run",
-    "mse_amr": "amrsim.methods.mse_amr_run",
-    "dueam": "amrsim.methods.dueam_run",
-    "pear": "amrsim.methods.pear_run",
-    "meaning": "amrsim.methods.meaning_run",
+    "s3bert": "amrsim.methods.s3bert.run",
+    "mse_amr": "amrsim.methods.mse_amr.run",
+    "dueam": "amrsim.methods.dueam.run",
+    "pear": "amrsim.methods.pear.run",
+    "meaning": "amrsim.methods.meaning.run",
 }
+
+
+def reexport_lazily(package: str, modules: Sequence[str]) -> Callable[[str], Any]:
+    """A module `__getattr__` for a method package: `amrsim.methods.<name>.X` is X of the first of `modules` (its
+    submodules, or dotted module names) that has it, imported on first use. Keeps the names of the flat modules
+    the packages replaced (`amrsim.methods.pear.CrossEncoder`, `amrsim.methods.s3bert.train_s3bert`) working
+    without importing torch when the package is."""
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 (PEP 562 module __getattr__)
+        if not name.startswith("__"):
+            for module in modules:
+                found = importlib.import_module(module if "." in module else f"{package}.{module}")
+                if hasattr(found, name):
+                    return getattr(found, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 def _module(name: str) -> ModuleType:

@@ -53,23 +53,6 @@ def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
     return path
 
 
-def load_state(path: Path) -> Any:
-    """A checkpoint's training state (a `torch.save` of tensors and plain data: optimizer, scheduler, RNG, step),
-    read with weights_only=True: a file crafted to run code when unpickled is refused, never executed."""
-    import pickle
-
-    import torch
-
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        # torch's message suggests weights_only=False; keep only the line naming what was refused
-        lines = [x.strip() for x in str(e).splitlines() if x.strip()]
-        why = next((x for x in lines if "unsupported" in x.lower()), lines[0] if lines else "unpickling error")
-        raise WarehouseError(f"{path}: refused to load: it holds more than tensors and plain data, so amrsim did not "
-                             f"write it ({why}); delete the checkpoint or train with resume=False") from None
-
-
 def table_versions(wh: Warehouse, datasets: Iterable[str], tables: Iterable[str]) -> dict[str, int | None]:
     """`<dataset>.<table>` -> Delta version read: pins a model to the exact data it saw (recorded in model.json)."""
     tables = list(tables)

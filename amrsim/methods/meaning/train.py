@@ -10,7 +10,7 @@ Stage 1 splits a frozen encoder's sentence embedding e into a meaning part m = M
 
 Stage 2 puts an MLP (two hidden layers, ReLU, dropout) on the frozen meaning embeddings and regresses the cosine of
 two sentences' outputs onto their gold STS score scaled to [0, 1] (MSE). Nothing here reads the warehouse:
-`amrsim.methods.meaning_run` hands over vectors; `save_model` / `MeaningEncoder` write and load a run directory.
+`amrsim.methods.meaning.run` hands over vectors; `save_model` / `MeaningEncoder` write and load a run directory.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from amrsim.methods.training import atomic_json
+from amrsim.methods.training import refuse_finished_run, write_model_json
 
 log = logging.getLogger(__name__)
 
@@ -484,18 +483,16 @@ def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Seq
     from safetensors.torch import save_model as save_st
 
     out_dir = Path(out_dir)
-    if (out_dir / "model.json").exists():
-        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+    refuse_finished_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     save_st(model, str(out_dir / STAGE1_FILE))
     if sts_head is not None:
         save_st(sts_head, str(out_dir / STAGE2_FILE))
     dim = int(model.classifier.in_features)
-    meta = {"method": "meaning", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-            "base_encoder": base_encoder, "dim": dim, "langs": list(langs), "stage1": stage1.as_dict(),
+    meta = {"base_encoder": base_encoder, "dim": dim, "langs": list(langs), "stage1": stage1.as_dict(),
             "weights": STAGE1_FILE, "stage2": None if sts_head is None or stage2 is None else
             {**stage2.as_dict(), "weights": STAGE2_FILE}, **(extra_meta or {})}
-    atomic_json(out_dir / "model.json", meta)
+    write_model_json(out_dir, "meaning", meta)
     return out_dir
 
 

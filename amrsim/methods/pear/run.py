@@ -1,4 +1,5 @@
-"""PEAR in the pipeline: gold pairs from the warehouse, optional Optuna search, then `amrsim.methods.pear.fit_pear`.
+"""PEAR in the pipeline: gold pairs from the warehouse, optional Optuna search, then
+`amrsim.methods.pear.train.fit_pear`.
 
 Training pairs are the ok pairs of `datasets` (split `train_split`) whose two sentences are in `langs`; gold scores
 are normalised to 0-1 by each dataset's `score_range` (config), else by the min and max of its ok pairs. Mode `all`
@@ -34,7 +35,7 @@ from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
 if TYPE_CHECKING:
-    from amrsim.methods.pear import CrossEncoder, Hyper
+    from amrsim.methods.pear.train import CrossEncoder, Hyper
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class Params(MethodParams):
                                        "dev_split": "dev"})
 
     def hyper(self) -> Hyper:
-        from amrsim.methods.pear import Hyper
+        from amrsim.methods.pear.train import Hyper
 
         return Hyper(lr=self.lr, epochs=self.epochs, e_weak=self.e_weak, k=self.k,
                      max_grad_norm=self.max_grad_norm, batch_size=self.batch_size,
@@ -166,7 +167,7 @@ def score_ranges(cfg: LoadedConfig, pipeline: str, wh: Warehouse,
 def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
                ranges: dict[str, tuple[float, float]]) -> tuple[pl.DataFrame, dict[str, int]]:
     """Ok pairs of one split in `langs` with texts, languages and the 0-1 target; rows left out, by reason."""
-    from amrsim.methods.pear import normalise_scores
+    from amrsim.methods.pear.train import normalise_scores
 
     parts, left = [], {"failed pair rows": 0, "no score": 0}
     for ds in datasets:
@@ -211,7 +212,7 @@ class KnnSilver:
 
     def __call__(self, model: CrossEncoder | None, k: int) -> tuple[list[str], list[str], np.ndarray]:
         from amrsim.augment.knn import CosineScorer, augment_pairs
-        from amrsim.methods.pear import CrossEncoderScorer
+        from amrsim.methods.pear.train import CrossEncoderScorer
 
         t1: list[str] = []
         t2: list[str] = []
@@ -231,7 +232,8 @@ class KnnSilver:
 
 
 def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[CrossEncoder, dict[str, Any]]:
-    from amrsim.methods.pear import base_model_path, fit_pear
+    from amrsim.methods.pear.train import fit_pear
+    from amrsim.methods.training import base_model_path
 
     silver = KnnSilver(gold, params.biencoder, params.device, params.max_silver, seed) if hp.k > 0 else None
     return fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(), gold["sentence2"].to_list(),
@@ -241,7 +243,7 @@ def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[Cros
 
 def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64,
                  symmetric: bool = False) -> float | None:
-    from amrsim.methods.pear import spearman
+    from amrsim.methods.pear.train import spearman
 
     if dev.height < 2:
         return None
@@ -253,7 +255,7 @@ def save_fused_run(wh: Warehouse, pear_name: str, params: Params, pairs: pl.Data
                    meta: dict[str, Any]) -> str:
     """Fit the fusion of a PEAR run with `params.fused_with` on `pairs` (PEAR's predictions given) and save it as
     `pear_fused:<same run id>`; its dev Spearman goes to model.json `metrics`."""
-    from amrsim.methods.pear import FUSED_METHOD, base_cosines, fit_fusion, save_fused, spearman
+    from amrsim.methods.pear.train import FUSED_METHOD, base_cosines, fit_fusion, save_fused, spearman
 
     assert params.fused_with is not None
     cos = base_cosines(params.fused_with, pairs["sentence1"].to_list(), pairs["sentence2"].to_list(),
@@ -343,7 +345,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     completed trial says so in `message` and returns `best: None`."""
     import optuna
 
-    from amrsim.methods.pear import NonFiniteLossError
+    from amrsim.methods.pear.train import NonFiniteLossError
 
     space = params.search
     assert space is not None
@@ -389,7 +391,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
     """Search (when configured) and train the PEAR cross-encoder(s); models under warehouse/models/pear/."""
     from dataclasses import asdict, replace
 
-    from amrsim.methods.pear import save_run, spearman
+    from amrsim.methods.pear.train import save_run, spearman
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

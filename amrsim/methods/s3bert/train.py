@@ -20,11 +20,9 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,9 +31,21 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from amrsim.errors import AmrsimError, ConfigError
+from amrsim.errors import ConfigError
 from amrsim.methods.portable import link_run_root
-from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
+from amrsim.methods.training import (
+    atomic_json,
+    autocast,
+    batches,
+    linear_warmup,
+    open_checkpoint,
+    refuse_finished_run,
+    resume_train_state,
+    run_steps,
+    save_checkpoint,
+    st_embed,
+    write_model_json,
+)
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
 if TYPE_CHECKING:
@@ -51,17 +61,8 @@ RESIDUAL = "residual"
 CONSTANT_TARGET = 0.5  # a column with no spread carries no ranking: its midpoint, not the reference's 0/0 = NaN
 CONSISTENCY_SCALE = 5.0  # the reference's MultipleConsistencyLoss multiplies both cosine matrices by 5
 SIMILARITIES = ("cosine", "manhattan")
+STUDENT = "student.safetensors"  # the checkpoint's weights
 _LAYER = re.compile(r"(?:^|\.)(?:layer|layers|block)\.(\d+)\.")
-
-
-class NonFiniteLossError(AmrsimError):
-    """The training loss (or its gradient norm) became NaN/inf: names the step and the batch's rows."""
-
-    def __init__(self, what: str, step: int, rows: Sequence[int]):
-        self.step = step
-        self.rows = [int(r) for r in rows]
-        super().__init__(f"S3BERT training: {what} at step {step}; batch rows (indices into the training pairs): "
-                         f"{self.rows}; the last checkpoint is kept, fix the data or lower the learning rate")
 
 
 # ---------------------------------------------------------------------------------------------------- layout
@@ -245,11 +246,6 @@ def freeze_except_last_layers(model: nn.Module, n: int) -> list[int]:
     return sorted(keep)
 
 
-def _epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
-    """The shuffled row order of an epoch: a pure function of (seed, epoch), so a resumed run sees the same batches."""
-    return np.random.default_rng([seed, epoch]).permutation(n)
-
-
 def _fingerprint(texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([list(texts1), list(texts2)], ensure_ascii=False).encode("utf-8"))
@@ -294,11 +290,9 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     from sentence_transformers import SentenceTransformer
 
     from amrsim.encoders import resolve_device
-    from amrsim.methods.common import load_state
 
     out_dir = Path(out_dir)
-    if (out_dir / "model.json").exists():
-        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+    refuse_finished_run(out_dir)
     if batch_size < 1 or epochs < 1 or eval_every < 1 or warmup < 0 or (max_steps is not None and max_steps < 1):
         raise ValueError("S3BERT: batch_size, epochs, eval_every (and max_steps when given) must be >= 1, warmup >= 0")
     y = _check_split("training pairs", texts1, texts2, targets, n_aspects)
@@ -342,14 +336,9 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
                              "initial_dev_loss": None, "history": []}
     resumed_from = None
     if saved is not None:
-        load_model(student, str(ckpt / "student.safetensors"), device=device)
-        train_state = load_state(ckpt / "train_state.pt")  # weights_only: a crafted pickle is refused
+        load_model(student, str(ckpt / STUDENT), device=device)
+        train_state = resume_train_state(ckpt, optimizer, scheduler)  # weights_only: a crafted pickle is refused
         decomposition.scales.data.copy_(train_state["scales"].to(device))
-        optimizer.load_state_dict(train_state["optimizer"])
-        scheduler.load_state_dict(train_state["scheduler"])
-        torch.set_rng_state(train_state["rng_cpu"])
-        if torch.cuda.is_available() and train_state.get("rng_cuda"):
-            torch.cuda.set_rng_state_all(train_state["rng_cuda"])
         state = saved
         resumed_from = state["step"]
         log.info("S3BERT: resuming %s from step %d", out_dir, resumed_from)
@@ -391,22 +380,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
         return total_loss / count
 
     def checkpoint() -> None:
-        """Write the checkpoint beside the old one, then swap, so a crash mid-write keeps the previous one."""
-        tmp = out_dir / "checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        save_model(student, str(tmp / "student.safetensors"))
-        torch.save({"scales": decomposition.scales.detach().cpu(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "rng_cpu": torch.get_rng_state(),
-                    "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
-                   tmp / "train_state.pt")
-        atomic_json(tmp / "state.json", state)
-        old = out_dir / "checkpoint.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if ckpt.exists():
-            os.replace(ckpt, old)
-        os.replace(tmp, ckpt)
-        shutil.rmtree(old, ignore_errors=True)
+        save_checkpoint(out_dir, state, optimizer, scheduler, lambda d: save_model(student, str(d / STUDENT)),
+                        scales=decomposition.scales.detach().cpu())
 
     def evaluate_and_checkpoint(step: int, train_loss: float | None) -> None:
         entry: dict[str, Any] = {"step": step, "train_loss": train_loss}
@@ -425,33 +400,21 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     if resumed_from is None and dev is not None:
         state["initial_dev_loss"] = dev_loss()
     student.train()
-    step, running, run_count, order_epoch, order = state["step"], 0.0, 0, -1, np.arange(0)
-    while step < stop_at:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = _epoch_order(seed, epoch, n), epoch
-        rows = order[k * batch_size:(k + 1) * batch_size]
+
+    def batch_losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
         with autocast(device):
             u = st_embed(student, [texts1[i] for i in rows], device)
             v = st_embed(student, [texts2[i] for i in rows], device)
         ta, tb = teacher_embed([texts1[i] for i in rows]), teacher_embed([texts2[i] for i in rows])
         target = torch.as_tensor(y[rows], device=device)
-        loss = (weights[0] * decomposition(u, v, target)
-                + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale))
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"loss is {float(loss.detach())}", step + 1, rows)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for _, p in trainable] + [decomposition.scales], max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError(f"gradient norm is {float(grad_norm.detach())}", step + 1, rows)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        running, run_count = running + float(loss.detach()), run_count + 1
-        if step % eval_every == 0 or step == stop_at:
-            evaluate_and_checkpoint(step, running / run_count)
-            running, run_count = 0.0, 0
+        return {"loss": weights[0] * decomposition(u, v, target)
+                + weights[1] * consistency_loss(u, ta, v, tb, scale=consistency_scale)}
+
+    step = run_steps("S3BERT", step=state["step"], stop_at=stop_at, n=n, batch_size=batch_size, seed=seed,
+                     eval_every=eval_every, losses=batch_losses,
+                     parameters=[p for _, p in trainable] + [decomposition.scales], optimizer=optimizer,
+                     scheduler=scheduler, max_grad_norm=max_grad_norm,
+                     report=lambda at, means: evaluate_and_checkpoint(at, means["loss"]))
 
     summary: dict[str, Any] = {"completed": step >= total, "steps": step, "total_steps": total,
                                "resumed_from": resumed_from, "best_dev_loss": state["best_dev_loss"],
@@ -473,11 +436,10 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
                     "aspect_scales": dict(zip(aspects, scales, strict=True))}
     # the layout travels with the model: `SentenceTransformer(out_dir)` loads it, its config says what each slice is
     link_run_root(out_dir, "encoder", {"s3bert": saved_layout})
-    meta = {"method": "s3bert", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-            "encoder": "encoder", **saved_layout, "base": model_path, "params": params,
+    meta = {"encoder": "encoder", **saved_layout, "base": model_path, "params": params,
             "seed": seed, "device": device, "metrics": {k: v for k, v in summary.items() if k != "completed"},
             "history": state["history"], **(extra_meta or {})}
-    atomic_json(out_dir / "model.json", meta)
+    write_model_json(out_dir, "s3bert", meta)
     shutil.rmtree(ckpt, ignore_errors=True)
     best_path.unlink(missing_ok=True)
     best_scales.unlink(missing_ok=True)

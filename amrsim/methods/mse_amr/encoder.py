@@ -22,7 +22,7 @@ import polars as pl
 
 from amrsim.config import PARSER_LANGS
 from amrsim.ingest.normalise import normalise_lang
-from amrsim.methods.mse_amr_data import ENGLISH, english_sources, parse_now, sentence_graphs
+from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sentence_graphs
 from amrsim.translate.run import TranslatorSpec, english_translations
 from amrsim.warehouse.store import OK, Warehouse
 
@@ -40,7 +40,7 @@ class MseAmrEncoder:
 
     def __post_init__(self) -> None:
         from amrsim.encoders import load_encoder
-        from amrsim.methods.mse_amr import INTEGRATIONS, AmrEncoder
+        from amrsim.methods.mse_amr.train import INTEGRATIONS, AmrEncoder
 
         meta = json.loads((Path(self.run_dir) / "model.json").read_text(encoding="utf-8"))
         self.base_name = str(meta.get("base_encoder", "muse"))
@@ -59,7 +59,7 @@ class MseAmrEncoder:
         self.dim = {"concat": s_dim + h_dim, "sum": s_dim, "s_only": s_dim, "h_only": h_dim}[self.integration]
 
     def _combine(self, s: np.ndarray | None, h: np.ndarray | None) -> np.ndarray:
-        from amrsim.methods.mse_amr import combine
+        from amrsim.methods.mse_amr.train import combine
 
         return np.ascontiguousarray(combine(s, h, self.integration), dtype=np.float32)
 

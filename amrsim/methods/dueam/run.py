@@ -1,5 +1,6 @@
 """DuEAM in the pipeline: NLI-style items from the warehouse, the paper's pair constructions, then
-`amrsim.methods.dueam.train_dueam` into `warehouse/models/dueam/<run id>/` (loadable as `dueam:<run id|latest>`).
+`amrsim.methods.dueam.train.train_dueam` into `warehouse/models/dueam/<run id>/`
+(loadable as `dueam:<run id|latest>`).
 
 Items (`load_items`): each row group of a `triples` table (premise; entailment and contradiction are its hypotheses)
 or a `pairs` table (sentence1 = premise, sentence2 = hypothesis; lang1/lang2 per side) sharing an item id, split
@@ -106,7 +107,7 @@ def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions
     """NLI items of every dataset (sorted by dataset, item id), rows left out by reason, rows read."""
     import polars as pl
 
-    from amrsim.methods.dueam import NLIItem
+    from amrsim.methods.dueam.train import NLIItem
     from amrsim.warehouse.store import OK
 
     items: list[NLIItem] = []
@@ -176,7 +177,8 @@ def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     import numpy as np
 
-    from amrsim.methods.dueam import construct_pairs, resolve_model, train_dueam
+    from amrsim.methods.dueam.train import construct_pairs, train_dueam
+    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)
@@ -211,7 +213,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                  len(items), langs_found, dict(left_out))
         out_dir = run_dir(wh, METHOD, run_id)
         result = train_dueam(
-            resolve_model(params.anchor), resolve_model(params.learner), [p.text1 for p in pairs],
+            base_model_path(params.anchor), base_model_path(params.learner), [p.text1 for p in pairs],
             [p.text2 for p in pairs], out_dir, dev=dev, lam=params.lam, batch_size=params.batch_size, lr=params.lr,
             warmup=params.warmup, epochs=params.epochs, eval_every=params.eval_every, max_steps=params.max_steps,
             seed=params.seed, device=params.device, anchor_layer=params.anchor_layer, weights=params.wmd_weights,

