@@ -52,6 +52,12 @@ def _die_with(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Called in a child (a worker pool's initializer): it never outlives `parent_pid`, even one killed with
+    SIGKILL (Linux; elsewhere a no-op)."""
+    _die_with(parent_pid)()
+
+
 def spawn_tied(cmd: list[str], env: dict[str, str], stdout: IO[Any] | int | None = None,
                stderr: IO[Any] | int | None = None, cwd: str | Path | None = None) -> subprocess.Popen[bytes]:
     """Start `cmd` in its own process group (a terminal's Ctrl-C reaches only this process, which stops it in order)

@@ -26,6 +26,7 @@ import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics.aspects import GraphView, aspect_scores
+from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
@@ -202,9 +203,12 @@ def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
     return _with_keys(frame, _score_columns(frame["amr1"].to_list(), frame["amr2"].to_list(), options), options)
 
 
-def _init_worker(options: MetricsOptions | None) -> None:
-    """Pool worker start-up: one BLAS thread (the processes are the parallelism), then the imports and node vectors
-    the first batch would otherwise pay for."""
+def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) -> None:
+    """Pool worker start-up: tied to the process that started the pool (a SIGKILLed CLI leaves no workers behind),
+    one BLAS thread (the processes are the parallelism), then the imports and node vectors the first batch would
+    otherwise pay for."""
+    if parent_pid is not None:
+        die_with_parent(parent_pid)
     try:
         from threadpoolctl import threadpool_limits
 
@@ -223,7 +227,7 @@ def worker_pool(workers: int, options: MetricsOptions | None = None) -> ProcessP
     """A process pool for `score_pairs_parallel`; pass it to several calls to start the workers once."""
     # spawn, not fork: forking a process whose polars/BLAS thread pools are running can deadlock the children.
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(options,))
+                               initializer=_init_worker, initargs=(options, os.getpid()))
 
 
 POOL_START_S = 1.5  # seconds a spawned worker takes to import the engine, here and under load (measured)
