@@ -147,6 +147,30 @@ def write_model_json(out_dir: Path, method: str, fields: Mapping[str, Any]) -> N
     atomic_json(Path(out_dir) / MODEL_JSON, meta)
 
 
+def finish_encoder_run(out_dir: Path, method: str, student: SentenceTransformer, best_path: Path | None,
+                       meta: Mapping[str, Any], root_config: dict[str, Any] | None = None,
+                       leftovers: Sequence[Path] = ()) -> Path:
+    """End a sentence-transformers method's run: `out_dir/encoder/` from the best dev weights (`best_path`, when
+    given and written) else the last; the run directory made to load as it (`root_config`: what the method adds to
+    its sentence-transformers config); model.json (`encoder` + `meta`); then the checkpoint, `best_path` and
+    `leftovers` removed. Returns the encoder directory."""
+    from safetensors.torch import load_model
+
+    from amrsim.methods.portable import link_run_root
+
+    if best_path is not None and best_path.exists():
+        load_model(student, str(best_path), device=str(student.device))
+    encoder_dir = out_dir / "encoder"
+    shutil.rmtree(encoder_dir, ignore_errors=True)
+    student.save(str(encoder_dir), create_model_card=False)
+    link_run_root(out_dir, "encoder", root_config)  # `SentenceTransformer(out_dir)` loads it
+    write_model_json(out_dir, method, {"encoder": "encoder", **meta})
+    shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
+    for path in [*([best_path] if best_path is not None else []), *leftovers]:
+        path.unlink(missing_ok=True)
+    return encoder_dir
+
+
 def swap_dir(target: Path, write: Callable[[Path], None]) -> None:
     """Fill `target` atomically: `write` fills `<target>.tmp`, which then replaces `target` (the previous one moved
     to `<target>.old` for the instant between the two renames; `recover_dir` takes it back after a crash there)."""

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import (
     autocast,
     batches,
+    finish_encoder_run,
     linear_warmup,
     open_checkpoint,
     refuse_finished_run,
@@ -39,7 +39,6 @@ from amrsim.methods.training import (
     run_steps,
     save_checkpoint,
     st_embed,
-    write_model_json,
 )
 
 if TYPE_CHECKING:
@@ -474,18 +473,10 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                                "train_pairs": n, "skipped": anchor_info["skipped"], "anchor": anchor_info}
     if step < total:
         return summary
-    if dev is not None and best_path.exists():
-        load_model(student, str(best_path), device=device)
-    encoder_dir = out_dir / "encoder"
-    shutil.rmtree(encoder_dir, ignore_errors=True)
-    student.save(str(encoder_dir), create_model_card=False)
-    link_run_root(out_dir, "encoder")  # `SentenceTransformer(out_dir)` loads the learner
-    meta = {"encoder": "encoder", "anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(student),
+    meta = {"anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(student),
             "loss": "L_A - lam * L_B; L_A = mean|exp(-||s'-t'||) - exp(-WMD(s,t))|, L_B = mean cos(s',t')",
             "params": params, "seed": seed, "device": device,
             "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": state["history"],
             **(extra_meta or {})}
-    write_model_json(out_dir, "dueam", meta)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    best_path.unlink(missing_ok=True)
+    encoder_dir = finish_encoder_run(out_dir, "dueam", student, best_path if dev is not None else None, meta)
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}

@@ -32,11 +32,11 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from amrsim.errors import ConfigError
-from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import (
     atomic_json,
     autocast,
     batches,
+    finish_encoder_run,
     linear_warmup,
     open_checkpoint,
     refuse_finished_run,
@@ -44,7 +44,6 @@ from amrsim.methods.training import (
     run_steps,
     save_checkpoint,
     st_embed,
-    write_model_json,
 )
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
@@ -426,21 +425,14 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
 
     scales = decomposition.scales.detach().cpu().tolist()
     if dev is not None and best_path.exists():
-        load_model(student, str(best_path), device=device)
         scales = json.loads(best_scales.read_text(encoding="utf-8"))
-    encoder_dir = out_dir / "encoder"
-    shutil.rmtree(encoder_dir, ignore_errors=True)
-    student.save(str(encoder_dir), create_model_card=False)
     aspects = {name: list(span) for name, span in layout.items() if name != RESIDUAL}
     saved_layout = {"aspects": aspects, RESIDUAL: list(layout[RESIDUAL]),
                     "aspect_scales": dict(zip(aspects, scales, strict=True))}
-    # the layout travels with the model: `SentenceTransformer(out_dir)` loads it, its config says what each slice is
-    link_run_root(out_dir, "encoder", {"s3bert": saved_layout})
-    meta = {"encoder": "encoder", **saved_layout, "base": model_path, "params": params,
+    meta = {**saved_layout, "base": model_path, "params": params,
             "seed": seed, "device": device, "metrics": {k: v for k, v in summary.items() if k != "completed"},
             "history": state["history"], **(extra_meta or {})}
-    write_model_json(out_dir, "s3bert", meta)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    best_path.unlink(missing_ok=True)
-    best_scales.unlink(missing_ok=True)
+    # the layout travels with the model: `SentenceTransformer(out_dir)` loads it, its config says what each slice is
+    encoder_dir = finish_encoder_run(out_dir, "s3bert", student, best_path if dev is not None else None, meta,
+                                     {"s3bert": saved_layout}, leftovers=[best_scales])
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}
