@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from amrsim.errors import InputError
 
@@ -244,8 +245,6 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
 
 def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                  text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
-    import pyarrow.parquet as pq
-
     try:
         file = pq.ParquetFile(path)
         names = file.schema_arrow.names
