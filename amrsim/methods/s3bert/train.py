@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
+from amrsim.encoders import resolve_device
 from amrsim.errors import ConfigError
 from amrsim.methods.portable import link_run_root
 from amrsim.methods.training import (
@@ -289,7 +290,6 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     from safetensors.torch import load_model, save_model
     from sentence_transformers import SentenceTransformer
 
-    from amrsim.encoders import resolve_device
 
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
