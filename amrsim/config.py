@@ -24,6 +24,8 @@ from amrsim.files import file_format
 from amrsim.methods import METHODS, method_params
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
 
+# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'

@@ -18,6 +18,8 @@ import random
 import time
 from typing import Any
 
+# transformers, torch are imported inside the functions: importing this module must stay cheap
+
 __all__ = ["BART_SHAPES", "bench_parse", "synthetic_lengths"]
 
 # Shapes of facebook/bart-base and facebook/bart-large (their config.json). amrlib's parse_xfm models keep BART's

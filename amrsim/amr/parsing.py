@@ -17,6 +17,8 @@ from amrsim.amr.backends import FAILED, OK, AMRParser, ParseResult
 from amrsim.amr.graph import AMRError
 from amrsim.amr.linearize import linearize
 
+# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 
 @dataclass(frozen=True)
 class ParserSpec:

@@ -23,6 +23,8 @@ from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
 
+# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 GENRE_COLUMN = "genre"  # the STS benchmark's first column: main-captions, main-forum(s), main-news
 GENRES = ("captions", "forums", "news")
 SOURCES = {"stsb": ("stsb_en_train", "stsb_en_dev", "stsb_en_test"),

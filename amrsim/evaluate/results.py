@@ -17,6 +17,8 @@ from amrsim.encoders import list_trained, models_root_default, run_name
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
 
+# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
+
 if TYPE_CHECKING:
     from amrsim.warehouse.store import Warehouse
 

@@ -15,6 +15,8 @@ from amrsim.evaluate.results import EVAL, RESULTS, Score
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
 
+# scipy is imported inside the functions: importing this module must stay cheap
+
 if TYPE_CHECKING:
     pass
 

@@ -27,6 +27,8 @@ import pyarrow.parquet as pq
 
 from amrsim.errors import InputError
 
+# datasets is imported inside the functions: importing this module must stay cheap
+
 LINE = "__line"
 ERROR = "__error"  # why a row's cells cannot be used (a list where text belongs); None when they can
 APPENDABLE = ("tsv", "csv", "jsonl")  # text formats a writer can append rows to, so a read can resume at an offset

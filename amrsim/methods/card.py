@@ -20,6 +20,8 @@ from amrsim.evaluate.results import EVAL, RESULTS
 from amrsim.methods.common import run_dir
 from amrsim.warehouse import Warehouse
 
+# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
+
 CARD = "README.md"
 
 

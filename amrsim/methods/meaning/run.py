@@ -35,6 +35,8 @@ from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
 
+# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 log = logging.getLogger(__name__)
 
 HELD_OUT = "language held out (exclude_langs)"

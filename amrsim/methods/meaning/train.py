@@ -33,6 +33,8 @@ from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.training import refuse_finished_run, write_model_json
 
+# safetensors is imported inside the functions: importing this module must stay cheap
+
 log = logging.getLogger(__name__)
 
 HEADS = ("linear", "mlp")

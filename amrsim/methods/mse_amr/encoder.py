@@ -28,6 +28,8 @@ from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sen
 from amrsim.translate.run import TranslatorSpec, english_translations
 from amrsim.warehouse.store import OK, Warehouse
 
+# amrsim.methods.mse_amr.train (it imports this module) is imported inside the functions: import cycle
+
 
 @dataclass
 class MseAmrEncoder:

@@ -33,6 +33,8 @@ from amrsim.methods.mse_amr.data import load_triples, sentence_graphs
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
+# amrsim.methods.mse_amr.train (it imports this module) is imported inside the functions: import cycle
+
 log = logging.getLogger(__name__)
 
 METHOD = "mse_amr"

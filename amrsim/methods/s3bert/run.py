@@ -27,6 +27,8 @@ from amrsim.metrics.engine import score_pairs_parallel
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
+# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+
 log = logging.getLogger(__name__)
 
 # the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each

@@ -49,6 +49,8 @@ from amrsim.methods.training import (
 )
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
 
+# safetensors, sentence_transformers are imported inside the functions: importing this module must stay cheap
+
 if TYPE_CHECKING:
     import polars as pl
 
