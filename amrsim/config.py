@@ -24,7 +24,7 @@ from amrsim.files import file_format
 from amrsim.methods import METHODS, method_params
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
 
-# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"

@@ -17,7 +17,7 @@ from amrsim.amr.backends import FAILED, OK, AMRParser, ParseResult
 from amrsim.amr.graph import AMRError
 from amrsim.amr.linearize import linearize
 
-# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
 
-# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 GENRE_COLUMN = "genre"  # the STS benchmark's first column: main-captions, main-forum(s), main-news
 GENRES = ("captions", "forums", "news")

@@ -31,7 +31,7 @@ from amrsim.metrics.vectors import load_node_vectors
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
 
-# threadpoolctl and other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
 
 ALL_ASPECTS: tuple[str, ...] = (
     "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",

@@ -35,7 +35,7 @@ from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
 
-# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 log = logging.getLogger(__name__)
 

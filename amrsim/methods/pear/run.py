@@ -50,7 +50,7 @@ from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
 
-# optuna and other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# optuna and other amrsim modules are imported inside the functions: keeps this module cheap, free of cycles
 
 if TYPE_CHECKING:
     from amrsim.methods.pear.train import CrossEncoder, Hyper

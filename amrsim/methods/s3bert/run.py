@@ -27,7 +27,7 @@ from amrsim.metrics.engine import score_pairs_parallel
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
-# other amrsim modules are imported inside the functions: importing this module must stay cheap and free of import cycles
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 log = logging.getLogger(__name__)
 
