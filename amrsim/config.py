@@ -21,6 +21,10 @@ from pydantic import (
 
 from amrsim.errors import ConfigError
 from amrsim.files import file_format
+from amrsim.methods import METHODS, method_params
+from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
+
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
@@ -298,8 +302,6 @@ class MetricsConfig(_Strict):
     @field_validator("aspects")
     @classmethod
     def _aspects(cls, v: list[str] | None) -> list[str] | None:
-        from amrsim.metrics.engine import ALL_ASPECTS
-
         bad = [a for a in v or [] if a not in ALL_ASPECTS]
         if bad:
             raise ValueError(f"unknown aspect(s) {bad}; choose from {list(ALL_ASPECTS)}")
@@ -307,8 +309,6 @@ class MetricsConfig(_Strict):
 
     def options(self) -> Any:
         """The engine's MetricsOptions for this config (part of every amr_metrics row's key)."""
-        from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
-
         return MetricsOptions(aspects=tuple(self.aspects or ALL_ASPECTS), convention=self.convention,
                               vectors=self.vectors, seed=self.seed, extra={"parser": self.parser})
 
@@ -404,16 +404,12 @@ class TrainConfig(_Strict):
     @field_validator("method")
     @classmethod
     def _known(cls, v: str) -> str:
-        from amrsim.methods import METHODS
-
         if v not in METHODS:
             raise ValueError(f"unknown training method '{v}'; available: {', '.join(sorted(METHODS)) or 'none yet'}")
         return v
 
     @model_validator(mode="after")
     def _params(self) -> TrainConfig:
-        from amrsim.methods import method_params
-
         method_params(self.method, self.params)  # a ValidationError here names the bad key under train.params
         return self
 

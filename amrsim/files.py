@@ -9,6 +9,8 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+# pyarrow is imported inside the functions: importing this module must stay cheap
+
 
 def atomic_write(path: Path | str, write: Callable[[Path], object]) -> None:
     """`write(tmp)` to a temporary file next to `path`, then rename it over `path`: readers see the old file or the

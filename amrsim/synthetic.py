@@ -3,6 +3,7 @@ datasets of any size with graphs, deterministic per row."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -41,8 +42,6 @@ def write_pairs(path: Path, start: int, n: int, seed: int = 0) -> None:
 def pipeline_yaml(pairs_path: Path, aspects: list[str] | None = None, commit_rows: int = 20_000,
                   name: str = "load", dataset: str = "synthetic") -> str:
     """A pipelines.yaml that ingests the synthetic pairs (provided graphs) and computes their metrics."""
-    import json
-
     columns = ", ".join(f"{c}: {c}" for c in HEADER if c != "id")
     aspects_line = f"\n      aspects: {json.dumps(aspects)}" if aspects else ""
     return f"""\

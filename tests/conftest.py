@@ -1,4 +1,5 @@
-"""Shared fixtures: temporary warehouses, config files, and the ../shared/data location."""
+"""Shared fixtures: temporary warehouses, config files, one torch thread, a tiny sentence-transformers model.
+Plain helpers (paths, the CLI environment, toy data) are in helpers.py."""
 
 from __future__ import annotations
 
@@ -8,25 +9,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+from tests.helpers import build_tiny_sentence_transformer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def shared(*parts: str) -> Path:
-    """A path under ../shared/data, skipping the test with a message where it is absent."""
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} is absent (../shared/data ships with the project's machines, not with a clone)")
-    return path
-
-
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    """Environment for an `amrsim` subprocess: Prefect state under tmp_path/run, offline hub, this checkout."""
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
 
 
 @pytest.fixture
@@ -71,3 +57,9 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    """A tiny randomly initialised sentence-transformers model (see helpers.build_tiny_sentence_transformer)."""
+    return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -12,7 +13,28 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from tests.conftest import cli_env
+import numpy as np
+import pytest
+
+from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def shared(*parts: str) -> Path:
+    """A path under ../shared/data, skipping the test with a message where it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/data ships with the project's machines, not with a clone)")
+    return path
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for an `amrsim` subprocess: Prefect state under tmp_path/run, offline hub, this checkout."""
+    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+
 
 # words of the tiny translation models' corpora: English, and German for the X -> English models
 EN_WORDS = ("the cat dog bird house tree river stone green small big runs sees eats walks quickly slowly near under "
@@ -212,3 +234,76 @@ def tensors_digest(tensors: Mapping[str, object]) -> str:
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+# ---------------------------------------------------------------- toy sentences, a tiny S3BERT base model
+
+ANIMALS = ["cat", "dog", "bird", "fish"]
+COLOURS = ["red", "blue", "green", "black"]
+VERBS = ["runs", "sleeps", "eats", "jumps"]
+HIDDEN = 64  # the tiny sentence-transformers model's width
+
+
+def build_tiny_sentence_transformer(root: Path) -> str:
+    """A randomly initialised 3-layer BERT (hidden 64) with a word-level vocab of ANIMALS, COLOURS and VERBS, saved
+    as a sentence-transformers dir under `root`; returns that directory."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    hf = root / "hf"
+    hf.mkdir()
+    (hf / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *ANIMALS,
+                                             *COLOURS, *VERBS]) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(hf / "vocab.txt"))  # transformers 5: `vocab`, not `vocab_file`
+    assert tokenizer("the cat")["input_ids"] == [2, 5, 6, 3]  # words known, not [UNK]
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=5 + 1 + 12, hidden_size=HIDDEN, num_hidden_layers=3, num_attention_heads=4,
+                        intermediate_size=128, max_position_embeddings=16)
+    BertModel(config).save_pretrained(hf)
+    tokenizer.save_pretrained(hf)
+    model = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=16), Pooling(HIDDEN, "mean")],
+                                device="cpu")
+    model.save(str(root / "st"), create_model_card=False)
+    return str(root / "st")
+
+
+def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
+    """'the <colour> <animal> <verb>' pairs; aspect targets 1/0: same animal, same colour, same verb."""
+    rng = np.random.default_rng(seed)
+    t1, t2, y = [], [], []
+    for _ in range(n):
+        a = rng.integers(4, size=3)
+        same = rng.random(3) < 0.5
+        b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
+        t1.append(f"the {COLOURS[a[1]]} {ANIMALS[a[0]]} {VERBS[a[2]]}")
+        t2.append(f"the {COLOURS[b[1]]} {ANIMALS[b[0]]} {VERBS[b[2]]}")
+        y.append(same.astype(np.float32))
+    return t1, t2, np.array(y)
+
+
+class CountingEncoder:
+    """Bag-of-characters vectors: deterministic, and similar texts get similar vectors."""
+
+    name, model_id, dim = "minilm", "fake", 26
+
+    def __init__(self, fail_on: str | None = None):
+        self.seen: list[str] = []
+        self.fail_on = fail_on
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if self.fail_on and any(self.fail_on in t for t in texts):
+            raise RuntimeError("model exploded")
+        self.seen += texts
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for ch in t.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out + 1e-3
+
+
+# the amr_metrics columns two runs must agree on: all but `seconds`, which is wall time
+COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *AMR_METRIC_COLUMNS,
+            "options", "status", "error"]

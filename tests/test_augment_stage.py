@@ -11,7 +11,7 @@ from amrsim.config import AugmentConfig, DatasetConfig
 from amrsim.encoders.cache import read_embeddings
 from amrsim.stages import augment_stage
 from amrsim.stages.ingest import ingest_tables
-from tests.test_encode_evaluate import CountingEncoder
+from tests.helpers import CountingEncoder
 
 
 def test_augment_stage_writes_silver_pairs_without_gold_and_reruns_as_a_no_op(wh, write_tsv, monkeypatch):

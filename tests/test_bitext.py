@@ -24,7 +24,7 @@ from amrsim.evaluate.bitext import (
     tatoeba_accuracy,
     tatoeba_scores,
 )
-from tests.conftest import shared
+from tests.helpers import shared
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tatoeba accuracy

@@ -14,7 +14,7 @@ import pytest
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.query import query
 from amrsim.warehouse.store import BrokenTable
-from tests.conftest import cli_env
+from tests.helpers import cli_env
 
 
 def _rows(keys: list[str]) -> pl.DataFrame:

@@ -87,7 +87,7 @@ def test_a_file_named_like_a_reserved_dataset_gets_a_name_of_its_own(tmp_path, p
     ("no_such_key=3", "--param: train s3bert param 'no_such_key', value 3: unknown parameter"),
 ])
 def test_a_bad_training_param_is_one_line_before_anything_starts(tmp_path, param, says):
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     proc = run_cli(tmp_path, "train", "s3bert", "--config", str(ROOT / "pipelines.yaml"), "--param", param,
                    "--run-id", "never-started")

@@ -16,7 +16,7 @@ import pytest
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.lock import TableBusy
 from amrsim.warehouse.query import existing_keys
-from tests.conftest import ROOT, cli_env
+from tests.helpers import ROOT, cli_env
 
 
 def _rows(keys: list[str], run: str = "r") -> pl.DataFrame:
@@ -143,7 +143,7 @@ def test_two_concurrent_runs_store_every_key_once_and_the_metrics_of_one_run(tmp
     from amrsim.stages import metrics_stage
     from amrsim.stages.ingest import ingest_dataset
     from amrsim.synthetic import pipeline_yaml, write_pairs
-    from tests.test_recovery import COMPARED
+    from tests.helpers import COMPARED
 
     n_pairs = 400
     write_pairs(tmp_path / "pairs.tsv", 0, n_pairs)

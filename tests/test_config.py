@@ -6,7 +6,7 @@ import pytest
 
 from amrsim.config import load_config
 from amrsim.errors import ConfigError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 GOOD = """
 default_pipeline: p

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from amrsim.metrics.corpus import GoldGraphError, bootstrap_interval, corpus_smatch, pair_counts
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # Triples under smatch 1.0.4's convention (instances, TOP, relations):
 #   pair 1: (a / boy) vs (b / boy): 2 and 2 triples, all matched -> 2

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PREFECT = str(Path(sys.executable).parent / "prefect")
 POOL = "amrsim-process"

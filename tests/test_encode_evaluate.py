@@ -16,28 +16,7 @@ from amrsim.evaluate.sts import correlations, cosine
 from amrsim.stages import sts_stage
 from amrsim.stages.ingest import ingest_tables
 from amrsim.warehouse import content_key
-from tests.conftest import ROOT, shared
-
-
-class CountingEncoder:
-    """Bag-of-characters vectors: deterministic, and similar texts get similar vectors."""
-
-    name, model_id, dim = "minilm", "fake", 26
-
-    def __init__(self, fail_on: str | None = None):
-        self.seen: list[str] = []
-        self.fail_on = fail_on
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        if self.fail_on and any(self.fail_on in t for t in texts):
-            raise RuntimeError("model exploded")
-        self.seen += texts
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for ch in t.lower():
-                if "a" <= ch <= "z":
-                    out[i, ord(ch) - 97] += 1
-        return out + 1e-3
+from tests.helpers import ROOT, CountingEncoder, shared
 
 
 def frame(texts: list[str]) -> pl.DataFrame:

@@ -18,8 +18,7 @@ from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.evaluate.results import Score, score_rows
 from amrsim.evaluate.sts import correlations, cosine
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
-from tests.conftest import ROOT
-from tests.test_encode_evaluate import CountingEncoder
+from tests.helpers import ROOT, CountingEncoder
 
 # --- encoders -------------------------------------------------------------------------------------------------
 
@@ -256,7 +255,7 @@ def test_report_of_an_empty_warehouse_says_so(wh):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_cross_lingual_sts_from_row_aligned_files_reproduces_the_baseline(tmp_path):
-    from tests.conftest import shared
+    from tests.helpers import shared
 
     en, de = shared("stsb_multi_mt", "stsb_en_test.tsv"), shared("stsb_multi_mt", "stsb_de_test.tsv")
     (tmp_path / "pipelines.yaml").write_text("warehouse: wh\npipelines: {demo: {}}\n")

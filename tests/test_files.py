@@ -11,8 +11,7 @@ import pytest
 
 from amrsim.files import file_digest, file_format, header_columns
 from amrsim.warehouse.keys import file_stat_digest
-
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 
 @pytest.mark.parametrize("name, expected", [

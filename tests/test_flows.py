@@ -14,7 +14,7 @@ import pytest
 
 from amrsim.config import RayConfig
 from amrsim.warehouse import Warehouse
-from tests.conftest import ROOT, cli_env
+from tests.helpers import ROOT, cli_env
 
 
 def _amrsim(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:

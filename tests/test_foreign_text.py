@@ -224,7 +224,7 @@ def test_parse_command_translates_then_parses(tmp_path, de_en):
     import subprocess
     import sys
 
-    from tests.conftest import ROOT, cli_env
+    from tests.helpers import ROOT, cli_env
 
     src = tmp_path / "de.txt"
     src.write_text("Der Hund läuft.\n\nDie Katze schläft im Garten.\n", encoding="utf-8")
@@ -254,7 +254,7 @@ def _sts_cli(tmp_path, *args: str):
     import subprocess
     import sys
 
-    from tests.conftest import ROOT, cli_env
+    from tests.helpers import ROOT, cli_env
 
     cfg = tmp_path / "pipelines.yaml"
     cfg.write_text("warehouse: wh\npipelines: {demo: {}}\n", encoding="utf-8")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 PACKAGES = ("amrsim", "tasks", "flows")
 

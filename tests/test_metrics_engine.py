@@ -14,7 +14,7 @@ import pytest
 from amrsim.amr.graph import parse, smatch_triples
 from amrsim.metrics.aspects import GraphView, aspect_scores, set_f1
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs, score_pairs_parallel, worker_pool
-from tests.conftest import ROOT, shared
+from tests.helpers import ROOT, shared
 
 WANT = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
 WANT_NOT = "(w / want-01 :polarity - :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]

@@ -15,7 +15,7 @@ from amrsim.amr.backends import ParseResult
 from amrsim.config import DatasetConfig, ParseConfig, TranslateConfig, load_config
 from amrsim.errors import ConfigError
 from amrsim.stages.ingest import ingest_tables
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 HEADER = ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de", "sentence1_fr",
           "sentence2_fr"]

@@ -15,7 +15,7 @@ from penman.layout import POP, Push
 
 from amrsim.amr import _penman_reader
 from amrsim.amr.graph import AMRError, _parse_python, _read_surface, _Surface, _surface, parse, smatch_triples
-from tests.conftest import shared
+from tests.helpers import shared
 
 BOY = """# ::id 1 ::date 2012
 # ::snt The boy wants to go.

@@ -21,12 +21,9 @@ from amrsim.stages import metrics_stage
 from amrsim.stages.ingest import ingest_dataset
 from amrsim.synthetic import pipeline_yaml, write_pairs
 from amrsim.warehouse import Warehouse
-from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
-from tests.conftest import cli_env
+from tests.helpers import COMPARED, cli_env
 
 N_PAIRS, CHUNK = 1200, 100
-COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *AMR_METRIC_COLUMNS,
-            "options", "status", "error"]  # all but `seconds`, which is wall time
 
 
 def _commits(table: Path) -> int:

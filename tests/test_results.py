@@ -180,7 +180,7 @@ def test_results_cli_migrates_and_exports(tmp_path, encoders):
     import sys
 
     from amrsim.warehouse import Warehouse
-    from tests.conftest import cli_env
+    from tests.helpers import cli_env
 
     wh = Warehouse(tmp_path / "warehouse")  # no config file: ./warehouse
     old_results_table(wh, [("minilm", T0)])

@@ -30,6 +30,7 @@ from amrsim.methods.s3bert.train import (
     with_negatives,
 )
 from amrsim.methods.training import NonFiniteLossError, epoch_order
+from tests.helpers import HIDDEN, toy_pairs
 
 # ---------------------------------------------------------------- layout
 
@@ -189,49 +190,7 @@ def test_explain_gives_overall_aspect_and_residual_cosines():
 
 # ---------------------------------------------------------------- training a tiny model
 
-ANIMALS = ["cat", "dog", "bird", "fish"]
-COLOURS = ["red", "blue", "green", "black"]
-VERBS = ["runs", "sleeps", "eats", "jumps"]
-HIDDEN, N_ASPECTS, ASPECT_DIM = 64, 3, 16
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> str:
-    """A randomly initialised 3-layer BERT (hidden 64) with a word-level vocab, as a sentence-transformers dir."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    root = tmp_path_factory.mktemp("tiny")
-    hf = root / "hf"
-    hf.mkdir()
-    (hf / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", *ANIMALS,
-                                             *COLOURS, *VERBS]) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab=str(hf / "vocab.txt"))  # transformers 5: `vocab`, not `vocab_file`
-    assert tokenizer("the cat")["input_ids"] == [2, 5, 6, 3]  # words known, not [UNK]
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=5 + 1 + 12, hidden_size=HIDDEN, num_hidden_layers=3, num_attention_heads=4,
-                        intermediate_size=128, max_position_embeddings=16)
-    BertModel(config).save_pretrained(hf)
-    tokenizer.save_pretrained(hf)
-    model = SentenceTransformer(modules=[Transformer(str(hf), max_seq_length=16), Pooling(HIDDEN, "mean")],
-                                device="cpu")
-    model.save(str(root / "st"), create_model_card=False)
-    return str(root / "st")
-
-
-def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
-    """'the <colour> <animal> <verb>' pairs; aspect targets 1/0: same animal, same colour, same verb."""
-    rng = np.random.default_rng(seed)
-    t1, t2, y = [], [], []
-    for _ in range(n):
-        a = rng.integers(4, size=3)
-        same = rng.random(3) < 0.5
-        b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
-        t1.append(f"the {COLOURS[a[1]]} {ANIMALS[a[0]]} {VERBS[a[2]]}")
-        t2.append(f"the {COLOURS[b[1]]} {ANIMALS[b[0]]} {VERBS[b[2]]}")
-        y.append(same.astype(np.float32))
-    return t1, t2, np.array(y)
+N_ASPECTS, ASPECT_DIM = 3, 16
 
 
 def layer_of(key: str) -> int | None:
@@ -333,7 +292,7 @@ import json, sys, time
 import torch
 torch.set_num_threads(1)
 from amrsim.methods.s3bert.train import train_s3bert
-from tests.test_s3bert import toy_pairs
+from tests.helpers import toy_pairs
 model, out, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 step = torch.optim.AdamW.step
 def slow_step(self, *a, **k):  # a tiny model trains in milliseconds: slow it so the kill lands mid-run
@@ -352,7 +311,7 @@ def test_a_training_process_killed_mid_epoch_resumes_from_its_last_checkpoint(ti
     import sys
     import time
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     kwargs = dict(batch_size=8, lr=1e-3, warmup=1, epochs=4, eval_every=2, n_aspects=N_ASPECTS,
                   aspect_dim=ASPECT_DIM, device="cpu", seed=7)  # 3 steps an epoch, 12 in all

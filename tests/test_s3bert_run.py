@@ -20,7 +20,7 @@ from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
-from tests.test_s3bert import ANIMALS, COLOURS, VERBS, tiny_model  # noqa: F401 (fixture)
+from tests.helpers import ANIMALS, COLOURS, VERBS
 
 ASPECTS = ["concepts", "frames", "named_entities"]  # n_aspects=3: the first three of the paper's order
 

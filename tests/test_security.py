@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from amrsim.errors import ConfigError, WarehouseError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 # ---------------------------------------------------------------- (a) static scan of the source
 

@@ -16,7 +16,7 @@ import pytest
 
 from amrsim.procs import alive, descendants, parent_death_signal_supported
 from amrsim.synthetic import pipeline_yaml, write_pairs
-from tests.conftest import ROOT, cli_env
+from tests.helpers import ROOT, cli_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; parent-death signal")
 

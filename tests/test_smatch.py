@@ -13,7 +13,7 @@ import pytest
 
 from amrsim.amr.graph import AMRError, SmatchTriples, smatch_triples
 from amrsim.metrics.smatch import SmatchScore, has_duplicates, smatch, smatch_many
-from tests.conftest import ROOT, shared
+from tests.helpers import ROOT, shared
 
 BOY = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"  # 7 triples with TOP
 

@@ -22,7 +22,7 @@ from amrsim.evaluate.transfer import (
     run_transfer,
     transfer_scores,
 )
-from tests.conftest import shared
+from tests.helpers import shared
 
 # ---------------------------------------------------------------- toy data
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, SHARED_DATA
+from tests.helpers import ROOT, SHARED_DATA
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "ud_golden.json"
 SAMPLE = ROOT / "amrsim" / "sample" / "sts_pairs.tsv"

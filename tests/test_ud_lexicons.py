@@ -9,8 +9,7 @@ import pytest
 
 from amrsim.amr import ud
 from amrsim.amr.ud import load_lexicons
-
-from .conftest import ROOT
+from tests.helpers import ROOT
 
 LEXICON_DIR = ROOT / "amrsim" / "amr" / "ud_lexicons"
 

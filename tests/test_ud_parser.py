@@ -9,8 +9,7 @@ import pytest
 from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import parse, smatch_triples
 from amrsim.metrics.smatch import smatch
-
-from .conftest import shared
+from tests.helpers import shared
 
 pytest.importorskip("spacy")
 

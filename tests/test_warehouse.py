@@ -14,7 +14,7 @@ from amrsim.errors import WarehouseError
 from amrsim.warehouse import content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.query import query
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def sentences(n: int, start: int = 0, status: str = "ok") -> pl.DataFrame:

@@ -14,7 +14,7 @@ import pytest
 
 from amrsim.metrics.vectors import FileVectors, label_words, load_node_vectors
 from amrsim.metrics.wlk import build, wlk, wlk_batch, wwlk, wwlk_batch
-from tests.conftest import ROOT, shared
+from tests.helpers import ROOT, shared
 
 WANT_BOY = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
 WANT_GIRL = "(w / want-01 :ARG0 (x / girl) :ARG1 (g / go-02 :ARG0 x))"

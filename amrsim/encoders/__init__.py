@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from dataclasses import dataclass
@@ -268,8 +269,6 @@ TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr.encoder:load_trained",
 @lru_cache(maxsize=4)
 def _load_method(method: str, name: str, mid: str, path: str, batch_size: int, device: str,
                  models_root: str | None) -> Encoder:
-    import importlib
-
     module, _, func = TRAINED_LOADERS[method].partition(":")
     return getattr(importlib.import_module(module), func)(name, mid, path, batch_size, device, models_root)
 

@@ -13,8 +13,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from amrsim.encoders import find_trained
 from amrsim.evaluate.results import Score
 from amrsim.evaluate.sts import correlations, cosine
+from amrsim.methods.portable import method_config
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 
 # the aspects S3BERT decomposes into (its Table 1), by amr_metrics column; smatch precision/recall are redundant
@@ -25,8 +27,6 @@ def aspect_slices(encoder: str, models_root: Path | None = None) -> dict[str, tu
     """A trained decomposed model's sub-embedding ranges by aspect column; {} for any other encoder."""
     if encoder in ("minilm", "muse") or encoder.startswith("hf:") or ":" not in encoder:
         return {}
-    from amrsim.encoders import find_trained
-    from amrsim.methods.portable import method_config
 
     model = find_trained(encoder, models_root)
     meta = method_config(model.path, "s3bert", model.meta)

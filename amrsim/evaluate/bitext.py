@@ -20,6 +20,8 @@ import polars as pl
 from amrsim.errors import InputError
 from amrsim.evaluate.results import Score
 
+# faiss, sklearn are imported inside the functions: importing this module must stay cheap
+
 MODES = ("forward", "backward", "intersect", "max")
 CANDIDATE_SCHEMA: dict[str, Any] = {"src_idx": pl.Int64, "tgt_idx": pl.Int64, "score": pl.Float64}
 

@@ -14,6 +14,7 @@ import polars as pl
 
 from amrsim.errors import AmrsimError
 from amrsim.evaluate.mteb_tasks import MTEB_SIZES, MTEB_TASKS, MTEB_VERSION, MtebTask
+from amrsim.evaluate.report import latest_results
 from amrsim.methods.training import atomic_json
 
 # dataset name prefix -> MTEB task, first match wins (stsb_multi_* before stsb_*); `--task DATASET=TASK` overrides
@@ -101,8 +102,6 @@ def mteb_documents(results: pl.DataFrame, overrides: dict[str, str] | None = Non
                                                                     list[str]]:
     """(model, MTEB task) -> (TaskResult document, amrsim datasets it came from), from the latest result rows; and
     why results that map to an MTEB task were left out (another number of items than MTEB's data, no F1)."""
-    from amrsim.evaluate.report import latest_results
-
     overrides = overrides or {}
     latest = latest_results(results).filter(pl.col("task").is_in(["sts", "bitext"]))
     grouped: dict[tuple[str, str, str, str, str], dict[str, float | None]] = {}

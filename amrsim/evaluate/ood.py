@@ -9,17 +9,21 @@ source's `score_range`, so one table can hold STSb (0-5) and SICK (1-5) pairs.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from amrsim.config import DatasetConfig, LoadedConfig
+from amrsim.config import DatasetConfig, LoadedConfig, StsEvalConfig
+from amrsim.encoders import find_trained
 from amrsim.errors import ConfigError
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
+
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 GENRE_COLUMN = "genre"  # the STS benchmark's first column: main-captions, main-forum(s), main-news
 GENRES = ("captions", "forums", "news")
@@ -142,8 +146,6 @@ def split_tables(cfg: LoadedConfig, pipeline: str, split: OodSplit) -> dict[str,
 def derive_split(wh: Warehouse, cfg: LoadedConfig, pipeline: str, name: str, run_id: str) -> StageRun:
     """Sync `ood_<split>`'s sentences and pairs with the source files (ingest's staged sync: one commit per table,
     only changed keys written), with a lineage row."""
-    import tempfile
-
     from amrsim.ingest.staging import Stage, sync_staged
 
     split = split_named(name)
@@ -182,7 +184,6 @@ def recorded_base(model: str, models_root: Path | str | None = None) -> str | No
     encoder name; None for packaged or hf: encoders (they are bases) and for models that record none."""
     if model.startswith("hf:") or ":" not in model:
         return None
-    from amrsim.encoders import find_trained
 
     try:
         meta = find_trained(model, models_root).meta
@@ -203,7 +204,6 @@ def trained_on(model: str, models_root: Path | str | None = None) -> list[str] |
     """The datasets a trained model's model.json says it trained on (`data.datasets`), None when unknown."""
     if model.startswith("hf:") or ":" not in model:
         return None
-    from amrsim.encoders import find_trained
 
     try:
         data = find_trained(model, models_root).meta.get("data") or {}
@@ -246,7 +246,6 @@ def evaluate_ood(wh: Warehouse, cfg: LoadedConfig, pipeline: str, encoders: Mapp
                  run_id: str, batch_size: int = 64, device: str = "auto") -> tuple[pl.DataFrame, list[str]]:
     """Derive each split's dataset (incrementally), score its `test` and `ood` pairs with the split's encoders
     (results reused when unchanged) and return (result rows, notes)."""
-    from amrsim.config import StsEvalConfig
     from amrsim.stages.evaluate import sts_stage
 
     frames, notes = [], []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import io
 import math
 import re
 import shutil
@@ -24,7 +25,9 @@ from urllib.parse import quote
 import numpy as np
 import polars as pl
 
+from amrsim.evaluate.ood import ood_table
 from amrsim.evaluate.results import RESULT_SCHEMA, UNDEFINED
+from amrsim.evaluate.sts import is_constant
 
 GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]
 REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
@@ -354,8 +357,6 @@ def _new_figure(width: float, height: float) -> Any:
 
 
 def _png(fig: Any) -> bytes:
-    import io
-
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
@@ -428,8 +429,6 @@ def plot_bitext_heatmap(dataset: str, split: str, models: list[str], pairs: list
 
 def scatter_spearman(data: ScatterData) -> float | None:
     """Spearman x 100 of predicted vs gold; None (undefined) for fewer than 2 points or constant input."""
-    from amrsim.evaluate.sts import is_constant
-
     if data.predicted.size < 2 or is_constant(data.predicted) or is_constant(data.gold):
         return None
     from scipy.stats import spearmanr
@@ -611,8 +610,6 @@ class _Doc:
 
 def _ood_section(doc: _Doc, latest: pl.DataFrame, bases: Mapping[str, str | None]) -> None:
     """The out-of-distribution protocol's table (amrsim.evaluate.ood), a model below its base flagged."""
-    from amrsim.evaluate.ood import ood_table
-
     table = ood_table(latest, {m: bases.get(m) for m in latest["model"].unique().to_list()})
     if not table.height:
         return

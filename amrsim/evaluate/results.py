@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from amrsim.encoders import run_name
+from amrsim.encoders import list_trained, models_root_default, run_name
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
+
+# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
 
 if TYPE_CHECKING:
     from amrsim.warehouse.store import Warehouse
@@ -84,8 +86,6 @@ def store_results(wh: Warehouse, rows: pl.DataFrame) -> int:
 
 def run_at(name: str, when: datetime | None, models_root: Path | str | None = None) -> str | None:
     """The run `<method>:latest` named at time `when`: the newest run created at or before it (None if none)."""
-    from amrsim.encoders import list_trained, models_root_default
-
     root = Path(models_root) if models_root is not None else models_root_default()
     method = name.partition(":")[0]
     best = None

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import model_id
+from amrsim.encoders import find_trained, load_encoder, model_id
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate.results import EVAL, RESULTS, Score
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
+
+# scipy is imported inside the functions: importing this module must stay cheap
 
 if TYPE_CHECKING:
     pass
@@ -99,7 +101,6 @@ def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
     """A trained model that scores pairs directly (model.json `kind: cross-encoder`, e.g. `pear:latest`)."""
     if encoder.startswith("hf:") or ":" not in encoder:
         return False
-    from amrsim.encoders import find_trained
 
     try:
         return find_trained(encoder, models_root).meta.get("kind") == "cross-encoder"
@@ -112,8 +113,6 @@ def cross_encoder_sts(wh: Warehouse, dataset: str, encoder: str, split: str | No
                       device: str = "auto") -> list[Score]:
     """Spearman and Pearson of a cross-encoder's pair predictions against gold, for pairs `chosen` whose texts are
     in `sentences` (key, text)."""
-    from amrsim.encoders import load_encoder
-
     model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
     text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
     pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]

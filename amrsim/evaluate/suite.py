@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from amrsim.config import LoadedConfig
+from amrsim.errors import ConfigError
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, sts_stage, transfer_eval, write_report
 from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse.lineage import new_run_id
@@ -24,8 +25,6 @@ class SuiteOutput:
 
 def bitext_files(cfg: LoadedConfig, patterns: list[str]) -> list[Path]:
     """Configured bitext files (globs relative to pipelines.yaml), sorted; a pattern matching nothing is an error."""
-    from amrsim.errors import ConfigError
-
     files: list[Path] = []
     for pattern in patterns:
         found = sorted(cfg.resolve_path(pattern).parent.glob(cfg.resolve_path(pattern).name))

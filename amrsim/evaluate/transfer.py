@@ -18,6 +18,8 @@ from amrsim.errors import InputError
 from amrsim.evaluate.results import Score
 from amrsim.files import file_format
 
+# threadpoolctl, sklearn are imported inside the functions: importing this module must stay cheap
+
 TASK = "transfer"
 C_GRID: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)  # SentEval's 2^-2 .. 2^4 (one power wider)
 MAX_ITER = 5000

@@ -9,7 +9,7 @@ from typing import Any
 import langcodes
 import polars as pl
 
-from amrsim.config import TEXT_ROLES, DatasetConfig
+from amrsim.config import KIND_COLUMNS, TEXT_ROLES, DatasetConfig
 from amrsim.ingest.readers import ERROR, LINE
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
@@ -34,8 +34,6 @@ def normalise_lang(code: str | None) -> str | None:
 
 def source_columns(ds: DatasetConfig) -> list[str]:
     """The file columns a dataset reads: mapped roles plus every translation column, deduplicated in order."""
-    from amrsim.config import KIND_COLUMNS
-
     required, optional = KIND_COLUMNS[ds.kind]
     cols = [ds.column(r) for r in (*required, *optional)]
     cols += [c for mapping in ds.translations.values() for c in mapping.values()]

@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from amrsim.errors import InputError
+
+# datasets is imported inside the functions: importing this module must stay cheap
 
 LINE = "__line"
 ERROR = "__error"  # why a row's cells cannot be used (a list where text belongs); None when they can
@@ -244,8 +247,6 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
 
 def iter_parquet(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                  text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
-    import pyarrow.parquet as pq
-
     try:
         file = pq.ParquetFile(path)
         names = file.schema_arrow.names

@@ -4,12 +4,14 @@ holds one chunk and DuckDB's memory limit, not the file or the table."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pyarrow as pa
+from deltalake import write_deltalake
 
 from amrsim.warehouse.query import register_table
 from amrsim.warehouse.schemas import SCHEMAS
@@ -80,8 +82,6 @@ class Stage:
         return {int(line): int(first) for line, first in rows}
 
     def clear(self) -> None:
-        import shutil
-
         for child in self.dir.iterdir():
             shutil.rmtree(child) if child.is_dir() else child.unlink()
         self.seq, self.chunks = {}, 0
@@ -157,6 +157,4 @@ def _merge_source(wh: Warehouse, table: str, rows: pa.RecordBatchReader, gone: p
 
 
 def write_deltalake_stream(path: Path, rows: pa.RecordBatchReader) -> None:
-    from deltalake import write_deltalake
-
     write_deltalake(str(path), rows, mode="append", writer_properties=WRITER)

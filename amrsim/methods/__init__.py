@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from amrsim.methods.common import finished_run_with, request_key, write_request
+
 # name -> module holding Params and train; imported on first use
 METHODS: dict[str, str] = {
     "s3bert": "amrsim.methods.s3bert.run",
@@ -62,8 +64,6 @@ def get_method(name: str) -> Callable[..., dict[str, Any]]:
     module = _module(name)
 
     def run(cfg: Any, pipeline: str, params: dict[str, Any] | BaseModel | None, run_id: str) -> dict[str, Any]:
-        from amrsim.methods.common import finished_run_with, request_key, write_request
-
         checked = method_params(name, params)
         key = request_key(cfg, pipeline, name, checked)
         done = finished_run_with(cfg, name, key)

@@ -14,7 +14,13 @@ from typing import Any
 import polars as pl
 import yaml
 
+from amrsim.errors import WarehouseError
+from amrsim.evaluate.report import latest_results
+from amrsim.evaluate.results import EVAL, RESULTS
+from amrsim.methods.common import run_dir
 from amrsim.warehouse import Warehouse
+
+# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
 
 CARD = "README.md"
 
@@ -109,8 +115,6 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
 
 def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
     """The latest `eval/results` row of each result of model `name` (`<method>:<run id>`)."""
-    from amrsim.evaluate.report import latest_results
-    from amrsim.evaluate.results import EVAL, RESULTS
 
     rows = wh.read(EVAL, RESULTS, where=pl.col("model") == name)
     return latest_results(rows) if rows.height else rows
@@ -204,8 +208,6 @@ def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[s
 
 def write_card(wh: Warehouse, method: str, run_id: str) -> Path | None:
     """(Re)write `README.md` of a finished run (atomically); None when the run has no model.json."""
-    from amrsim.methods.common import run_dir
-
     path = run_dir(wh, method, run_id)
     try:
         meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
@@ -220,8 +222,6 @@ def write_card(wh: Warehouse, method: str, run_id: str) -> Path | None:
 
 def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
     """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
-    from amrsim.errors import WarehouseError
-
     written = []
     for name in sorted(set(models)):
         method, sep, run_id = name.partition(":")

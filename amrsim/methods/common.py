@@ -11,11 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from amrsim.encoders import resolves_inside
 from amrsim.errors import WarehouseError
 from amrsim.files import atomic_write
 from amrsim.methods.training import atomic_json
 from amrsim.secrets import redact_obj
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.keys import config_hash, content_key
+from amrsim.warehouse.lineage import StageRun, record_stage
 
 METHOD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # run ids become directories under warehouse/models/<method>/: no '/', no '..', nothing hidden
@@ -46,7 +49,6 @@ def run_dir(wh: Warehouse, method: str, run_id: str) -> Path:
     """`<models root>/<method>/<run_id>`, checked to lie inside the models root (also through symlinks)."""
     check_run_name(method, run_id)
     path = wh.models_root / method / run_id
-    from amrsim.encoders import resolves_inside
 
     if not resolves_inside(wh.models_root, path):
         raise WarehouseError(f"model directory '{method}/{run_id}' resolves outside {wh.models_root}")
@@ -88,8 +90,6 @@ def train_summary(method: str, run_id: str, rows_in: int, rows_used: int, skippe
 def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params: BaseModel) -> Any:
     """The lineage record of a training run (`meta.lineage`, stage `train:<method>`); use as a context manager and
     fill rows_in / rows_computed / input_versions."""
-    from amrsim.warehouse.keys import config_hash
-    from amrsim.warehouse.lineage import StageRun, record_stage
 
     check_run_name(method, run_id)  # before any lineage row or file is written
     return record_stage(wh, StageRun(run_id=run_id, pipeline=pipeline, stage=f"train:{method}", dataset="models",
@@ -101,8 +101,6 @@ REQUEST = "request.json"  # what a finished run was asked to do: its key, for in
 
 def request_key(cfg: Any, pipeline: str, method: str, params: BaseModel) -> str:
     """Method, params and the versions of every table of the datasets the method reads: equal keys, equal run."""
-    from amrsim.warehouse.keys import content_key
-
     wh = Warehouse(cfg.warehouse_root)
     names = {d for _, d in params.dataset_refs()}
     versions = {f"{d}.{t}": wh.version(d, t) for d, t in wh.tables() if d in names}

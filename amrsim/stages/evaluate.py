@@ -29,6 +29,7 @@ from amrsim.evaluate.bitext import (
     read_gold_alignment,
     tatoeba_scores,
 )
+from amrsim.evaluate.ood import DATASETS, base_for
 from amrsim.evaluate.report import ScatterData, latest_results, render_report
 from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
 from amrsim.evaluate.sts import (
@@ -287,7 +288,6 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
                 continue  # embeddings no longer cached (or a trained model removed): no scatter for it
             if len(pred):
                 scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
-    from amrsim.evaluate.ood import DATASETS, base_for
 
     ood_models = results.filter(pl.col("dataset").is_in(list(DATASETS)))["model"].unique().to_list()
     bases = {m: base_for(m, wh.models_root) for m in ood_models}

@@ -19,6 +19,8 @@ from typing import Any
 
 from amrsim.translate.marian import length_sorted_batches, pad_batch, resolve_device, resolve_dtype
 
+# torch, transformers are imported inside the functions: importing this module must stay cheap
+
 # Helsinki-NLP/opus-mt-en-de config.json (https://huggingface.co/Helsinki-NLP/opus-mt-en-de/blob/main/config.json):
 # a transformer-base Marian, 6+6 layers, d_model 512, 8 heads, FFN 2048, swish, shared 58101-piece vocab with
 # <pad> = 58100 (also the decoder start), </s> = 0, scaled embeddings and static (sinusoidal) positions.

@@ -27,6 +27,8 @@ from typing import Any
 
 from amrsim.translate import TranslationResult
 
+# torch, transformers are imported inside the functions: importing this module must stay cheap
+
 SPLIT = "split"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",

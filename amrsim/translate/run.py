@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from amrsim.translate.marian import MarianTranslator
+
 if TYPE_CHECKING:
     from amrsim.warehouse.store import Warehouse
 
@@ -32,8 +34,6 @@ class TranslatorSpec:
 
 @lru_cache(maxsize=8)
 def translator_for(spec: TranslatorSpec) -> Translator:
-    from amrsim.translate.marian import MarianTranslator
-
     return MarianTranslator(spec.model, device=spec.device, batch_size=spec.batch_size, num_beams=spec.num_beams,
                             max_length=spec.max_length)
 

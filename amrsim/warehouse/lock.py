@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from amrsim.errors import WarehouseError
+from amrsim.secrets import redact
 
 LOCK_DIR = ".locks"
 LOCK_TIMEOUT = 600.0  # seconds a writer waits for another's commit: longer than any single commit takes
@@ -44,8 +45,6 @@ def holder(path: Path, name: str) -> str:
 
 
 def _record(fd: int) -> None:
-    from amrsim.secrets import redact
-
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
     info = {"pid": os.getpid(), "host": socket.gethostname(), "command": (redact(command) or "")[:200],
             "since": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")}

@@ -7,6 +7,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import BrokenTable, Warehouse
 
 
@@ -40,8 +41,6 @@ def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConne
 def _failing_select(table: str, message: str) -> str:
     """A SELECT with the table's columns whose every read raises `message` (the filter needs the failing value,
     so no projection can skip it)."""
-    from amrsim.warehouse.schemas import SCHEMAS
-
     columns = "".join(f', NULL::{_SQL_TYPES.get(str(f.type), "VARCHAR")} AS "{f.name}"'
                       for f in SCHEMAS.get(table, []))
     quoted = message.replace("'", "''")
@@ -79,8 +78,6 @@ def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_li
 def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dataset: str, table: str,
                    columns: list[str] | None = None) -> None:
     """View `name` over a table's current snapshot, streamed (see `scan_connection`); only `columns` if given."""
-    from amrsim.warehouse.schemas import SCHEMAS
-
     snapshot = wh._open(dataset, table)
     if snapshot is not None:
         data = snapshot.to_pyarrow_dataset()

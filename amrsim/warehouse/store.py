@@ -24,6 +24,8 @@ from amrsim.errors import WarehouseError
 from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
 from amrsim.warehouse.schemas import LATER_COLUMNS, SCHEMAS
 
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OK = "ok"
 FAILED = "failed"

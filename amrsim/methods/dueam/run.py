@@ -15,12 +15,17 @@ import time
 from collections import Counter
 from typing import Any, Literal
 
+import numpy as np
+import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.dueam.train import NLIItem, construct_pairs, train_dueam
+from amrsim.methods.training import base_model_path
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.store import OK
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +91,6 @@ def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> dict[str, 
 def translations_by_key(wh: Warehouse, dataset: str, versions: dict[str, int | None]) -> dict[str, dict[str, str]]:
     """Sentence key -> {language: text} of its translations: the `parallel` table (given in the input) first, then
     the `translations` table (the translate stage); ok rows only."""
-    import polars as pl
-
-    from amrsim.warehouse.store import OK
 
     out: dict[str, dict[str, str]] = {}
     for table, text in (("parallel", "target"), ("translations", "text")):
@@ -105,10 +107,6 @@ def translations_by_key(wh: Warehouse, dataset: str, versions: dict[str, int | N
 def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions: dict[str, int | None]
                ) -> tuple[list[Any], Counter[str], int]:
     """NLI items of every dataset (sorted by dataset, item id), rows left out by reason, rows read."""
-    import polars as pl
-
-    from amrsim.methods.dueam.train import NLIItem
-    from amrsim.warehouse.store import OK
 
     items: list[NLIItem] = []
     left_out: Counter[str] = Counter()
@@ -153,10 +151,7 @@ def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions
 def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
               ) -> tuple[tuple[list[str], list[str], Any] | None, dict[str, Any]]:
     """(texts1, texts2, gold) of the dev pairs in `dev_lang_pair`, and counts."""
-    import numpy as np
-    import polars as pl
 
-    from amrsim.warehouse.store import OK
 
     ds = params.dev_dataset
     assert ds is not None
@@ -175,10 +170,6 @@ def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    import numpy as np
-
-    from amrsim.methods.dueam.train import construct_pairs, train_dueam
-    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

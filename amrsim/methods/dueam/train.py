@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from amrsim.encoders import resolve_device
+from amrsim.evaluate.sts import correlations
 from amrsim.methods.training import (
     autocast,
     batches,
@@ -351,8 +353,6 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     import torch
     from safetensors.torch import load_model, save_model
 
-    from amrsim.encoders import resolve_device
-    from amrsim.evaluate.sts import correlations
 
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)

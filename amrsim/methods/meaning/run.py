@@ -24,10 +24,18 @@ import polars as pl
 from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
 
 from amrsim.config import LoadedConfig
+from amrsim.encoders import model_id, resolve_device
+from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
+from amrsim.evaluate.bitext import read_bitext
+from amrsim.evaluate.sts import select_pairs
+from amrsim.files import file_digest
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
+
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +167,7 @@ def _sample(frame: pl.DataFrame, params: Params, data: ParallelData) -> pl.DataF
 def file_pairs(cfg: LoadedConfig, params: Params, data: ParallelData) -> tuple[pl.DataFrame, dict[str, str]]:
     """Kept pairs of the bitext files as rows (key1, lang1, text1, key2, lang2, text2) with raw language codes (the
     bitext evaluation's sentence keys), and each file's digest (what the model saw)."""
-    from amrsim.evaluate.bitext import read_bitext
     from amrsim.evaluate.suite import bitext_files
-    from amrsim.files import file_digest
-    from amrsim.warehouse.keys import content_key
 
     frames, digests = [], {}
     for path in bitext_files(cfg, params.files) if params.files else []:
@@ -227,8 +232,6 @@ def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFra
                     batch_size: int = 64, device: str = "auto") -> np.ndarray:
     """Vectors of the sentences (key, lang, text) in row order, through the embeddings cache (one encode pass for
     what is missing); `register` first adds unknown sentences to `<dataset>/sentences`."""
-    from amrsim.encoders.cache import embed_sentences, read_embeddings
-
     if not frame.height:
         return np.zeros((0, 0), np.float32)
     unique = frame.unique("key", maintain_order=True)
@@ -300,8 +303,6 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
               strict: bool) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, str]]:
     """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1]) of the split over every sts dataset;
     a pair with no rows is an error when `strict`, else left out with the reason (second return)."""
-    from amrsim.evaluate.sts import select_pairs
-
     out: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     missing: dict[str, str] = {}
     for ds in params.sts_datasets:
@@ -337,7 +338,6 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
 
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    from amrsim.encoders import model_id, resolve_device
     from amrsim.methods.meaning.train import (
         Stage1Config,
         Stage2Config,

@@ -27,7 +27,13 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
+from amrsim.encoders import load_encoder, model_subdir
+from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.evaluate.bitext import tatoeba_accuracy
+from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.training import refuse_finished_run, write_model_json
+
+# safetensors is imported inside the functions: importing this module must stay cheap
 
 log = logging.getLogger(__name__)
 
@@ -253,8 +259,6 @@ def _negatives(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def retrieval_accuracy(a: np.ndarray, b: np.ndarray) -> float:
     """Top-1 accuracy x 100 of finding b[i] as a[i]'s nearest row of b by cosine (and back), averaged."""
-    from amrsim.evaluate.bitext import tatoeba_accuracy
-
     acc = tatoeba_accuracy(a, b)["accuracy"]
     return float(acc) if acc is not None else float("nan")
 
@@ -396,14 +400,10 @@ class Stage2Config:
 
 def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
     """Spearman x 100 (None when undefined)."""
-    from amrsim.evaluate.sts import correlations
-
     return correlations(pred, gold)["spearman"]
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    from amrsim.evaluate.sts import cosine
-
     return cosine(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
 
 
@@ -500,7 +500,6 @@ def load_model(run_dir: Path | str) -> tuple[MeaningModel, StsHead | None, dict[
     """The stage-1 model, the stage-2 head (None without one) and model.json of a finished run (safetensors only)."""
     from safetensors.torch import load_model as load_st
 
-    from amrsim.encoders import model_subdir
 
     run_dir = Path(run_dir)
     meta = json.loads((run_dir / "model.json").read_text(encoding="utf-8"))
@@ -527,8 +526,6 @@ class MeaningEncoder:
     models_root: str | None = None
 
     def __post_init__(self) -> None:
-        from amrsim.encoders import load_encoder
-
         self._model, self._head, meta = load_model(self.run_dir)
         self.base_name = str(meta["base_encoder"])
         self.base = load_encoder(self.base_name, batch_size=self.batch_size, device=self.device,
@@ -553,8 +550,6 @@ class MeaningEncoder:
     def encode_sentences(self, wh: Any, dataset: str, frame: Any) -> tuple[np.ndarray, None]:
         """Warehouse rows (key, text): the base encoder's vectors through the dataset's embeddings cache (computed
         once, shared with evaluations of the base encoder itself), then the heads."""
-        from amrsim.encoders.cache import embed_sentences, read_embeddings
-
         embed_sentences(wh, dataset, self.base_name, frame, encoder=self.base)
         return self.heads(read_embeddings(wh, dataset, self.base_name, frame["key"].to_list())), None
 

@@ -13,6 +13,9 @@ from typing import Any
 
 import polars as pl
 
+from amrsim.amr.graph import AMRError
+from amrsim.amr.linearize import linearize
+from amrsim.amr.parsing import ParserSpec, parse_texts
 from amrsim.config import PARSER_LANGS, PIVOT_LANG
 from amrsim.warehouse.store import OK, Warehouse
 
@@ -22,8 +25,6 @@ ENGLISH = "en"
 
 def linearized(penman_texts: Iterable[str | None], variant: str) -> list[tuple[str | None, str | None]]:
     """(linearised graph, error) per PENMAN string; each distinct string is linearised once."""
-    from amrsim.amr.graph import AMRError
-    from amrsim.amr.linearize import linearize
 
     done: dict[str, tuple[str | None, str | None]] = {}
     out = []
@@ -111,7 +112,6 @@ def parse_now(texts: Sequence[str], lang: str, parser: str, variant: str) -> lis
     if parser != "ud" or lang not in PARSER_LANGS["ud"]:
         why = f"no {parser} parser for '{lang}' here" if parser == "ud" else f"parser '{parser}' cannot parse here"
         return [(None, why)] * len(texts)
-    from amrsim.amr.parsing import ParserSpec, parse_texts
 
     distinct = list(dict.fromkeys(texts))
     results, _ = parse_texts(ParserSpec("ud", lang), distinct)

@@ -21,10 +21,14 @@ import numpy as np
 import polars as pl
 
 from amrsim.config import PARSER_LANGS
+from amrsim.encoders import load_encoder, model_id
+from amrsim.encoders.cache import TABLE, embed_sentences
 from amrsim.ingest.normalise import normalise_lang
 from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sentence_graphs
 from amrsim.translate.run import TranslatorSpec, english_translations
 from amrsim.warehouse.store import OK, Warehouse
+
+# amrsim.methods.mse_amr.train (it imports this module) is imported inside the functions: import cycle
 
 
 @dataclass
@@ -39,7 +43,6 @@ class MseAmrEncoder:
     cache_size: int = 200_000  # graphs parsed now and graph vectors kept: stsb_multi_mt's ten languages share graphs
 
     def __post_init__(self) -> None:
-        from amrsim.encoders import load_encoder
         from amrsim.methods.mse_amr.train import INTEGRATIONS, AmrEncoder
 
         meta = json.loads((Path(self.run_dir) / "model.json").read_text(encoding="utf-8"))
@@ -195,8 +198,6 @@ def _langs(wh: Warehouse, dataset: str, keys: list[str]) -> dict[str, str]:
 def _base_vectors(wh: Warehouse, dataset: str, name: str, encoder: Any, frame: pl.DataFrame, batch_size: int,
                   device: str) -> tuple[dict[int, np.ndarray], dict[int, str]]:
     """The base encoder's vectors through the embedding cache (computed once per sentence and model)."""
-    from amrsim.encoders import model_id
-    from amrsim.encoders.cache import TABLE, embed_sentences
 
     embed_sentences(wh, dataset, name, frame.select("key", "text"), batch_size=batch_size, device=device,
                     encoder=encoder)

@@ -16,15 +16,24 @@ may add nothing the base encoder lacks; `dev_metric: graph` selects on the graph
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any, Literal
 
+import numpy as np
+import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
+from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
+from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.mse_amr.data import load_triples, sentence_graphs
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.store import OK
+
+# amrsim.methods.mse_amr.train (it imports this module) is imported inside the functions: import cycle
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +97,8 @@ def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> None:
 
 def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]) -> tuple[Any, dict[str, Any]]:
     """`dev_eval(model, tokenizer) -> Spearman x100` on the dev pairs (English, both graphs present) and counts."""
-    import numpy as np
-    import polars as pl
 
-    from amrsim.encoders.cache import embed_sentences, read_embeddings
-    from amrsim.evaluate.sts import correlations, cosine
-    from amrsim.methods.mse_amr.data import sentence_graphs
     from amrsim.methods.mse_amr.train import embed_combined, encode_with
-    from amrsim.warehouse.store import OK
 
     ds = params.dev_dataset
     assert ds is not None
@@ -137,7 +140,6 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
 
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
-    from amrsim.methods.mse_amr.data import load_triples
     from amrsim.methods.mse_amr.train import train_mse_amr
 
     started = time.perf_counter()
@@ -180,8 +182,6 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
 
 def _contradiction_sources(item_ids: list[str]) -> dict[str, int]:
     """Triples by where their contradiction came from (`from_pairs` item ids `<id>/C|I|R<id>`; others: given)."""
-    import re
-
     names = {"C": "labelled", "I": "inferred", "R": "random"}
     counts: dict[str, int] = {}
     for item in item_ids:

@@ -72,6 +72,8 @@ from amrsim.methods.training import (
     write_model_json,
 )
 
+# torch, transformers are imported inside the functions: importing this module must stay cheap
+
 if TYPE_CHECKING:
     import torch
 

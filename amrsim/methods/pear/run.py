@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,10 +30,27 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
+from amrsim.evaluate.ood import SPLITS
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
-from amrsim.methods.training import atomic_json
+from amrsim.methods.pear.train import (
+    FUSED_METHOD,
+    CrossEncoderScorer,
+    Hyper,
+    NonFiniteLossError,
+    base_cosines,
+    fit_fusion,
+    fit_pear,
+    normalise_scores,
+    save_fused,
+    save_run,
+    spearman,
+)
+from amrsim.methods.training import atomic_json, base_model_path
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
+
+# optuna and other amrsim modules are imported inside the functions: keeps this module cheap, free of cycles
 
 if TYPE_CHECKING:
     from amrsim.methods.pear.train import CrossEncoder, Hyper
@@ -128,15 +146,12 @@ class Params(MethodParams):
         """These params with datasets and splits pointing at the protocol split's derived dataset."""
         if self.ood_split is None:
             return self
-        from amrsim.evaluate.ood import SPLITS
 
         dataset = SPLITS[self.ood_split].dataset
         return self.model_copy(update={"datasets": [dataset], "train_split": "train", "dev_datasets": [dataset],
                                        "dev_split": "dev"})
 
     def hyper(self) -> Hyper:
-        from amrsim.methods.pear.train import Hyper
-
         return Hyper(lr=self.lr, epochs=self.epochs, e_weak=self.e_weak, k=self.k,
                      max_grad_norm=self.max_grad_norm, batch_size=self.batch_size,
                      both_orders=self.both_orders)
@@ -167,8 +182,6 @@ def score_ranges(cfg: LoadedConfig, pipeline: str, wh: Warehouse,
 def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
                ranges: dict[str, tuple[float, float]]) -> tuple[pl.DataFrame, dict[str, int]]:
     """Ok pairs of one split in `langs` with texts, languages and the 0-1 target; rows left out, by reason."""
-    from amrsim.methods.pear.train import normalise_scores
-
     parts, left = [], {"failed pair rows": 0, "no score": 0}
     for ds in datasets:
         pairs = wh.read(ds, "pairs").filter((pl.col("split") == split) & pl.col("lang1").is_in(langs)
@@ -212,7 +225,6 @@ class KnnSilver:
 
     def __call__(self, model: CrossEncoder | None, k: int) -> tuple[list[str], list[str], np.ndarray]:
         from amrsim.augment.knn import CosineScorer, augment_pairs
-        from amrsim.methods.pear.train import CrossEncoderScorer
 
         t1: list[str] = []
         t2: list[str] = []
@@ -232,8 +244,6 @@ class KnnSilver:
 
 
 def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[CrossEncoder, dict[str, Any]]:
-    from amrsim.methods.pear.train import fit_pear
-    from amrsim.methods.training import base_model_path
 
     silver = KnnSilver(gold, params.biencoder, params.device, params.max_silver, seed) if hp.k > 0 else None
     return fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(), gold["sentence2"].to_list(),
@@ -243,8 +253,6 @@ def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[Cros
 
 def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64,
                  symmetric: bool = False) -> float | None:
-    from amrsim.methods.pear.train import spearman
-
     if dev.height < 2:
         return None
     pred = model.predict(dev["sentence1"].to_list(), dev["sentence2"].to_list(), batch_size, symmetric=symmetric)
@@ -255,8 +263,6 @@ def save_fused_run(wh: Warehouse, pear_name: str, params: Params, pairs: pl.Data
                    meta: dict[str, Any]) -> str:
     """Fit the fusion of a PEAR run with `params.fused_with` on `pairs` (PEAR's predictions given) and save it as
     `pear_fused:<same run id>`; its dev Spearman goes to model.json `metrics`."""
-    from amrsim.methods.pear.train import FUSED_METHOD, base_cosines, fit_fusion, save_fused, spearman
-
     assert params.fused_with is not None
     cos = base_cosines(params.fused_with, pairs["sentence1"].to_list(), pairs["sentence2"].to_list(),
                        device=params.device, models_root=wh.models_root)
@@ -293,8 +299,6 @@ def open_study(wh: Warehouse, study: str, seed: int = 0) -> Any:
 
 def suggest(trial: Any, space: SearchParams, base: Hyper) -> Hyper:
     """One point of the paper's space: lr log-uniform, k, E, E_weak integers, max grad norm uniform."""
-    from dataclasses import replace
-
     return replace(base, lr=trial.suggest_float("lr", *space.lr, log=True), k=trial.suggest_int("k", *space.k),
                    epochs=trial.suggest_int("epochs", *space.epochs),
                    e_weak=trial.suggest_int("e_weak", *space.e_weak),
@@ -303,8 +307,6 @@ def suggest(trial: Any, space: SearchParams, base: Hyper) -> Hyper:
 
 def trials_frame(study: Any) -> pl.DataFrame:
     """One row per trial of the study (the `meta/optuna_trials` rows)."""
-    from amrsim.warehouse.keys import content_key
-
     rows = []
     for t in study.trials:
         seconds = ((t.datetime_complete - t.datetime_start).total_seconds()
@@ -345,7 +347,6 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     completed trial says so in `message` and returns `best: None`."""
     import optuna
 
-    from amrsim.methods.pear.train import NonFiniteLossError
 
     space = params.search
     assert space is not None
@@ -389,9 +390,6 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     """Search (when configured) and train the PEAR cross-encoder(s); models under warehouse/models/pear/."""
-    from dataclasses import asdict, replace
-
-    from amrsim.methods.pear.train import save_run, spearman
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from amrsim.encoders import load_encoder, model_subdir, resolve_device
+from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.portable import add_cross_encoder_files, link_run_root
 from amrsim.methods.training import (
     NonFiniteLossError,
@@ -108,7 +110,6 @@ class CrossEncoder:
     def __init__(self, path: str, device: str = "auto", max_length: int = MAX_LENGTH, safetensors_only: bool = False):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        from amrsim.encoders import resolve_device
 
         self.path, self.max_length = str(path), max_length
         self.device = resolve_device(device)
@@ -305,8 +306,6 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
 
 def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
     """Spearman x 100 (None when undefined), as the evaluation suite reports it."""
-    from amrsim.evaluate.sts import correlations
-
     return correlations(pred, gold)["spearman"]
 
 
@@ -344,8 +343,6 @@ class TrainedCrossEncoder:
     dim: int = 0
 
     def __post_init__(self) -> None:
-        from amrsim.encoders import model_subdir
-
         meta = json.loads((Path(self.path) / "model.json").read_text(encoding="utf-8"))
         sub = model_subdir(self.path, str(meta.get("encoder", MODEL_SUBDIR)))
         if not sub.is_dir():
@@ -406,8 +403,6 @@ def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -
 def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
                  device: str = "auto", models_root: Path | str | None = None) -> np.ndarray:
     """Cosine of the bi-encoder `base`'s embeddings of each pair."""
-    from amrsim.encoders import load_encoder
-    from amrsim.evaluate.sts import cosine
 
     encoder = load_encoder(base, batch_size=batch_size, device=device, models_root=models_root)
     return cosine(np.asarray(encoder.encode(list(texts1)), np.float32),
@@ -436,8 +431,6 @@ class TrainedFused:
     dim: int = 0
 
     def __post_init__(self) -> None:
-        from amrsim.encoders import load_encoder
-
         meta = json.loads((Path(self.path) / "model.json").read_text(encoding="utf-8"))
         self.fusion = Fusion(**meta["fusion"])
         pear = str(meta["pear"])

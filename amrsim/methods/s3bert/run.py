@@ -21,8 +21,13 @@ from pydantic import Field, StrictFloat, StrictInt
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.training import base_model_path
+from amrsim.metrics.aspects import S3BERT_ASPECTS
+from amrsim.metrics.engine import score_pairs_parallel
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
+
+# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +66,6 @@ class Params(MethodParams):
 
 
 def required_columns(n_aspects: int) -> list[str]:
-    from amrsim.metrics.aspects import S3BERT_ASPECTS
-
     return list(S3BERT_ASPECTS.values())[:n_aspects]
 
 
@@ -121,7 +124,6 @@ def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, 
     """Positives plus one negative per pair, the negatives' metrics computed now; negatives whose graphs fail to
     score are dropped (counted). Returns texts1, texts2, raw metric matrix, negatives dropped."""
     from amrsim.methods.s3bert.train import with_negatives
-    from amrsim.metrics.engine import score_pairs_parallel
 
     partner: dict[int, int] = {}
 
@@ -173,7 +175,6 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
 
 def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.methods.s3bert.train import train_s3bert
-    from amrsim.methods.training import base_model_path
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
+from amrsim.encoders import resolve_device
 from amrsim.errors import ConfigError
 from amrsim.methods.training import (
     atomic_json,
@@ -46,6 +47,8 @@ from amrsim.methods.training import (
     st_embed,
 )
 from amrsim.metrics.aspects import S3BERT_ASPECTS as _METRIC_ASPECTS
+
+# safetensors, sentence_transformers are imported inside the functions: importing this module must stay cheap
 
 if TYPE_CHECKING:
     import polars as pl
@@ -288,7 +291,6 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     from safetensors.torch import load_model, save_model
     from sentence_transformers import SentenceTransformer
 
-    from amrsim.encoders import resolve_device
 
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
