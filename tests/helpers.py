@@ -269,7 +269,8 @@ def build_tiny_sentence_transformer(root: Path) -> str:
     return str(root / "st")
 
 
-def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
+def toy_pairs(seed: int, n: int, animals: Sequence[str] = ANIMALS, colours: Sequence[str] = COLOURS,
+              verbs: Sequence[str] = VERBS) -> tuple[list[str], list[str], np.ndarray]:
     """'the <colour> <animal> <verb>' pairs; aspect targets 1/0: same animal, same colour, same verb."""
     rng = np.random.default_rng(seed)
     t1, t2, y = [], [], []
@@ -277,8 +278,8 @@ def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
         a = rng.integers(4, size=3)
         same = rng.random(3) < 0.5
         b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
-        t1.append(f"the {COLOURS[a[1]]} {ANIMALS[a[0]]} {VERBS[a[2]]}")
-        t2.append(f"the {COLOURS[b[1]]} {ANIMALS[b[0]]} {VERBS[b[2]]}")
+        t1.append(f"the {colours[a[1]]} {animals[a[0]]} {verbs[a[2]]}")
+        t2.append(f"the {colours[b[1]]} {animals[b[0]]} {verbs[b[2]]}")
         y.append(same.astype(np.float32))
     return t1, t2, np.array(y)
 

@@ -8,6 +8,7 @@ build may round differently, in which case regenerate them from a known-good com
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -24,6 +25,7 @@ from amrsim.methods.mse_amr.run import Params
 from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
 from amrsim.methods.pear.train import Hyper, fit_pear
 from amrsim.methods.s3bert.train import train_s3bert
+from tests import helpers
 from tests.helpers import TINY_WORDS, tensors_digest, tiny_bert, tiny_sentence_transformer
 
 GOLDEN = Path(__file__).parent / "data" / "training_golden.json"
@@ -37,18 +39,8 @@ GRAPH_WORDS = ["(", ")", ":", "-", "arg", "##0", "##1", "01", "polarity", "mod",
                "apple", "big", "a", "wants", "sees", "does", "not", "want-01", "see-01"]
 
 
-def toy_pairs(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
-    """'the <colour> <animal> <verb>' pairs; targets (n, 3): same animal, same colour, same verb."""
-    rng = np.random.default_rng(seed)
-    t1, t2, y = [], [], []
-    for _ in range(n):
-        a = rng.integers(4, size=3)
-        same = rng.random(3) < 0.5
-        b = np.where(same, a, (a + rng.integers(1, 4, size=3)) % 4)
-        t1.append(f"the {COLOURS[a[1]]} {ANIMALS[a[0]]} {VERBS[a[2]]}")
-        t2.append(f"the {COLOURS[b[1]]} {ANIMALS[b[0]]} {VERBS[b[2]]}")
-        y.append(same.astype(np.float32))
-    return t1, t2, np.array(y)
+# this file's words: the golden values were made with them
+toy_pairs = functools.partial(helpers.toy_pairs, animals=ANIMALS, colours=COLOURS, verbs=VERBS)
 
 
 def check(name: str, weights: dict[str, torch.Tensor], losses: list[float]) -> None:
