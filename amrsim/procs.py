@@ -178,6 +178,9 @@ class SignalStop:
         try:
             if self.announce:
                 self.announce(signum)
+            # killing the children breaks what waits on them (a process pool's manager thread raises): the process
+            # is exiting, so those errors are consequences of the stop, not news for the terminal
+            threading.excepthook = lambda args: None
             stopped = kill_tree(os.getpid(), self.grace, self._force)
             if self.before_exit:
                 self.before_exit(signum, stopped)
