@@ -22,8 +22,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra
+	$(BIN)/pytest -q -ra -n 2 --dist worksteal
 
+# Two test processes (pytest-xdist): the suite is mostly one-core work and waits on subprocesses (Prefect servers,
+# Ray, signalled runs), so two halve it on a 2-core machine. Tests share no paths or ports: each has its own tmp dir.
 # unit tests only: no Prefect, Ray, training or subprocess runs (the tests marked slow)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -ra -m "not slow"
