@@ -172,6 +172,17 @@ def test_unusual_graphs_take_the_python_path(text):
     assert outcome(parse, text) == outcome(_parse_python, text)
 
 
+@pytest.mark.parametrize("text", [BOY, "(a / b :ARG0 (c / d :mod \"x y\") :ARG1-of (e / f :ARG2 c) :li 2)",
+                                  "(n0 / root" + "".join(f" :ARG0 (n{i} / c{i}" for i in range(1, 200)) + ")" * 200,
+                                  "(a / b :ARG0 c)", "(a / b\v:ARG0 (c / d))"])
+def test_surface_mode_with_graph_limits(text):
+    """read(..., 2): what graph mode accepts (its depth limit too), as the surface alone (read_triples' path)."""
+    full, surface = read(text), read(text, 2)
+    assert (full is None) == (surface is None)
+    if full is not None:
+        assert surface == full[:3] == read(text, False)
+
+
 def test_deep_nesting_surface_reads_in_c():
     deep = "(n0 / root" + "".join(f" :ARG0 (n{i} / c{i}" for i in range(1, 5000)) + ")" * 5000
     assert read(deep) is None  # penman's recursive parser decides the graph (today: AMRError)

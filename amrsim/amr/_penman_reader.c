@@ -1,7 +1,9 @@
 /* PENMAN reading in one pass: the graphs AMR metrics see, or None for the Python path (_read_surface + penman).
  *
- * read(text, push, pop, graph) -> None | (variables, concepts, edges)                       when graph is false
+ * read(text, push, pop, graph) -> None | (variables, concepts, edges)                       when graph is false or 2
  *                                     | (variables, concepts, edges, triples, epidata, comments)  when true
+ *   graph=2 accepts exactly what graph mode accepts (its depth limit) but builds only the surface: the Smatch
+ *   triples of a text read this way equal those of its penman graph, at the cost of the surface alone.
  *   variables, concepts: tuples of str in order of definition (the first variable is the top);
  *   edges: tuple of (source, role without colon, target, target-is-constant), as amrsim.amr.graph._read_surface;
  *   triples: list of (source, role, target), exactly penman.decode(text).triples (default model: a role ending in
@@ -372,7 +374,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *text = args[0];
-    int graph = PyObject_IsTrue(args[3]);
+    int graph = PyLong_Check(args[3]) && PyLong_AsLong(args[3]) == 2 ? 2 : PyObject_IsTrue(args[3]);
     if (graph < 0) return NULL;
     if (!PyUnicode_Check(text)) Py_RETURN_NONE; /* the Python path names the type */
     Lexer lx = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0};
@@ -396,7 +398,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_INCREF(result);
         goto done;
     }
-    result = build(&r, &lx, text, args[1], args[2], graph);
+    result = build(&r, &lx, text, args[1], args[2], graph == 1);
 done:
     PyMem_Free(r.items);
     PyMem_Free(r.concepts);

@@ -236,10 +236,10 @@ def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr") -> Sma
     otherwise exactly that call, so errors are the same."""
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
-    read = _penman_reader.read(text, Push, POP, True)  # graph mode: it accepts exactly what `parse` reads in C
+    read = _penman_reader.read(text, Push, POP, 2)  # accepts exactly what `parse` reads in C, builds the surface only
     if read is None:
         return smatch_triples(parse(text), convention)
-    return _smatch_triples(_Surface(*read[:3]), convention)
+    return _smatch_triples(_Surface(*read), convention)
 
 
 def surface_edges(graph: penman.Graph | str) -> tuple[tuple[str, str, str, bool], ...]:

@@ -193,13 +193,18 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
 
 
 def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
+    """`frame` + `scores` with each row's content key first: the frame's own `key` column where the caller has
+    computed it already (the CLI and the stage do, to skip known pairs), else computed here."""
+    if "key" in frame.columns:
+        return pl.concat([frame, scores], how="horizontal").select("key", pl.exclude("key"))
     keys = options.pair_keys(frame["amr1"].to_list(), frame["amr2"].to_list())
     return pl.concat([frame, scores], how="horizontal").with_columns(pl.Series("key", keys, pl.String)).select(
         "key", *frame.columns, *scores.columns)
 
 
 def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
-    """Score `frame` (columns amr1, amr2; others are kept) into key + aspect columns + status, error, seconds."""
+    """Score `frame` (columns amr1, amr2; others are kept; a `key` column is taken as the pairs' content keys) into
+    key + aspect columns + status, error, seconds."""
     return _with_keys(frame, _score_columns(frame["amr1"].to_list(), frame["amr2"].to_list(), options), options)
 
 
