@@ -38,7 +38,7 @@ from amrsim.amr.graph import SmatchTriples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
-           "has_duplicates", "smatch", "smatch_many"]
+           "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
@@ -85,6 +85,8 @@ class EncodedGraph:
 
     data: bytes
     labels: _Labels
+    triples: int  # triples counted (duplicates included): P = matched / triples of graph 1, R of graph 2
+    nodes: int
 
 
 def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGraph:
@@ -96,7 +98,7 @@ def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGrap
             _labels = _Labels()
         labels = _labels
     return EncodedGraph(_smatch_core.encode(labels.ids, labels.norm, labels.eq, t.variables, t.instances,
-                                            t.attributes, t.relations), labels)
+                                            t.attributes, t.relations), labels, len(t), len(t.variables))
 
 
 def has_duplicates(t: SmatchTriples) -> bool:
@@ -132,11 +134,22 @@ def smatch(t1: SmatchTriples, t2: SmatchTriples, seed: int = 0, restarts: int = 
            encoded: tuple[EncodedGraph, EncodedGraph] | None = None) -> SmatchScore:
     """Smatch of graph 1 (counted as the test graph: precision) against graph 2 (gold: recall). `encoded`: the
     graphs' `encode_graph`, where the caller keeps them across pairs."""
-    n1, n2 = len(t1), len(t2)
     if not t1.variables or not t2.variables:
-        return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
+        return SmatchScore(0.0, 0.0, 0.0, 0, len(t1), len(t2), True)
     e1, e2 = _same_table(t1, t2, *encoded) if encoded is not None else _same_table(t1, t2, encode_graph(t1),
                                                                                    encode_graph(t2))
+    return smatch_encoded(e1, e2, seed, restarts, node_budget, work_budget)
+
+
+def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: int = 4,
+                   node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET) -> SmatchScore:
+    """`smatch` from the graphs' encodings alone (a caller keeping many graphs keeps just these); both must come
+    from one label table (`e1.labels is e2.labels`)."""
+    if e1.labels is not e2.labels:
+        raise ValueError("smatch_encoded: the graphs were encoded with different label tables")
+    n1, n2 = e1.triples, e2.triples
+    if not e1.nodes or not e2.nodes:
+        return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
     matched, optimal, _expanded, work = _smatch_core.align_encoded(
         e1.data, e2.data, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
     p, r, f = _f(matched, n1, n2)
