@@ -246,3 +246,19 @@ def test_a_new_label_table_mid_pair_re_encodes_both(monkeypatch):
     e2 = smatch_module.encode_graph(b)
     assert e1.labels is not e2.labels
     assert smatch(a, b, encoded=(e1, e2)) == expected
+
+
+@pytest.mark.parametrize("text", [BOY, "(a / b~e.1 :ARG0 (c / d))", '(a / b :op1 "x y" :mod "z" :ARG0-of (c / d))'])
+def test_encode_text_equals_encoding_the_read_triples(text):
+    """encode_text skips building SmatchTriples where the C reader takes the text (the second text takes the Python
+    path); the encoding is the same either way, and errors are read_triples' own."""
+    from amrsim.amr.graph import read_triples
+    from amrsim.metrics.smatch import _Labels, encode_graph, encode_text
+
+    for convention in ("smatch", "amr"):
+        labels = _Labels()
+        fast = encode_text(text, convention, labels)
+        assert fast == encode_graph(read_triples(text, convention), labels)
+        assert fast.triples == len(read_triples(text, convention))
+    with pytest.raises(AMRError, match="unbalanced"):
+        encode_text("(a / b", "smatch")

@@ -27,7 +27,7 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import encode_graph, smatch_encoded
+from amrsim.metrics.smatch import encode_text, smatch_encoded
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, content_keys
@@ -131,7 +131,7 @@ class _Scorer:
             if len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
-                v = encode_graph(read_triples(text, convention=self.options.convention), labels)
+                v = encode_text(text, self.options.convention, labels)
             except AMRError as e:
                 v = e
             if labels is None:

@@ -32,20 +32,22 @@ pairs where it can score above us.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from amrsim.amr.graph import SmatchTriples
+from penman.layout import POP, Push
+
+from amrsim.amr import _penman_reader
+from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
-           "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
+           "encode_text", "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
 
 
-@dataclass(frozen=True)
-class SmatchScore:
+class SmatchScore(NamedTuple):  # a named tuple, not a dataclass: made once per pair, at a third of the cost
     precision: float
     recall: float
     f1: float
@@ -77,8 +79,7 @@ class _Labels:
 _labels = _Labels()
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedGraph:
+class EncodedGraph(NamedTuple):
     """One graph's Smatch features as `_smatch_core.encode` packs them (node count; instance, attribute and
     self-loop features with counts; relations with counts; each node's concept), computed once per graph. Two graphs
     are aligned only when encoded with the same label table."""
@@ -89,16 +90,37 @@ class EncodedGraph:
     nodes: int
 
 
+def _table(labels: _Labels | None) -> _Labels:
+    """`labels`, or the process's table (a new one past MAX_LABELS: memory stays flat on long runs; graphs encoded
+    before keep the old table)."""
+    global _labels
+    if labels is not None:
+        return labels
+    if _labels.size() > MAX_LABELS:
+        _labels = _Labels()
+    return _labels
+
+
+def _encode(labels: _Labels, variables, instances, attributes, relations) -> EncodedGraph:
+    return EncodedGraph(_smatch_core.encode(labels.ids, labels.norm, labels.eq, variables, instances, attributes,
+                                            relations), labels, len(instances) + len(attributes) + len(relations),
+                        len(variables))
+
+
 def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGraph:
     """The per-graph half of a pair's tables (pairs sharing a graph reuse it), with the process's label table
     (`labels`: with that one)."""
-    global _labels
-    if labels is None:
-        if _labels.size() > MAX_LABELS:  # memory stays flat on long runs; graphs encoded before keep the old table
-            _labels = _Labels()
-        labels = _labels
-    return EncodedGraph(_smatch_core.encode(labels.ids, labels.norm, labels.eq, t.variables, t.instances,
-                                            t.attributes, t.relations), labels, len(t), len(t.variables))
+    return _encode(_table(labels), t.variables, t.instances, t.attributes, t.relations)
+
+
+def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None) -> EncodedGraph:
+    """`encode_graph(read_triples(text, convention), labels)`: where the C reader takes the text, its triples go
+    straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
+    read = (_penman_reader.read_smatch(text, Push, POP, 2, convention == "smatch")
+            if convention in ("smatch", "amr") else None)
+    if read is None:
+        return encode_graph(read_triples(text, convention), labels)
+    return _encode(_table(labels), *read)
 
 
 def has_duplicates(t: SmatchTriples) -> bool:
