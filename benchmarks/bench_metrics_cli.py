@@ -5,11 +5,13 @@ For each BAMBOO main test set, in one run:
   ``match_triple_dict.clear()`` per pair, default restarts);
 - engine: ``smatch(smatch_triples(a, "smatch"), smatch_triples(b, "smatch"))`` per pair in this process, the loop
   benchmarks/bench_smatch.py times;
-- CLI: ``python -m amrsim.cli metrics score --file <set> --out <new file> --aspects smatch --convention smatch`` in
-  a subprocess with the default (automatic) workers; its start-up is excluded by subtracting a one-pair run's time.
-Then, CLI only (start-up subtracted the same way): all default aspects and WWLK alone on sts.
-Times are wall clock, each the best of --repeat runs (other jobs on a shared machine only ever add time, and the
-CLI's start-up, ~2-10 s of imports, varies most); compare the ratios within one run, not seconds across runs.
+- CLI: ``amrsim metrics score --file <set> --out <new file> --aspects smatch --convention smatch`` with the default
+  (automatic) workers, in a fresh process per run: the console command's own code (`amrsim.cli.app`'s command:
+  arguments, reading, content keys, scoring, writing, summary) runs once on a one-pair file (the start-up: imports,
+  typer's command tree, node vectors) and is then timed on the set, wall and CPU (its worker processes included).
+Then, CLI only (start-up excluded the same way): all default aspects and WWLK alone on sts.
+Each figure is the best of --repeat runs (other jobs on a shared machine only ever add time); compare the ratios
+within one run, not seconds across runs.
 
     .venv/bin/python benchmarks/bench_metrics_cli.py [--sets sts sick para] [--limit N] [--repeat 3] [--no-aspects]
 """
@@ -34,30 +36,53 @@ def one_line(text: str) -> str:
     return " ".join(line.strip() for line in text.splitlines() if not line.strip().startswith("#"))
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def _cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (a worker pool, once shut down)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def cli_seconds(pairs_file: Path, tmp: Path, *options: str) -> tuple[float, float]:
-    """(wall, CPU) seconds of one CLI run; CPU counts its worker processes too."""
-    out = tmp / f"out-{time.monotonic_ns()}.parquet"
-    c0, t0 = _children_cpu(), time.perf_counter()
-    subprocess.run([sys.executable, "-m", "amrsim.cli", "metrics", "score", "--file", str(pairs_file), "--out",
-                    str(out), *options], cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - t0, _children_cpu() - c0
+def cli_child(one: str, full: str, tmp: str, options: list[str]) -> None:
+    """In a fresh process: `amrsim metrics score` on the one-pair file (imports, lazy imports, node vectors: the
+    start-up), then timed on the full file, exactly as the console command runs it (`amrsim.cli.app`, its
+    arguments parsed, file read, keys, scoring, output written, summary printed). Prints wall and CPU seconds."""
+    import contextlib
+    import io
+
+    import typer
+
+    from amrsim.cli import app
+
+    command = typer.main.get_command(app)  # typer builds the command tree from the signatures: start-up, once
+
+    def run(pairs_file: str) -> tuple[float, float]:
+        out = Path(tmp) / f"out-{time.monotonic_ns()}.parquet"
+        c0, t0 = _cpu(), time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            command.main(["metrics", "score", "--file", pairs_file, "--out", str(out), *options],
+                         standalone_mode=False)
+        return time.perf_counter() - t0, _cpu() - c0
+
+    run(one)
+    print(json.dumps(run(full)))
+
+
+def cli_seconds(one: Path, full: Path, tmp: Path, *options: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of the CLI on `full`, start-up excluded (see `cli_child`); CPU counts its workers."""
+    done = subprocess.run([sys.executable, __file__, "--cli-child", str(one), str(full), str(tmp), "--", *options],
+                          cwd=ROOT, check=True, capture_output=True, text=True)
+    wall, cpu = json.loads(done.stdout.strip().splitlines()[-1])
+    return wall, cpu
 
 
 def cli_rate(rows: list[dict], tmp: Path, name: str, repeat: int, *options: str) -> tuple[float, float]:
-    """(wall, CPU) pairs per second of the CLI on `rows`, less the start-up (a one-pair run, same options)."""
+    """(wall, CPU) pairs per second of the CLI on `rows`, start-up excluded, best of `repeat` fresh processes."""
     full, single = tmp / f"{name}.jsonl", tmp / f"{name}-one.jsonl"
     full.write_text("".join(json.dumps({"amr1": r["amr1"], "amr2": r["amr2"]}) + "\n" for r in rows))
     single.write_text(json.dumps({"amr1": rows[0]["amr1"], "amr2": rows[0]["amr2"]}) + "\n")
-    one = [cli_seconds(single, tmp, *options) for _ in range(repeat)]
-    many = [cli_seconds(full, tmp, *options) for _ in range(repeat)]
-    wall = min(w for w, _ in many) - min(w for w, _ in one)
-    cpu = min(c for _, c in many) - min(c for _, c in one)
-    return len(rows) / max(1e-9, wall), len(rows) / max(1e-9, cpu)
+    runs = [cli_seconds(single, full, tmp, *options) for _ in range(repeat)]
+    return len(rows) / min(w for w, _ in runs), len(rows) / min(c for _, c in runs)
 
 
 def best_rate(rows: list[dict], repeat: int, run) -> tuple[float, float]:
@@ -94,6 +119,10 @@ def read_set(name: str, limit: int | None) -> list[dict]:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--cli-child":
+        one, full, tmp, _dashes, *options = sys.argv[2:]
+        cli_child(one, full, tmp, options)
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sets", nargs="+", default=["sts", "sick", "para"], choices=["sts", "sick", "para"])
     ap.add_argument("--limit", type=int, default=None, help="first N pairs of each set")

@@ -556,3 +556,25 @@ def test_non_string_cells_in_derived_triples_and_translation_files_fail_their_ro
     assert failed.height >= 1 and set(failed["source_line"]) == {2}
     assert all("de.jsonl: column 'sentence1' holds a boolean, not a string" in e for e in failed["error"])
     assert pairs.filter((pl.col("status") == "ok") & (pl.col("lang1") == "de"))["sentence1"].to_list() == ["s0 de"]
+
+
+def test_jsonl_lines_read_as_json_reads_them(tmp_path):
+    """JSONL goes through orjson where it agrees with json: NaN, huge or float numbers and a non-object line get
+    json's reading (or its error), so cells and errors are the same either way."""
+    from amrsim.ingest.readers import read_rows
+
+    lines = ['{"id": 1, "text": "a\\u00e9\\t\\"b", "x": [1]}', '{"id": NaN, "text": "\\u4e2d"}',
+             '{"id": 123456789012345678901234567890, "text": 1.5}', '{"id": 2.0, "text": null, "text": "last"}',
+             '{"id": 1e400, "text": {"a": 1}}', '{"id": true, "text": "t"}']
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    frame = read_rows(path, "jsonl", ["id", "text"], text_columns=["text"])
+    expected_ids = ["1", None, "123456789012345678901234567890", "2.0", "inf", None]
+    assert frame["id"].to_list() == expected_ids
+    assert frame["text"].to_list() == ['a\u00e9\t"b', "\u4e2d", None, "last", None, "t"]
+    errors = frame["__error"].to_list()
+    assert errors[0] is None and errors[1] is None and "number" in errors[2] and "object" in errors[4]
+    assert "boolean" in errors[5]
+    path.write_text('{"id": 1}\n[1, 2]\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"rows.jsonl:2: expected a JSON object, found list"):
+        read_rows(path, "jsonl", ["id"])

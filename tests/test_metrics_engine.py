@@ -341,3 +341,23 @@ def test_metrics_score_cli_fails_a_graph_cell_that_is_not_a_string(tmp_path):
     assert "__error" not in table.columns and table["idx"].to_list() == ["1", "2"]
     assert table["status"].to_list() == ["ok", "failed"]
     assert table["error"][1] == "column 'amr1' holds a list, not a string"
+
+
+def test_smatch_alone_gives_the_rows_of_the_general_loop(monkeypatch):
+    """`--aspects smatch` takes its own loop (encodings kept, no dict per pair); its rows equal the general loop's,
+    failures included, and a label table that starts over between two graphs changes nothing."""
+    from amrsim.metrics import engine
+    from amrsim.metrics import smatch as smatch_module
+
+    amr1 = [WANT, WANT_NOT, CAT_DOG, "(a / b", None, MERKEL, WANT]
+    amr2 = [WANT_GIRL, WANT, DOG_CAT, WANT, WANT, SIEMENS, "(x / y :ARG0 z)"]
+    frame = pl.DataFrame({"amr1": amr1, "amr2": amr2})
+    cols = ["key", "smatch_precision", "smatch_recall", "smatch_f1", "status", "error", "bounded"]
+    alone = score_pairs(frame, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols)
+    general = engine._score_columns(amr1, amr2, MetricsOptions(aspects=("smatch", "concepts"), convention="smatch"))
+    assert alone.drop("key").equals(general.select(cols[1:]))
+    assert alone["status"].to_list().count("failed") == 3
+    engine._SCORERS.clear()
+    monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)  # every graph starts a new label table
+    again = score_pairs(frame, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols)
+    assert again.equals(alone)

@@ -14,7 +14,17 @@ import pytest
 from penman.layout import POP, Push
 
 from amrsim.amr import _penman_reader
-from amrsim.amr.graph import AMRError, _parse_python, _read_surface, _Surface, _surface, parse, smatch_triples
+from amrsim.amr.graph import (
+    AMRError,
+    _parse_python,
+    _read_surface,
+    _smatch_triples,
+    _Surface,
+    _surface,
+    parse,
+    read_triples,
+    smatch_triples,
+)
 from tests.helpers import shared
 
 BOY = """# ::id 1 ::date 2012
@@ -90,6 +100,9 @@ def test_every_shared_graph_reads_as_penman():
         assert read(text) is not None, text  # no valid shared graph needs the slow path
         assert outcome(parse, text) == ref, text  # the reference graph is penman.decode(text)'s
         assert _surface(text) == ref[5], text  # smatch_triples(text) reads the surface alone
+        # the string paths build the triples in C (read_smatch); the Python rules on penman's graph are the reference
+        assert [smatch_triples(text, "smatch"), smatch_triples(text, "amr")] == ref[6][:2], text
+        assert [read_triples(text, "smatch"), read_triples(text, "amr")] == ref[6][:2], text
     assert errors == ["undefined variable a2", "undefined variable e"]  # BAMBOO para 2161; Little Prince's header
 
 
@@ -170,6 +183,31 @@ def test_graphs_the_c_reader_handles(text):
 def test_unusual_graphs_take_the_python_path(text):
     assert read(text) is None
     assert outcome(parse, text) == outcome(_parse_python, text)
+
+
+@pytest.mark.parametrize("text", [BOY, "(a / b :ARG0 (c / d :mod \"x y\") :ARG1-of (e / f :ARG2 c) :li 2)",
+                                  "(n0 / root" + "".join(f" :ARG0 (n{i} / c{i}" for i in range(1, 200)) + ")" * 200,
+                                  "(a / b :ARG0 c)", "(a / b\v:ARG0 (c / d))"])
+def test_surface_mode_with_graph_limits(text):
+    """read(..., 2): what graph mode accepts (its depth limit too), as the surface alone (read_triples' path)."""
+    full, surface = read(text), read(text, 2)
+    assert (full is None) == (surface is None)
+    if full is not None:
+        assert surface == full[:3] == read(text, False)
+
+
+@pytest.mark.parametrize("text", [
+    '(a / b :ARG0-of (c / d) :mod (e / f) :mod "g h" :ARG1-of "x y" :consist-of (i / j) :prep-out-of "k" :op1 "Q R_"'
+    ' :op2 Foo_ :polarity - :li 2 :quant 3 :mode imperative :wiki "-" :name (n / name :op1 "  ") :time "__")',
+    '(X / Want-01_ :ARG0 (b / BOY) :mod-of "c" :ARG2 "" :ARG3 "x\ty z" :Mod (m / m2))',
+    "(a / b)", BOY])
+def test_smatch_triples_in_c_equal_the_python_rules(text):
+    """read_smatch: `_smatch_triples`' rules (inversions and their exceptions, :mod, constants cut or kept, quotes,
+    case, TOP) in C, on edge cases of each rule."""
+    for convention in ("smatch", "amr"):
+        ref = _smatch_triples(_read_surface(text), convention)
+        assert smatch_triples(text, convention) == ref == read_triples(text, convention)
+        assert _penman_reader.read_smatch(text, Push, POP, 0, convention == "smatch") is not None
 
 
 def test_deep_nesting_surface_reads_in_c():

@@ -151,3 +151,114 @@ def test_deterministic_across_processes():
                              timeout=60, check=True)
         outs.add(res.stdout)
     assert len(outs) == 1
+
+
+def reference_tables(t1: SmatchTriples, t2: SmatchTriples):
+    """The pair tables as the Python encoder built them before the C one (the oracle for `encode_pair`): U, quads
+    in insertion order, and per node its concept id (pair-local ids; graph 1's nodes without one get 0, graph 2's
+    -1)."""
+    def norm(x: str) -> str:
+        return x.lower().rstrip("_")
+
+    def encode(t):
+        index = {v: i for i, v in enumerate(t.variables)}
+        unary, binary, concepts = {}, {}, []
+        for v, c in t.instances:
+            concepts.append((index[v], norm(c)))
+            unary[(index[v], "i", norm(c))] = unary.get((index[v], "i", norm(c)), 0) + 1
+        for v, r, c in t.attributes:
+            key = (index[v], norm(r), "=" + norm(c))
+            unary[key] = unary.get(key, 0) + 1
+        for s, r, o in t.relations:
+            key = (index[s], "s", norm(r)) if index[s] == index[o] else (index[s], index[o], norm(r))
+            table = unary if index[s] == index[o] else binary
+            table[key] = table.get(key, 0) + 1
+        return len(index), unary, binary, concepts
+
+    n1, u1, b1, con1 = encode(t1)
+    n2, u2, b2, con2 = encode(t2)
+    U = [0] * (n1 * n2)
+    for (i, kind, label), c1 in u1.items():
+        for (j, kind2, label2), c2 in u2.items():
+            if (kind, label) == (kind2, label2):
+                U[i * n2 + j] += min(c1, c2)
+    quads: dict = {}
+    for (i, k, r), c1 in b1.items():
+        for (j, y, r2), c2 in b2.items():
+            if r == r2:
+                key = (i, j, k, y) if i < k else (k, y, i, j)
+                quads[key] = quads.get(key, 0) + min(c1, c2)
+    ids: dict = {}
+    cid1, cid2 = [0] * n1, [-1] * n2
+    for i, c in con1:
+        cid1[i] = ids.setdefault(c, len(ids))
+    for j, c in con2:
+        cid2[j] = ids.setdefault(c, len(ids))
+    return n1, n2, U, [(*k, w) for k, w in quads.items()], cid1, cid2
+
+
+def c_tables(t1: SmatchTriples, t2: SmatchTriples):
+    from array import array
+
+    from amrsim.metrics.smatch import encode_pair
+
+    n1, n2, U, q, c1, c2 = (x if isinstance(x, int) else array("i", x).tolist() for x in encode_pair(t1, t2))
+    return n1, n2, U, [tuple(q[i:i + 5]) for i in range(0, len(q), 5)], c1, c2
+
+
+def assert_same_tables(t1: SmatchTriples, t2: SmatchTriples) -> None:
+    ref, fast = reference_tables(t1, t2), c_tables(t1, t2)
+    assert fast[:4] == ref[:4]  # node counts, U and the quads in the same order
+    # concept ids differ in value; the search only compares them (graph 1's against graph 2's)
+    assert [[a == b for b in fast[5]] for a in fast[4]] == [[a == b for b in ref[5]] for a in ref[4]]
+
+
+def test_pair_tables_equal_the_python_encoding_on_hand_cases():
+    dup = SmatchTriples(("a", "b"), (("a", "Want-01_"), ("b", "boy")),
+                        (("a", "TOP", "top"), ("a", "polarity", "-"), ("a", "polarity", "-"), ("b", "i", "x")),
+                        (("a", "ARG0", "b"), ("a", "arg0", "b"), ("a", "ARG1", "a"), ("b", "mod", "a")))
+    other = SmatchTriples(("x", "y", "z"), (("x", "want-01"), ("y", "boy"), ("z", "=x")),
+                          (("x", "TOP", "top"), ("x", "polarity", "-"), ("y", "s", "arg1")),
+                          (("x", "ARG0", "y"), ("x", "ARG1", "x"), ("y", "MOD", "x"), ("z", "ARG0", "y")))
+    no_concept = SmatchTriples(("p", "q"), (("q", "boy"),), (("p", "TOP", "top"),), (("p", "ARG0", "q"),))
+    for a, b in [(dup, other), (other, dup), (dup, dup), (no_concept, other), (other, no_concept),
+                 (no_concept, no_concept)]:
+        assert_same_tables(a, b)
+    assert smatch(dup, dup).f1 == 1.0
+
+
+def test_pair_tables_equal_the_python_encoding_on_bamboo():
+    path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f][:300]
+    for conv in ("smatch", "amr"):
+        for r in rows:
+            assert_same_tables(smatch_triples(r["amr1"], conv), smatch_triples(r["amr2"], conv))
+
+
+def test_a_new_label_table_mid_pair_re_encodes_both(monkeypatch):
+    from amrsim.metrics import smatch as smatch_module
+
+    a, b = smatch_triples(BOY), smatch_triples("(w / want-01 :ARG0 (g / girl))")
+    expected = smatch(a, b)
+    e1 = smatch_module.encode_graph(a)
+    monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)  # every encoding now starts a new table
+    e2 = smatch_module.encode_graph(b)
+    assert e1.labels is not e2.labels
+    assert smatch(a, b, encoded=(e1, e2)) == expected
+
+
+@pytest.mark.parametrize("text", [BOY, "(a / b~e.1 :ARG0 (c / d))", '(a / b :op1 "x y" :mod "z" :ARG0-of (c / d))'])
+def test_encode_text_equals_encoding_the_read_triples(text):
+    """encode_text skips building SmatchTriples where the C reader takes the text (the second text takes the Python
+    path); the encoding is the same either way, and errors are read_triples' own."""
+    from amrsim.amr.graph import read_triples
+    from amrsim.metrics.smatch import _Labels, encode_graph, encode_text
+
+    for convention in ("smatch", "amr"):
+        labels = _Labels()
+        fast = encode_text(text, convention, labels)
+        assert fast == encode_graph(read_triples(text, convention), labels)
+        assert fast.triples == len(read_triples(text, convention))
+    with pytest.raises(AMRError, match="unbalanced"):
+        encode_text("(a / b", "smatch")

@@ -31,6 +31,24 @@ def test_content_keys_are_stable_and_distinguish_inputs():
     assert len(content_key("x")) == 32
 
 
+def test_content_keys_of_strings_are_the_json_encoding():
+    """Strings take a shortcut in the encoding; the keys stay sha256 over each part's json.dumps."""
+    import hashlib
+    import json
+
+    from amrsim.warehouse.keys import content_keys
+
+    texts = ['(a / "q\\"uote")', "é\u2028\x00\x1f\t中", "", "plain"]
+    expected = []
+    for t in texts:
+        h = hashlib.sha256()
+        for part in ("amr_metrics", t, {"seed": 0, "b": [1]}):
+            h.update(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode() + b"\x1f")
+        expected.append(h.hexdigest()[:32])
+    assert content_keys([(t,) for t in texts], prefix=("amr_metrics",), suffix=({"seed": 0, "b": [1]},)) == expected
+    assert [content_key("amr_metrics", t, {"seed": 0, "b": [1]}) for t in texts] == expected
+
+
 def test_upsert_inserts_new_keys_and_replaces_failed_rows(wh):
     assert wh.upsert("d", "sentences", sentences(3)) == 3
     assert wh.version("d", "sentences") == 0

@@ -1,7 +1,9 @@
 /* PENMAN reading in one pass: the graphs AMR metrics see, or None for the Python path (_read_surface + penman).
  *
- * read(text, push, pop, graph) -> None | (variables, concepts, edges)                       when graph is false
+ * read(text, push, pop, graph) -> None | (variables, concepts, edges)                       when graph is false or 2
  *                                     | (variables, concepts, edges, triples, epidata, comments)  when true
+ *   graph=2 accepts exactly what graph mode accepts (its depth limit) but builds only the surface: the Smatch
+ *   triples of a text read this way equal those of its penman graph, at the cost of the surface alone.
  *   variables, concepts: tuples of str in order of definition (the first variable is the top);
  *   edges: tuple of (source, role without colon, target, target-is-constant), as amrsim.amr.graph._read_surface;
  *   triples: list of (source, role, target), exactly penman.decode(text).triples (default model: a role ending in
@@ -372,7 +374,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     PyObject *text = args[0];
-    int graph = PyObject_IsTrue(args[3]);
+    int graph = PyLong_Check(args[3]) && PyLong_AsLong(args[3]) == 2 ? 2 : PyObject_IsTrue(args[3]);
     if (graph < 0) return NULL;
     if (!PyUnicode_Check(text)) Py_RETURN_NONE; /* the Python path names the type */
     Lexer lx = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0};
@@ -396,7 +398,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_INCREF(result);
         goto done;
     }
-    result = build(&r, &lx, text, args[1], args[2], graph);
+    result = build(&r, &lx, text, args[1], args[2], graph == 1);
 done:
     PyMem_Free(r.items);
     PyMem_Free(r.concepts);
@@ -407,9 +409,154 @@ done:
     return result;
 }
 
+
+/* ---- Smatch triples straight from the surface (amrsim.amr.graph._smatch_triples in C, same rules) ------------- */
+
+static PyObject *S_LOWER, *S_RSTRIP, *S_UNDERSCORE, *S_SPLIT, *S_MOD, *S_DOMAIN, *S_TOP_ROLE, *S_TOP_VALUE,
+    *S_INVERSION_EXCEPTIONS;
+
+/* _normalize: lower-cased, trailing '_' removed */
+static PyObject *normalize(PyObject *s) {
+    PyObject *low = PyObject_CallMethodNoArgs(s, S_LOWER);
+    if (!low) return NULL;
+    PyObject *out = PyObject_CallMethodOneArg(low, S_RSTRIP, S_UNDERSCORE);
+    Py_DECREF(low);
+    return out;
+}
+
+/* _constant(value, quoted, convention) */
+static PyObject *constant(PyObject *value, int quoted, int smatch) {
+    if (!quoted) return normalize(value);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
+    PyObject *content;
+    if (n >= 2 && PyUnicode_READ_CHAR(value, 0) == '"' && PyUnicode_READ_CHAR(value, n - 1) == '"')
+        content = PyUnicode_Substring(value, 1, n - 1);
+    else {
+        content = value;
+        Py_INCREF(content);
+    }
+    if (!content) return NULL;
+    if (!smatch) {
+        PyObject *out = PyObject_CallMethodNoArgs(content, S_LOWER);
+        Py_DECREF(content);
+        return out;
+    }
+    /* the reference drops spaces and keeps the first word, then '_' marks the quote */
+    PyObject *marked = PyUnicode_Concat(content, S_UNDERSCORE);
+    Py_DECREF(content);
+    if (!marked) return NULL;
+    PyObject *words = PyObject_CallMethodNoArgs(marked, S_SPLIT);
+    Py_DECREF(marked);
+    if (!words) return NULL;
+    PyObject *out = PyList_GET_SIZE(words) ? normalize(PyList_GET_ITEM(words, 0)) : NULL;
+    if (!out && !PyErr_Occurred()) PyErr_SetString(PyExc_IndexError, "list index out of range");
+    Py_DECREF(words);
+    return out;
+}
+
+static int append3(PyObject *list, PyObject *a, PyObject *b, PyObject *c) {
+    PyObject *t = PyTuple_Pack(3, a, b, c);
+    if (!t) return -1;
+    int rc = PyList_Append(list, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* (variables, instances, attributes, relations) of a surface (variables, concepts, edges) */
+static PyObject *smatch_from_surface(PyObject *surface, int smatch) {
+    PyObject *variables = PyTuple_GET_ITEM(surface, 0), *concepts = PyTuple_GET_ITEM(surface, 1);
+    PyObject *edges = PyTuple_GET_ITEM(surface, 2);
+    Py_ssize_t nv = PyTuple_GET_SIZE(variables), ne = PyTuple_GET_SIZE(edges);
+    if (nv == 0) Py_RETURN_NONE; /* the Python path names the problem */
+    PyObject *result = NULL, *instances = NULL, *attributes = NULL, *relations = NULL, *value = NULL;
+    PyObject *root_concept = NULL;
+    if (!(instances = PyTuple_New(nv)) || !(attributes = PyList_New(0)) || !(relations = PyList_New(0))) goto done;
+    for (Py_ssize_t k = 0; k < nv; k++) {
+        PyObject *c = normalize(PyTuple_GET_ITEM(concepts, k));
+        if (!c) goto done;
+        PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(variables, k), c);
+        if (k == 0) {
+            root_concept = c;
+            Py_INCREF(root_concept);
+        }
+        Py_DECREF(c);
+        if (!pair) goto done;
+        PyTuple_SET_ITEM(instances, k, pair);
+    }
+    if (append3(attributes, PyTuple_GET_ITEM(variables, 0), S_TOP_ROLE, smatch ? S_TOP_VALUE : root_concept) < 0)
+        goto done;
+    for (Py_ssize_t k = 0; k < ne; k++) {
+        PyObject *edge = PyTuple_GET_ITEM(edges, k);
+        PyObject *src = PyTuple_GET_ITEM(edge, 0), *role = PyTuple_GET_ITEM(edge, 1);
+        PyObject *tgt = PyTuple_GET_ITEM(edge, 2);
+        int is_const = PyTuple_GET_ITEM(edge, 3) == Py_True;
+        Py_ssize_t rn = PyUnicode_GET_LENGTH(role);
+        int ends_of = rn >= 3 && PyUnicode_READ_CHAR(role, rn - 3) == '-' && PyUnicode_READ_CHAR(role, rn - 2) == 'o' &&
+                      PyUnicode_READ_CHAR(role, rn - 1) == 'f';
+        int excepted = ends_of ? PySet_Contains(S_INVERSION_EXCEPTIONS, role) : 0;
+        if (excepted < 0) goto done;
+        int is_mod = PyUnicode_CompareWithASCIIString(role, "mod") == 0;
+        int rc;
+        if (ends_of && !excepted) {
+            if (is_const) {
+                if (smatch) continue; /* the reference loses it */
+                if (!(value = constant(tgt, 1, smatch))) goto done;
+                rc = append3(attributes, src, role, value);
+            } else {
+                if (!(value = PyUnicode_Substring(role, 0, rn - 3))) goto done;
+                rc = append3(relations, tgt, value, src);
+            }
+        } else if (is_mod && !is_const) {
+            rc = append3(relations, tgt, S_DOMAIN, src);
+        } else if (is_mod && smatch) {
+            continue; /* the reference loses a :mod to a constant */
+        } else if (is_const) {
+            int quoted = PyUnicode_GET_LENGTH(tgt) > 0 && PyUnicode_READ_CHAR(tgt, 0) == '"';
+            if (!(value = constant(tgt, quoted, smatch))) goto done;
+            rc = append3(attributes, src, role, value);
+        } else
+            rc = append3(relations, src, role, tgt);
+        Py_CLEAR(value);
+        if (rc < 0) goto done;
+    }
+    PyObject *attrs = PyList_AsTuple(attributes), *rels = attrs ? PyList_AsTuple(relations) : NULL;
+    if (rels) result = PyTuple_Pack(4, variables, instances, attrs, rels);
+    Py_XDECREF(attrs);
+    Py_XDECREF(rels);
+done:
+    Py_XDECREF(instances);
+    Py_XDECREF(attributes);
+    Py_XDECREF(relations);
+    Py_XDECREF(value);
+    Py_XDECREF(root_concept);
+    return result;
+}
+
+/* read_smatch(text, push, pop, mode, smatch) -> None | (variables, instances, attributes, relations) */
+static PyObject *read_smatch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "read_smatch(text, push, pop, mode, smatch) takes 5 arguments");
+        return NULL;
+    }
+    int smatch = PyObject_IsTrue(args[4]);
+    if (smatch < 0) return NULL;
+    if (PyObject_IsTrue(args[3]) && !(PyLong_Check(args[3]) && PyLong_AsLong(args[3]) == 2)) {
+        PyErr_SetString(PyExc_ValueError, "read_smatch: mode is 0 (surface) or 2 (graph mode's limits)");
+        return NULL;
+    }
+    PyObject *surface = penman_read(self, args, 4);
+    if (!surface || surface == Py_None) return surface;
+    PyObject *result = smatch_from_surface(surface, smatch);
+    Py_DECREF(surface);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))penman_read, METH_FASTCALL,
      "read(text, push, pop, graph) -> None (use the Python path) or the graph's surface [and penman triples]."},
+    {"read_smatch", (PyCFunction)(void (*)(void))read_smatch, METH_FASTCALL,
+     "read_smatch(text, push, pop, mode, smatch) -> None (use the Python path) or the graph's Smatch triples "
+     "(variables, instances, attributes, relations) under the smatch (true) or amr convention; mode as read's."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_penman_reader", "PENMAN reading in C.", -1, methods};
@@ -417,5 +564,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_penman_reader", "PE
 PyMODINIT_FUNC PyInit__penman_reader(void) {
     INSTANCE_ROLE = PyUnicode_InternFromString(":instance");
     if (!INSTANCE_ROLE) return NULL;
+    if (!(S_LOWER = PyUnicode_InternFromString("lower")) || !(S_RSTRIP = PyUnicode_InternFromString("rstrip")) ||
+        !(S_UNDERSCORE = PyUnicode_InternFromString("_")) || !(S_SPLIT = PyUnicode_InternFromString("split")) ||
+        !(S_MOD = PyUnicode_InternFromString("mod")) || !(S_DOMAIN = PyUnicode_InternFromString("domain")) ||
+        !(S_TOP_ROLE = PyUnicode_InternFromString("TOP")) || !(S_TOP_VALUE = PyUnicode_InternFromString("top")))
+        return NULL;
+    PyObject *exceptions = Py_BuildValue("(sss)", "prep-on-behalf-of", "prep-out-of", "consist-of");
+    if (!exceptions || !(S_INVERSION_EXCEPTIONS = PyFrozenSet_New(exceptions))) {
+        Py_XDECREF(exceptions);
+        return NULL;
+    }
+    Py_DECREF(exceptions);
     return PyModule_Create(&module);
 }

@@ -3,8 +3,9 @@
 `parse` validates a PENMAN string with a small tokenizer (clear `AMRError`s: unbalanced parentheses, duplicate or
 undefined variables, empty input) and returns the `penman.Graph`; `smatch_triples` turns a graph (or a string, the
 fast path that skips penman) into the instance / attribute / relation triples Smatch aligns. Both first try the C
-reader (`_penman_reader.c`: one pass, the same graph penman builds); a text it does not handle (alignments, escapes,
-odd whitespace, any error) takes the Python tokenizer and penman, so errors are the same either way.
+reader (`_penman_reader.c`: one pass, the same graph penman builds; from a string, `read_smatch` builds the Smatch
+triples too, by `_smatch_triples`' rules); a text it does not handle (alignments, escapes, odd whitespace, any
+error) takes the Python tokenizer and penman, so errors are the same either way.
 
 Conventions (`convention=`):
 
@@ -236,10 +237,10 @@ def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr") -> Sma
     otherwise exactly that call, so errors are the same."""
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
-    read = _penman_reader.read(text, Push, POP, True)  # graph mode: it accepts exactly what `parse` reads in C
+    read = _penman_reader.read_smatch(text, Push, POP, 2, convention == "smatch")  # what `parse` reads in C
     if read is None:
         return smatch_triples(parse(text), convention)
-    return _smatch_triples(_Surface(*read[:3]), convention)
+    return SmatchTriples(*read)
 
 
 def surface_edges(graph: penman.Graph | str) -> tuple[tuple[str, str, str, bool], ...]:
@@ -281,6 +282,10 @@ def smatch_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr
     """
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
+    if isinstance(graph, str) and not dereify:  # the C reader's triples (`_smatch_triples`' rules in C) where it can
+        read = _penman_reader.read_smatch(graph, Push, POP, 0, convention == "smatch")
+        if read is not None:
+            return SmatchTriples(*read)
     return _smatch_triples(_surface(graph), convention, dereify)
 
 

@@ -59,7 +59,7 @@ def metrics_score(
         todo, done = frame, None
     t0 = time.perf_counter()
     with PairScorer(options, workers=workers) as scorer:
-        scored = scorer(todo.drop("key")) if todo.height else None
+        scored = scorer(todo) if todo.height else None  # keys computed above, not again
         where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
     seconds = time.perf_counter() - t0
     parts = [p for p in (done, scored) if p is not None]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
 import polars as pl
 import pyarrow.parquet as pq
 
@@ -222,6 +223,19 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
         raise InputError(str(path), "header but no data rows", 1)
 
 
+def _json_object(line: str, columns: list[str]) -> Any:
+    """`json.loads(line)`, by orjson (a few times faster) where that gives the same: orjson is stricter (no NaN, no
+    lone surrogate, no integer beyond 64 bits: all go to json, whose errors name the problem) and reads a large
+    integer as a float, so a line whose wanted cell is a float is read by json too."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
+    if type(obj) is not dict or any(type(obj.get(c)) is float for c in columns):
+        return json.loads(line)
+    return obj
+
+
 def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                tail: Tail | None = None, text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
     seen: set[str] = set()
@@ -231,7 +245,7 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = _json_object(line, columns)
             except json.JSONDecodeError as e:
                 raise InputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", number) from None
             if not isinstance(obj, dict):

@@ -6,6 +6,7 @@
  *
  * align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget, work_budget)
  *   -> (best, optimal, expanded, work, mapping)
+ * (encode / align_encoded below build these tables from two graphs' triples in C: what smatch.py calls per pair.)
  * work counts the adjacency entries every phase reads; no phase starts (and climbing and branch and bound stop) once
  * it reaches work_budget, so one call does at most work_budget plus one climbing step of work, whatever the graphs.
  *   U: int32 buffer n1*n2; quads: int32 buffer 5*q (each unordered pair of node pairs once);
@@ -249,36 +250,17 @@ static int cmp_order(const void *a, const void *b) {
     return x - y;
 }
 
-static PyObject *align(PyObject *self, PyObject *args) {
-    int n1, n2, restarts;
-    unsigned long long seed;
-    long long budget, work_budget;
-    Py_buffer ub, qb, c1b, c2b;
-    if (!PyArg_ParseTuple(args, "iiy*y*y*y*KiLL", &n1, &n2, &ub, &qb, &c1b, &c2b, &seed, &restarts, &budget,
-                          &work_budget))
-        return NULL;
+/* The search on one pair's tables; returns (best, optimal, expanded, work[, mapping]) or NULL (no memory). */
+static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t nq, const int32_t *conc1,
+                            const int32_t *conc2, unsigned long long seed, int restarts, long long budget,
+                            long long work_budget, int with_mapping) {
     PyObject *result = NULL;
     Ctx c;
     memset(&c, 0, sizeof(c));
     size_t cells = (size_t)n1 * (size_t)n2;
-    Py_ssize_t nq = qb.len / (Py_ssize_t)(5 * sizeof(int32_t));
-    if (n1 < 0 || n2 < 0 || ub.len != (Py_ssize_t)(cells * sizeof(int32_t)) ||
-        c1b.len != (Py_ssize_t)(n1 * sizeof(int32_t)) || c2b.len != (Py_ssize_t)(n2 * sizeof(int32_t))) {
-        PyErr_SetString(PyExc_ValueError, "align: buffer sizes do not match n1, n2");
-        goto done;
-    }
-    const int32_t *q = (const int32_t *)qb.buf;
-    for (Py_ssize_t t = 0; t < nq; t++) {
-        const int32_t *e = q + 5 * t;
-        if (e[0] < 0 || e[0] >= n1 || e[2] < 0 || e[2] >= n1 || e[1] < 0 || e[1] >= n2 || e[3] < 0 ||
-            e[3] >= n2 || e[0] == e[2] || e[1] == e[3]) {
-            PyErr_SetString(PyExc_ValueError, "align: quad out of range");
-            goto done;
-        }
-    }
     c.n1 = n1; c.n2 = n2;
-    c.U = (const int32_t *)ub.buf;
-    c.conc1 = (const int32_t *)c1b.buf; c.conc2 = (const int32_t *)c2b.buf;
+    c.U = U;
+    c.conc1 = conc1; c.conc2 = conc2;
     c.rng = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
     c.budget = budget;
     c.work_budget = work_budget > 0 ? work_budget : 1;
@@ -382,26 +364,460 @@ static PyObject *align(PyObject *self, PyObject *args) {
             if (s > c.best) { c.best = s; memcpy(c.bm, c.m, sizeof(int) * n1); }
         }
     }
-    PyObject *mapping = PyTuple_New(n1);
-    if (!mapping) goto done;
-    for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(c.bm[i]));
-    result = Py_BuildValue("iOLLN", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work, mapping);
+    if (with_mapping) {
+        PyObject *mapping = PyTuple_New(n1);
+        if (!mapping) goto done;
+        for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(c.bm[i]));
+        result = Py_BuildValue("iOLLN", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work, mapping);
+    } else
+        result = Py_BuildValue("iOLL", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work);
 done:
     free(c.adj_start); free(c.grp_start); free(c.adj_k); free(c.adj_l); free(c.adj_w); free(c.grp_k);
     free(c.grp_w); free(c.cand_start); free(c.cand); free(c.m); free(c.used); free(c.order); free(c.pos);
     free(c.asg); free(c.bm); free(c.bbuf);
+    return result;
+}
+
+static PyObject *align(PyObject *self, PyObject *args) {
+    int n1, n2, restarts;
+    unsigned long long seed;
+    long long budget, work_budget;
+    Py_buffer ub, qb, c1b, c2b;
+    if (!PyArg_ParseTuple(args, "iiy*y*y*y*KiLL", &n1, &n2, &ub, &qb, &c1b, &c2b, &seed, &restarts, &budget,
+                          &work_budget))
+        return NULL;
+    PyObject *result = NULL;
+    size_t cells = (size_t)n1 * (size_t)n2;
+    Py_ssize_t nq = qb.len / (Py_ssize_t)(5 * sizeof(int32_t));
+    if (n1 < 0 || n2 < 0 || ub.len != (Py_ssize_t)(cells * sizeof(int32_t)) ||
+        c1b.len != (Py_ssize_t)(n1 * sizeof(int32_t)) || c2b.len != (Py_ssize_t)(n2 * sizeof(int32_t))) {
+        PyErr_SetString(PyExc_ValueError, "align: buffer sizes do not match n1, n2");
+        goto done;
+    }
+    const int32_t *q = (const int32_t *)qb.buf;
+    for (Py_ssize_t t = 0; t < nq; t++) {
+        const int32_t *e = q + 5 * t;
+        if (e[0] < 0 || e[0] >= n1 || e[2] < 0 || e[2] >= n1 || e[1] < 0 || e[1] >= n2 || e[3] < 0 ||
+            e[3] >= n2 || e[0] == e[2] || e[1] == e[3]) {
+            PyErr_SetString(PyExc_ValueError, "align: quad out of range");
+            goto done;
+        }
+    }
+    result = align_core(n1, n2, (const int32_t *)ub.buf, q, nq, (const int32_t *)c1b.buf, (const int32_t *)c2b.buf,
+                        seed, restarts, budget, work_budget, 1);
+done:
     PyBuffer_Release(&ub); PyBuffer_Release(&qb); PyBuffer_Release(&c1b); PyBuffer_Release(&c2b);
     return result;
 }
+
+/* ---- encoding graphs and pairs in C (what smatch.py once did in Python per pair) ----------------------------
+ *
+ * encode(ids, norm_cache, eq_cache, variables, instances, attributes, relations) -> bytes
+ *   One graph's Smatch features as int32s. Labels become ids of their normalised strings (lower-cased, trailing '_'
+ *   removed, as smatch's normalize; an attribute's value prefixed with '='), interned in the dict `ids` shared by
+ *   every graph a pair may meet; norm_cache / eq_cache map a raw string to its id, so each distinct string is
+ *   normalised once. Layout: header (n, unary count, binary count, first instance's concept or -1), then unary
+ *   features (kind, label, node, count) sorted, relations (node, node, role, count) in order of first occurrence,
+ *   the relations' indices sorted by role, and each node's concept (its last instance) or -1.
+ *   Unary features: (i, "i", concept), (i, role, "=" value) for attributes, (i, "s", role) for self-loops; equal
+ *   features and equal relations are merged with their counts (a triple written twice matches at most as often as
+ *   the other graph has it).
+ * align_encoded(e1, e2, seed, restarts, node_budget, work_budget) -> (best, optimal, expanded, work)
+ * pair_tables(e1, e2) -> (n1, n2, U, quads, conc1, conc2): the tables align() takes (what align_encoded searches). */
+
+#define H_N 0
+#define H_NU 1
+#define H_NB 2
+#define H_FIRST 3
+#define H_LEN 4
+
+static PyObject *STR_I, *STR_S, *STR_EQ, *STR_LOWER, *STR_RSTRIP, *STR_UNDERSCORE;
+
+/* id of a raw label (normalised, '=' prepended when eq) in ids; -1 with an error set */
+static long label_id(PyObject *ids, PyObject *cache, PyObject *raw, int eq) {
+    PyObject *v = PyDict_GetItemWithError(cache, raw);
+    if (v) return PyLong_AsLong(v);
+    if (PyErr_Occurred()) return -1;
+    if (!PyUnicode_Check(raw)) {
+        PyErr_Format(PyExc_TypeError, "encode: a label must be str, not %.100s", Py_TYPE(raw)->tp_name);
+        return -1;
+    }
+    PyObject *low = PyObject_CallMethodNoArgs(raw, STR_LOWER);
+    if (!low) return -1;
+    PyObject *norm = PyObject_CallMethodOneArg(low, STR_RSTRIP, STR_UNDERSCORE);
+    Py_DECREF(low);
+    if (!norm) return -1;
+    if (eq) {
+        PyObject *with = PyUnicode_Concat(STR_EQ, norm);
+        Py_DECREF(norm);
+        if (!(norm = with)) return -1;
+    }
+    long id;
+    PyObject *known = PyDict_GetItemWithError(ids, norm);
+    if (known) {
+        Py_INCREF(known);
+    } else if (PyErr_Occurred() || !(known = PyLong_FromSsize_t(PyDict_GET_SIZE(ids))) ||
+               PyDict_SetItem(ids, norm, known) < 0) {
+        Py_XDECREF(known);
+        Py_DECREF(norm);
+        return -1;
+    }
+    Py_DECREF(norm);
+    id = PyLong_AsLong(known);
+    if (PyDict_SetItem(cache, raw, known) < 0) id = -1;
+    Py_DECREF(known);
+    return id;
+}
+
+typedef struct { int32_t a, b, c, pos; } Raw4;
+
+static int cmp_unary(const void *x, const void *y) { /* (kind, label, node) */
+    const Raw4 *p = x, *q = y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    if (p->b != q->b) return p->b < q->b ? -1 : 1;
+    return (p->c > q->c) - (p->c < q->c);
+}
+static int cmp_binary(const void *x, const void *y) { /* (node, node, role, first position) */
+    const Raw4 *p = x, *q = y;
+    if (p->a != q->a) return p->a < q->a ? -1 : 1;
+    if (p->b != q->b) return p->b < q->b ? -1 : 1;
+    if (p->c != q->c) return p->c < q->c ? -1 : 1;
+    return (p->pos > q->pos) - (p->pos < q->pos);
+}
+static int cmp_pos(const void *x, const void *y) {
+    const Raw4 *p = x, *q = y;
+    return (p->pos > q->pos) - (p->pos < q->pos);
+}
+static const int32_t *sort_roles_binary; /* binary block being sorted by role (qsort has no context argument) */
+static int cmp_role(const void *x, const void *y) {
+    int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
+    int32_t ri = sort_roles_binary[4 * i + 2], rj = sort_roles_binary[4 * j + 2];
+    if (ri != rj) return ri < rj ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* node index of variable v, or -1 with KeyError (as the Python encoder's index[v]) */
+static long node_of(PyObject *index, PyObject *v) {
+    PyObject *i = PyDict_GetItemWithError(index, v);
+    if (!i) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, v);
+        return -1;
+    }
+    return PyLong_AsLong(i);
+}
+
+static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "encode(ids, norm_cache, eq_cache, variables, instances, attributes, "
+                                         "relations) takes 7 arguments");
+        return NULL;
+    }
+    PyObject *ids = args[0], *norm_cache = args[1], *eq_cache = args[2];
+    if (!PyDict_Check(ids) || !PyDict_Check(norm_cache) || !PyDict_Check(eq_cache)) {
+        PyErr_SetString(PyExc_TypeError, "encode: ids and caches must be dicts");
+        return NULL;
+    }
+    PyObject *result = NULL, *index = NULL, *vars = NULL, *inst = NULL, *attr = NULL, *rel = NULL, *item = NULL;
+    Raw4 *un = NULL, *bi = NULL;
+    int32_t *concept = NULL;
+    if (!(vars = PySequence_Fast(args[3], "encode: variables")) ||
+        !(inst = PySequence_Fast(args[4], "encode: instances")) ||
+        !(attr = PySequence_Fast(args[5], "encode: attributes")) ||
+        !(rel = PySequence_Fast(args[6], "encode: relations")) || !(index = PyDict_New()))
+        goto done;
+    Py_ssize_t nv = PySequence_Fast_GET_SIZE(vars), ni = PySequence_Fast_GET_SIZE(inst);
+    Py_ssize_t na = PySequence_Fast_GET_SIZE(attr), nr = PySequence_Fast_GET_SIZE(rel);
+    for (Py_ssize_t k = 0; k < nv; k++) {
+        PyObject *i = PyLong_FromSsize_t(k);
+        if (!i || PyDict_SetItem(index, PySequence_Fast_GET_ITEM(vars, k), i) < 0) {
+            Py_XDECREF(i);
+            goto done;
+        }
+        Py_DECREF(i);
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(index);
+    if (n != nv) {
+        PyErr_SetString(PyExc_ValueError, "encode: a variable occurs twice");
+        goto done;
+    }
+    un = PyMem_Malloc(sizeof(Raw4) * (ni + na + nr + 1));
+    bi = PyMem_Malloc(sizeof(Raw4) * (nr + 1));
+    concept = PyMem_Malloc(sizeof(int32_t) * (n + 1));
+    if (!un || !bi || !concept) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) concept[k] = -1;
+    long kind_i = label_id(ids, norm_cache, STR_I, 0), kind_s = label_id(ids, norm_cache, STR_S, 0);
+    if (kind_i < 0 || kind_s < 0) goto done;
+    Py_ssize_t nu = 0, nb = 0;
+    int32_t first = -1;
+    for (Py_ssize_t k = 0; k < ni; k++) {
+        if (!(item = PySequence_Fast(PySequence_Fast_GET_ITEM(inst, k), "encode: an instance"))) goto done;
+        if (PySequence_Fast_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_ValueError, "encode: an instance is (variable, concept)");
+            goto done;
+        }
+        long i = node_of(index, PySequence_Fast_GET_ITEM(item, 0));
+        long c = i < 0 ? -1 : label_id(ids, norm_cache, PySequence_Fast_GET_ITEM(item, 1), 0);
+        if (c < 0) goto done;
+        Py_CLEAR(item);
+        if (first < 0) first = (int32_t)c;
+        concept[i] = (int32_t)c;
+        un[nu++] = (Raw4){(int32_t)kind_i, (int32_t)c, (int32_t)i, 0};
+    }
+    for (Py_ssize_t k = 0; k < na; k++) {
+        if (!(item = PySequence_Fast(PySequence_Fast_GET_ITEM(attr, k), "encode: an attribute"))) goto done;
+        if (PySequence_Fast_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_ValueError, "encode: an attribute is (variable, role, value)");
+            goto done;
+        }
+        long i = node_of(index, PySequence_Fast_GET_ITEM(item, 0));
+        long r = i < 0 ? -1 : label_id(ids, norm_cache, PySequence_Fast_GET_ITEM(item, 1), 0);
+        long c = r < 0 ? -1 : label_id(ids, eq_cache, PySequence_Fast_GET_ITEM(item, 2), 1);
+        if (c < 0) goto done;
+        Py_CLEAR(item);
+        un[nu++] = (Raw4){(int32_t)r, (int32_t)c, (int32_t)i, 0};
+    }
+    for (Py_ssize_t k = 0; k < nr; k++) {
+        if (!(item = PySequence_Fast(PySequence_Fast_GET_ITEM(rel, k), "encode: a relation"))) goto done;
+        if (PySequence_Fast_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_ValueError, "encode: a relation is (source, role, target)");
+            goto done;
+        }
+        long i = node_of(index, PySequence_Fast_GET_ITEM(item, 0));
+        long r = i < 0 ? -1 : label_id(ids, norm_cache, PySequence_Fast_GET_ITEM(item, 1), 0);
+        long t = r < 0 ? -1 : node_of(index, PySequence_Fast_GET_ITEM(item, 2));
+        if (t < 0) goto done;
+        Py_CLEAR(item);
+        if (i == t)
+            un[nu++] = (Raw4){(int32_t)kind_s, (int32_t)r, (int32_t)i, 0};
+        else {
+            bi[nb] = (Raw4){(int32_t)i, (int32_t)t, (int32_t)r, (int32_t)nb};
+            nb++;
+        }
+    }
+    /* merge equal unary features (sorted) and equal relations (first occurrence order kept) */
+    qsort(un, nu, sizeof(Raw4), cmp_unary);
+    Py_ssize_t mu = 0;
+    for (Py_ssize_t k = 0; k < nu; k++) {
+        if (mu && !cmp_unary(&un[mu - 1], &un[k])) un[mu - 1].pos++;
+        else { un[mu] = un[k]; un[mu].pos = 1; mu++; }
+    }
+    qsort(bi, nb, sizeof(Raw4), cmp_binary);
+    Py_ssize_t mb = 0;
+    int32_t *counts = PyMem_Malloc(sizeof(int32_t) * (nb + 1));
+    if (!counts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < nb; k++) {
+        if (mb && bi[mb - 1].a == bi[k].a && bi[mb - 1].b == bi[k].b && bi[mb - 1].c == bi[k].c)
+            counts[bi[mb - 1].pos]++;
+        else { bi[mb] = bi[k]; counts[bi[k].pos] = 1; mb++; }
+    }
+    qsort(bi, mb, sizeof(Raw4), cmp_pos);
+    Py_ssize_t len = H_LEN + 4 * mu + 4 * mb + mb + n;
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * len);
+    if (!result) {
+        PyMem_Free(counts);
+        goto done;
+    }
+    int32_t *o = (int32_t *)PyBytes_AS_STRING(result);
+    o[H_N] = (int32_t)n; o[H_NU] = (int32_t)mu; o[H_NB] = (int32_t)mb; o[H_FIRST] = first;
+    int32_t *ou = o + H_LEN, *ob = ou + 4 * mu, *orole = ob + 4 * mb, *oc = orole + mb;
+    for (Py_ssize_t k = 0; k < mu; k++) {
+        ou[4 * k] = un[k].a; ou[4 * k + 1] = un[k].b; ou[4 * k + 2] = un[k].c; ou[4 * k + 3] = un[k].pos;
+    }
+    for (Py_ssize_t k = 0; k < mb; k++) {
+        ob[4 * k] = bi[k].a; ob[4 * k + 1] = bi[k].b; ob[4 * k + 2] = bi[k].c; ob[4 * k + 3] = counts[bi[k].pos];
+        orole[k] = (int32_t)k;
+    }
+    PyMem_Free(counts);
+    sort_roles_binary = ob;
+    qsort(orole, mb, sizeof(int32_t), cmp_role);
+    memcpy(oc, concept, sizeof(int32_t) * n);
+done:
+    Py_XDECREF(vars); Py_XDECREF(inst); Py_XDECREF(attr); Py_XDECREF(rel); Py_XDECREF(item); Py_XDECREF(index);
+    PyMem_Free(un); PyMem_Free(bi); PyMem_Free(concept);
+    return result;
+}
+
+typedef struct {
+    int32_t n, nu, nb, first;
+    const int32_t *unary, *binary, *byrole, *concept;
+} Enc;
+
+static int read_enc(PyObject *b, Enc *e) {
+    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) < (Py_ssize_t)(H_LEN * sizeof(int32_t))) {
+        PyErr_SetString(PyExc_TypeError, "an encoded graph is the bytes encode() returns");
+        return -1;
+    }
+    const int32_t *o = (const int32_t *)PyBytes_AS_STRING(b);
+    e->n = o[H_N]; e->nu = o[H_NU]; e->nb = o[H_NB]; e->first = o[H_FIRST];
+    if (e->n < 0 || e->nu < 0 || e->nb < 0 ||
+        PyBytes_GET_SIZE(b) != (Py_ssize_t)(sizeof(int32_t) * (H_LEN + 4 * (size_t)e->nu + 5 * (size_t)e->nb + e->n))) {
+        PyErr_SetString(PyExc_ValueError, "an encoded graph is the bytes encode() returns");
+        return -1;
+    }
+    e->unary = o + H_LEN; e->binary = e->unary + 4 * e->nu; e->byrole = e->binary + 4 * e->nb;
+    e->concept = e->byrole + e->nb;
+    return 0;
+}
+
+typedef struct {
+    int32_t *U, *q, *c1, *c2;
+    Py_ssize_t nq;
+} Tables;
+
+static void free_tables(Tables *t) { PyMem_Free(t->U); PyMem_Free(t->q); PyMem_Free(t->c1); PyMem_Free(t->c2); }
+
+/* first index in e's byrole whose relation has role >= r */
+static int32_t role_start(const Enc *e, int32_t r) {
+    int32_t lo = 0, hi = e->nb;
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (e->binary[4 * e->byrole[mid] + 2] < r) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+static uint64_t quad_hash(const int32_t *k) {
+    uint64_t h = ((uint64_t)(uint32_t)k[0] << 32 | (uint32_t)k[1]) * 0x9E3779B97F4A7C15ULL;
+    h ^= ((uint64_t)(uint32_t)k[2] << 32 | (uint32_t)k[3]) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    return h * 0xBF58476D1CE4E5B9ULL;
+}
+
+/* U, quads (in the order the Python encoder made them) and concept ids of a pair; -1 with an error set */
+static int build_tables(const Enc *a, const Enc *b, Tables *t) {
+    memset(t, 0, sizeof(*t));
+    size_t cells = (size_t)a->n * (size_t)b->n;
+    t->U = PyMem_Calloc(cells + 1, sizeof(int32_t));
+    t->c1 = PyMem_Malloc(sizeof(int32_t) * (a->n + 1));
+    t->c2 = PyMem_Malloc(sizeof(int32_t) * (b->n + 1));
+    if (!t->U || !t->c1 || !t->c2) goto nomem;
+    /* unary: merge join on (kind, label) */
+    for (int32_t x = 0, y = 0; x < a->nu && y < b->nu;) {
+        const int32_t *p = a->unary + 4 * x, *r = b->unary + 4 * y;
+        if (p[0] != r[0] ? p[0] < r[0] : p[1] < r[1]) { x++; continue; }
+        if (p[0] != r[0] || p[1] != r[1]) { y++; continue; }
+        int32_t x_end = x, y_end = y;
+        while (x_end < a->nu && a->unary[4 * x_end] == p[0] && a->unary[4 * x_end + 1] == p[1]) x_end++;
+        while (y_end < b->nu && b->unary[4 * y_end] == p[0] && b->unary[4 * y_end + 1] == p[1]) y_end++;
+        for (int32_t u = x; u < x_end; u++)
+            for (int32_t v = y; v < y_end; v++) {
+                int32_t c1 = a->unary[4 * u + 3], c2 = b->unary[4 * v + 3];
+                t->U[(size_t)a->unary[4 * u + 2] * b->n + b->unary[4 * v + 2]] += c1 < c2 ? c1 : c2;
+            }
+        x = x_end; y = y_end;
+    }
+    /* quads: every relation of graph 1 against graph 2's relations with its role, equal quads merged */
+    size_t total = 0;
+    for (int32_t x = 0; x < a->nb; x++) {
+        int32_t r = a->binary[4 * x + 2], s = role_start(b, r), e = role_start(b, r + 1);
+        total += (size_t)(e - s);
+    }
+    size_t cap = 16;
+    while (cap < 2 * total + 1) cap <<= 1;
+    int32_t *slot = PyMem_Malloc(sizeof(int32_t) * cap);
+    t->q = PyMem_Malloc(sizeof(int32_t) * (5 * total + 1));
+    if (!slot || !t->q) { PyMem_Free(slot); goto nomem; }
+    memset(slot, 0xff, sizeof(int32_t) * cap);
+    for (int32_t x = 0; x < a->nb; x++) {
+        const int32_t *p = a->binary + 4 * x;
+        int32_t i = p[0], k = p[1], r = p[2], c1 = p[3];
+        for (int32_t z = role_start(b, r); z < b->nb && b->binary[4 * b->byrole[z] + 2] == r; z++) {
+            const int32_t *g = b->binary + 4 * b->byrole[z];
+            int32_t j = g[0], y = g[1], c2 = g[3], w = c1 < c2 ? c1 : c2;
+            int32_t key[4];
+            if (i < k) { key[0] = i; key[1] = j; key[2] = k; key[3] = y; }
+            else { key[0] = k; key[1] = y; key[2] = i; key[3] = j; }
+            size_t h = quad_hash(key) & (cap - 1);
+            for (;;) {
+                int32_t at = slot[h];
+                if (at < 0) {
+                    slot[h] = (int32_t)t->nq;
+                    int32_t *o = t->q + 5 * t->nq++;
+                    o[0] = key[0]; o[1] = key[1]; o[2] = key[2]; o[3] = key[3]; o[4] = w;
+                    break;
+                }
+                int32_t *o = t->q + 5 * at;
+                if (o[0] == key[0] && o[1] == key[1] && o[2] == key[2] && o[3] == key[3]) { o[4] += w; break; }
+                h = (h + 1) & (cap - 1);
+            }
+        }
+    }
+    PyMem_Free(slot);
+    /* concepts: equal ids for equal concepts; a node without one gets what the Python encoder gave it */
+    int32_t missing1 = a->first >= 0 ? a->first : (b->first >= 0 ? b->first : -2);
+    for (int32_t i = 0; i < a->n; i++) t->c1[i] = a->concept[i] >= 0 ? a->concept[i] : missing1;
+    for (int32_t j = 0; j < b->n; j++) t->c2[j] = b->concept[j];
+    return 0;
+nomem:
+    free_tables(t);
+    PyErr_NoMemory();
+    return -1;
+}
+
+static PyObject *align_encoded(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "align_encoded(e1, e2, seed, restarts, node_budget, work_budget)");
+        return NULL;
+    }
+    Enc a, b;
+    if (read_enc(args[0], &a) < 0 || read_enc(args[1], &b) < 0) return NULL;
+    unsigned long long seed = PyLong_AsUnsignedLongLongMask(args[2]);
+    long restarts = PyLong_AsLong(args[3]);
+    long long budget = PyLong_AsLongLong(args[4]), work_budget = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    Tables t;
+    if (build_tables(&a, &b, &t) < 0) return NULL;
+    PyObject *result = align_core(a.n, b.n, t.U, t.q, t.nq, t.c1, t.c2, seed, (int)restarts, budget, work_budget, 0);
+    free_tables(&t);
+    return result;
+}
+
+static PyObject *pair_tables(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "pair_tables(e1, e2)");
+        return NULL;
+    }
+    Enc a, b;
+    if (read_enc(args[0], &a) < 0 || read_enc(args[1], &b) < 0) return NULL;
+    Tables t;
+    if (build_tables(&a, &b, &t) < 0) return NULL;
+    PyObject *result = Py_BuildValue("iiy#y#y#y#", a.n, b.n, (const char *)t.U,
+                                     (Py_ssize_t)(sizeof(int32_t) * a.n * b.n), (const char *)t.q,
+                                     (Py_ssize_t)(sizeof(int32_t) * 5 * t.nq), (const char *)t.c1,
+                                     (Py_ssize_t)(sizeof(int32_t) * a.n), (const char *)t.c2,
+                                     (Py_ssize_t)(sizeof(int32_t) * b.n));
+    free_tables(&t);
+    return result;
+}
+
+#define ENCODE_DOC "encode(ids, norm_cache, eq_cache, variables, instances, attributes, relations) -> bytes"
+#define ALIGN_ENCODED_DOC "align_encoded(e1, e2, seed, restarts, node_budget, work_budget) -> (best, optimal, " \
+                          "expanded, work)"
+#define PAIR_TABLES_DOC "pair_tables(e1, e2) -> (n1, n2, U, quads, conc1, conc2)"
 
 static PyMethodDef methods[] = {
     {"align", align, METH_VARARGS,
      "align(n1, n2, U, quads, conc1, conc2, seed, restarts, node_budget, work_budget)"
      " -> (best, optimal, expanded, work, mapping)"},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL, ENCODE_DOC},
+    {"align_encoded", (PyCFunction)(void (*)(void))align_encoded, METH_FASTCALL, ALIGN_ENCODED_DOC},
+    {"pair_tables", (PyCFunction)(void (*)(void))pair_tables, METH_FASTCALL, PAIR_TABLES_DOC},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_smatch_core", "Smatch alignment search in C.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__smatch_core(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__smatch_core(void) {
+    if (!(STR_I = PyUnicode_InternFromString("i")) || !(STR_S = PyUnicode_InternFromString("s")) ||
+        !(STR_EQ = PyUnicode_InternFromString("=")) || !(STR_LOWER = PyUnicode_InternFromString("lower")) ||
+        !(STR_RSTRIP = PyUnicode_InternFromString("rstrip")) || !(STR_UNDERSCORE = PyUnicode_InternFromString("_")))
+        return NULL;
+    return PyModule_Create(&module);
+}

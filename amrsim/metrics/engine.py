@@ -27,6 +27,7 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
+from amrsim.metrics.smatch import encode_text, smatch_encoded
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, content_keys
@@ -121,11 +122,34 @@ class _Scorer:
             self._views[text] = v
         return v
 
+    def smatch_view(self, text: str, labels=None):
+        """The encoding of a penman string's Smatch triples (`labels`: in that label table, not kept), or the
+        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept,
+        so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks them)."""
+        v = self._views.get(text) if labels is None else None
+        if v is None:
+            if len(self._views) >= self.MAX_VIEWS:
+                self._views.clear()
+            try:
+                v = encode_text(text, self.options.convention, labels)
+            except AMRError as e:
+                v = e
+            if labels is None:
+                self._views[text] = v
+        return v
+
+    def smatch_pair(self, amr1: str, amr2: str):
+        """(encoding 1, encoding 2) of one label table, or the AMRErrors (see `smatch_view`)."""
+        v1, v2 = self.smatch_view(amr1), self.smatch_view(amr2)
+        if not isinstance(v1, Exception) and not isinstance(v2, Exception) and v1.labels is not v2.labels:
+            labels = type(v1.labels)()  # a label table started over between them: both anew, in one table
+            v1, v2 = self.smatch_view(amr1, labels), self.smatch_view(amr2, labels)
+        return v1, v2
+
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
-            errors = [f"{name}: {v}" for name, v in (("amr1", v1), ("amr2", v2)) if isinstance(v, Exception)]
-            return {"status": FAILED, "error": "; ".join(errors)}
+            return {"status": FAILED, "error": _read_errors(v1, v2)}
         (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
         bounded: list[str] = []
@@ -148,6 +172,10 @@ class _Scorer:
     def _node_vectors(self):
         self.vector("")  # loads them
         return self._vectors
+
+
+def _read_errors(v1: Any, v2: Any) -> str:
+    return "; ".join(f"{name}: {v}" for name, v in (("amr1", v1), ("amr2", v2)) if isinstance(v, Exception))
 
 
 _SCORERS: dict[str, _Scorer] = {}
@@ -174,16 +202,10 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     collecting = gc.isenabled()
     gc.disable()
     try:
-        for a, b in zip(amr1, amr2, strict=True):
-            t0 = time.perf_counter()
-            try:
-                row = scorer.score(a, b)
-            except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
-                row = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}
-                del e
-            row["seconds"] = time.perf_counter() - t0
-            for c, column in values.items():
-                column.append(row.get(c))
+        if options.aspects == ("smatch",):
+            _smatch_loop(scorer, amr1, amr2, values)
+        else:
+            _aspects_loop(scorer, amr1, amr2, values)
     finally:
         if collecting:
             gc.enable()
@@ -192,14 +214,64 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     return pl.DataFrame(values, schema=schema)
 
 
+def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
+                  values: dict[str, list[Any]]) -> None:
+    for a, b in zip(amr1, amr2, strict=True):
+        t0 = time.perf_counter()
+        try:
+            row = scorer.score(a, b)
+        except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
+            row = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}
+            del e
+        row["seconds"] = time.perf_counter() - t0
+        for c, column in values.items():
+            column.append(row.get(c))
+
+
+def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
+                 values: dict[str, list[Any]]) -> None:
+    """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
+    on large files)."""
+    precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
+    status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
+    pair, seed, clock = scorer.smatch_pair, scorer.options.seed, time.perf_counter
+    for a, b in zip(amr1, amr2, strict=True):
+        t0 = clock()
+        try:
+            v1, v2 = pair(a or "", b or "")
+            if isinstance(v1, Exception) or isinstance(v2, Exception):
+                p = r = f = None
+                state, why, cut = FAILED, _read_errors(v1, v2), None
+            else:
+                s = smatch_encoded(v1, v2, seed=seed)
+                p, r, f = s.precision, s.recall, s.f1
+                state, why, cut = OK, None, (None if s.optimal else "smatch")
+        except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
+            p = r = f = None
+            state, why, cut = FAILED, f"{type(e).__name__}: {e}"[:500], None
+            del e
+        precision.append(p)
+        recall.append(r)
+        f1.append(f)
+        status.append(state)
+        error.append(why)
+        bounded.append(cut)
+        seconds.append(clock() - t0)
+
+
 def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
+    """`frame` + `scores` with each row's content key first: the frame's own `key` column where the caller has
+    computed it already (the CLI and the stage do, to skip known pairs), else computed here."""
+    if "key" in frame.columns:
+        return pl.concat([frame, scores], how="horizontal").select("key", pl.exclude("key"))
     keys = options.pair_keys(frame["amr1"].to_list(), frame["amr2"].to_list())
     return pl.concat([frame, scores], how="horizontal").with_columns(pl.Series("key", keys, pl.String)).select(
         "key", *frame.columns, *scores.columns)
 
 
 def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
-    """Score `frame` (columns amr1, amr2; others are kept) into key + aspect columns + status, error, seconds."""
+    """Score `frame` (columns amr1, amr2; others are kept; a `key` column is taken as the pairs' content keys) into
+    key + aspect columns + status, error, seconds."""
     return _with_keys(frame, _score_columns(frame["amr1"].to_list(), frame["amr2"].to_list(), options), options)
 
 

@@ -1,9 +1,9 @@
 """Smatch (Cai & Knight 2013) with an exact search: never below smatch 1.0.4, deterministic, 1.0 on identical graphs.
 
-Python encodes one pair into integers: ``U[i][j]`` counts the instance, attribute and self-loop triples that match
-when node i of graph 1 maps to node j of graph 2, and each quad ``(i, j, k, l, w)`` counts the relation triples that
-match when both i->j and k->l (roles, concepts and constants compared lower-cased, as smatch's ``normalize``).
-The C extension `_smatch_core` then
+The C extension `_smatch_core` encodes each graph once (labels as ids of their normalised strings) and each pair
+into integers: ``U[i][j]`` counts the instance, attribute and self-loop triples that match when node i of graph 1
+maps to node j of graph 2, and each quad ``(i, j, k, l, w)`` counts the relation triples that match when both i->j
+and k->l (roles, concepts and constants compared lower-cased, as smatch's ``normalize``). It then
 
 1. hill-climbs like smatch (moves to free candidates, swaps; steepest ascent) from its smart initialisation
    (equal concepts, the same position first) and ``restarts`` random initialisations drawn from a splitmix64
@@ -31,22 +31,23 @@ pairs where it can score above us.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from amrsim.amr.graph import SmatchTriples
+from penman.layout import POP, Push
+
+from amrsim.amr import _penman_reader
+from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
-           "has_duplicates", "smatch", "smatch_many"]
+           "encode_text", "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
 
 
-@dataclass(frozen=True)
-class SmatchScore:
+class SmatchScore(NamedTuple):  # a named tuple, not a dataclass: made once per pair, at a third of the cost
     precision: float
     recall: float
     f1: float
@@ -57,57 +58,69 @@ class SmatchScore:
     work: int = 0  # operations the search used (see the module docstring)
 
 
-def _norm(item: str) -> str:
-    return item.lower().rstrip("_")
+MAX_LABELS = 200_000  # label ids (and raw-string cache entries) a process keeps; past this a new table starts
 
 
-@dataclass(frozen=True, slots=True)
-class EncodedGraph:
-    """One graph's side of `encode_pair`, computed once per graph: node count, unary features (instance, attribute,
-    self-loop) with counts, relations with counts, each also indexed by label for the other side of a pair, and the
-    normalised concept per node (in instance order, a node instantiated twice keeping its last)."""
+class _Labels:
+    """Ids of normalised labels shared by every graph encoded with this table, and per raw string its id (as is,
+    and as an attribute value, '=' prepended): each distinct string is lower-cased and stripped once."""
 
-    n: int
-    unary: tuple[tuple[int, str, str, int], ...]
-    by_label: dict[tuple[str, str], list[tuple[int, int]]]
-    binary: tuple[tuple[int, int, str, int], ...]
-    by_role: dict[str, list[tuple[int, int, int]]]
-    concepts: tuple[tuple[int, str], ...]
+    __slots__ = ("ids", "norm", "eq")
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.norm: dict[str, int] = {}
+        self.eq: dict[str, int] = {}
+
+    def size(self) -> int:
+        return len(self.ids) + len(self.norm) + len(self.eq)
 
 
-def encode_graph(t: SmatchTriples) -> EncodedGraph:
-    """The per-graph half of `encode_pair` (pairs sharing a graph reuse it)."""
-    index = {v: i for i, v in enumerate(t.variables)}
-    unary: dict = {}
-    concepts = []
-    for v, c in t.instances:
-        i, c = index[v], c.lower().rstrip("_")
-        concepts.append((i, c))
-        key = (i, "i", c)
-        unary[key] = unary.get(key, 0) + 1
-    for v, r, c in t.attributes:
-        key = (index[v], r.lower().rstrip("_"), "=" + c.lower().rstrip("_"))
-        unary[key] = unary.get(key, 0) + 1
-    binary: dict = {}
-    for s, r, o in t.relations:
-        i, k = index[s], index[o]
-        if i == k:
-            key = (i, "s", r.lower().rstrip("_"))
-            unary[key] = unary.get(key, 0) + 1
-        else:
-            key = (i, k, r.lower().rstrip("_"))
-            binary[key] = binary.get(key, 0) + 1
-    by_label: dict = {}
-    unary_items = []
-    for key, c in unary.items():
-        by_label.setdefault(key[1:], []).append((key[0], c))
-        unary_items.append((*key, c))
-    by_role: dict = {}
-    binary_items = []
-    for key, c in binary.items():
-        by_role.setdefault(key[2], []).append((key[0], key[1], c))
-        binary_items.append((*key, c))
-    return EncodedGraph(len(index), tuple(unary_items), by_label, tuple(binary_items), by_role, tuple(concepts))
+_labels = _Labels()
+
+
+class EncodedGraph(NamedTuple):
+    """One graph's Smatch features as `_smatch_core.encode` packs them (node count; instance, attribute and
+    self-loop features with counts; relations with counts; each node's concept), computed once per graph. Two graphs
+    are aligned only when encoded with the same label table."""
+
+    data: bytes
+    labels: _Labels
+    triples: int  # triples counted (duplicates included): P = matched / triples of graph 1, R of graph 2
+    nodes: int
+
+
+def _table(labels: _Labels | None) -> _Labels:
+    """`labels`, or the process's table (a new one past MAX_LABELS: memory stays flat on long runs; graphs encoded
+    before keep the old table)."""
+    global _labels
+    if labels is not None:
+        return labels
+    if _labels.size() > MAX_LABELS:
+        _labels = _Labels()
+    return _labels
+
+
+def _encode(labels: _Labels, variables, instances, attributes, relations) -> EncodedGraph:
+    return EncodedGraph(_smatch_core.encode(labels.ids, labels.norm, labels.eq, variables, instances, attributes,
+                                            relations), labels, len(instances) + len(attributes) + len(relations),
+                        len(variables))
+
+
+def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGraph:
+    """The per-graph half of a pair's tables (pairs sharing a graph reuse it), with the process's label table
+    (`labels`: with that one)."""
+    return _encode(_table(labels), t.variables, t.instances, t.attributes, t.relations)
+
+
+def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None) -> EncodedGraph:
+    """`encode_graph(read_triples(text, convention), labels)`: where the C reader takes the text, its triples go
+    straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
+    read = (_penman_reader.read_smatch(text, Push, POP, 2, convention == "smatch")
+            if convention in ("smatch", "amr") else None)
+    if read is None:
+        return encode_graph(read_triples(text, convention), labels)
+    return _encode(_table(labels), *read)
 
 
 def has_duplicates(t: SmatchTriples) -> bool:
@@ -116,34 +129,19 @@ def has_duplicates(t: SmatchTriples) -> bool:
             or len(set(t.relations)) != len(t.relations))
 
 
-def encode_pair(t1: SmatchTriples | EncodedGraph, t2: SmatchTriples | EncodedGraph):
-    """(n1, n2, U, quads, concept ids 1, concept ids 2) as the C search takes them."""
-    e1 = t1 if isinstance(t1, EncodedGraph) else encode_graph(t1)
-    e2 = t2 if isinstance(t2, EncodedGraph) else encode_graph(t2)
-    n1, n2 = e1.n, e2.n
-    U = array("i", bytes(4 * n1 * n2))
-    by_label = e2.by_label
-    for i, kind, label, c1 in e1.unary:
-        for j, c2 in by_label.get((kind, label), ()):
-            U[i * n2 + j] += c1 if c1 < c2 else c2
-    by_role = e2.by_role
-    quads: dict = {}
-    for i, k, r, c1 in e1.binary:
-        for j, y, c2 in by_role.get(r, ()):
-            key = (i, j, k, y) if i < k else (k, y, i, j)
-            quads[key] = quads.get(key, 0) + (c1 if c1 < c2 else c2)
-    q = array("i")
-    for key, w in quads.items():
-        q.extend(key)
-        q.append(w)
-    concept_ids: dict = {}
-    cid1 = array("i", [0] * n1)
-    for i, c in e1.concepts:
-        cid1[i] = concept_ids.setdefault(c, len(concept_ids))
-    cid2 = array("i", [-1] * n2)
-    for j, c in e2.concepts:
-        cid2[j] = concept_ids.setdefault(c, len(concept_ids))
-    return n1, n2, U, q, cid1, cid2
+def _same_table(t1: SmatchTriples, t2: SmatchTriples, e1: EncodedGraph, e2: EncodedGraph):
+    if e1.labels is e2.labels:
+        return e1, e2
+    labels = _Labels()  # a table started over between the two: both anew, in one table of their own
+    return encode_graph(t1, labels), encode_graph(t2, labels)
+
+
+def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
+    """(n1, n2, U, quads, concept ids 1, concept ids 2) as `_smatch_core.align` takes them: ``U[i*n2+j]`` counts the
+    unary triples matched when node i maps to node j, each quad (i, j, k, l, w) the relation triples matched when
+    both i->j and k->l."""
+    e1, e2 = _same_table(t1, t2, encode_graph(t1), encode_graph(t2))
+    return _smatch_core.pair_tables(e1.data, e2.data)
 
 
 def _f(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
@@ -158,12 +156,24 @@ def smatch(t1: SmatchTriples, t2: SmatchTriples, seed: int = 0, restarts: int = 
            encoded: tuple[EncodedGraph, EncodedGraph] | None = None) -> SmatchScore:
     """Smatch of graph 1 (counted as the test graph: precision) against graph 2 (gold: recall). `encoded`: the
     graphs' `encode_graph`, where the caller keeps them across pairs."""
-    n1, n2 = len(t1), len(t2)
     if not t1.variables or not t2.variables:
+        return SmatchScore(0.0, 0.0, 0.0, 0, len(t1), len(t2), True)
+    e1, e2 = _same_table(t1, t2, *encoded) if encoded is not None else _same_table(t1, t2, encode_graph(t1),
+                                                                                   encode_graph(t2))
+    return smatch_encoded(e1, e2, seed, restarts, node_budget, work_budget)
+
+
+def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: int = 4,
+                   node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET) -> SmatchScore:
+    """`smatch` from the graphs' encodings alone (a caller keeping many graphs keeps just these); both must come
+    from one label table (`e1.labels is e2.labels`)."""
+    if e1.labels is not e2.labels:
+        raise ValueError("smatch_encoded: the graphs were encoded with different label tables")
+    n1, n2 = e1.triples, e2.triples
+    if not e1.nodes or not e2.nodes:
         return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
-    a, b, U, q, c1, c2 = encode_pair(*(encoded or (t1, t2)))
-    matched, optimal, _expanded, work, _mapping = _smatch_core.align(
-        a, b, U, q, c1, c2, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
+    matched, optimal, _expanded, work = _smatch_core.align_encoded(
+        e1.data, e2.data, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
     p, r, f = _f(matched, n1, n2)
     return SmatchScore(p, r, f, matched, n1, n2, bool(optimal), work)
 

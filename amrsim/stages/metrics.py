@@ -98,7 +98,7 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             todo = chunk.filter(~pl.col("key").is_in(list(done))) if done else chunk
             if not todo.height:
                 continue
-            scored = score_batches(todo.drop("key"))
+            scored = score_batches(todo)  # its key column is kept, not computed again
             scored = scored.with_columns(
                 pl.lit(options_json).alias("options"),
                 *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns],

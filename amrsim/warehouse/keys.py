@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ def content_keys(rows: Iterable[Sequence[Any]], prefix: Sequence[Any] = (), suff
 
 
 def _encode(part: Any) -> bytes:
+    if type(part) is str:  # what json.dumps gives a string, without building an encoder per call (a pair's graphs)
+        return encode_basestring(part).encode("utf-8")
     return json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")
 
 
