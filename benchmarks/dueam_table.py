@@ -18,6 +18,8 @@ from pathlib import Path
 
 import polars as pl
 
+from amrsim.encoders import run_name
+
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba"
 
 
@@ -92,7 +94,8 @@ def main() -> None:
     if args.command == "make-bucc":
         make_bucc(args.out)
     else:
-        table(args.warehouse, args.model, args.bucc_dataset)
+        # rows name the run (`dueam:<run id>`): `dueam:latest` is looked up as the run it resolves to now
+        table(args.warehouse, [run_name(m) for m in args.model], args.bucc_dataset)
 
 
 if __name__ == "__main__":

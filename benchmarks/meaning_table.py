@@ -16,6 +16,7 @@ import argparse
 import numpy as np
 import polars as pl
 
+from amrsim.encoders import run_name
 from amrsim.evaluate.results import EVAL, RESULTS
 from amrsim.warehouse import Warehouse
 
@@ -36,7 +37,8 @@ def main() -> None:
     ap.add_argument("--held-out", default="en-de,en-es,en-fr,de-fr,de-es,es-fr")
     args = ap.parse_args()
     wh = Warehouse(args.warehouse)
-    models: list[str] = args.model
+    # rows name the run (`meaning:<run id>`): `meaning:latest` is looked up as the run it resolves to now
+    models = [run_name(m) for m in args.model]
     sts = latest(wh, "sts", "spearman", models, args.dataset)
     bitext = latest(wh, "bitext", "accuracy", models, None)
     value = {(r["model"], r["lang_pair"]): r["value"] for r in sts.iter_rows(named=True)}
