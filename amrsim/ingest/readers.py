@@ -223,17 +223,37 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
         raise InputError(str(path), "header but no data rows", 1)
 
 
-def _json_object(line: str, columns: list[str]) -> Any:
-    """`json.loads(line)`, by orjson (a few times faster) where that gives the same: orjson is stricter (no NaN, no
-    lone surrogate, no integer beyond 64 bits: all go to json, whose errors name the problem) and reads a large
-    integer as a float, so a line whose wanted cell is a float is read by json too."""
+def _json_object(line: str, columns: list[str]) -> tuple[Any, bool]:
+    """(`json.loads(line)`, whether json read it), by orjson (a few times faster) where that gives the same: orjson
+    is stricter (no NaN, no lone surrogate, no integer beyond 64 bits: all go to json, whose errors name the problem)
+    and reads a large integer as a float, so a line whose wanted cell is a float is read by json too."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return json.loads(line)
+        return json.loads(line), True
     if type(obj) is not dict or any(type(obj.get(c)) is float for c in columns):
-        return json.loads(line)
-    return obj
+        return json.loads(line), True
+    return obj, False
+
+
+def _without_lone_surrogates(row: list[Any], columns: list[str]) -> list[Any]:
+    """`row` ([cell per column..., line, error]) with each cell holding half a surrogate pair (JSON's `"\\ud800"`,
+    which json reads into a str that is not valid Unicode and no table can store) set to None and named in the
+    row's error. Only json-read lines can hold one: orjson refuses them."""
+    problems = []
+    for i, c in enumerate(columns):
+        cell = row[i]
+        if cell is None:
+            continue
+        try:
+            cell.encode("utf-8")
+        except UnicodeEncodeError as e:
+            row[i] = None
+            problems.append(f"column '{c}' holds a lone surrogate (\\u{ord(cell[e.start]):04x} at character "
+                            f"{e.start + 1}), not valid Unicode text")
+    if problems:
+        row[-1] = "; ".join([*([row[-1]] if row[-1] else []), *problems])
+    return row
 
 
 def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
@@ -245,13 +265,14 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
             if not line.strip():
                 continue
             try:
-                obj = _json_object(line, columns)
+                obj, by_json = _json_object(line, columns)
             except json.JSONDecodeError as e:
                 raise InputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", number) from None
             if not isinstance(obj, dict):
                 raise InputError(str(path), f"expected a JSON object, found {type(obj).__name__}", number)
             seen.update(obj)
-            yield _typed_row(obj, columns, text_columns, number)
+            row = _typed_row(obj, columns, text_columns, number)
+            yield _without_lone_surrogates(row, columns) if by_json else row
 
     yield from _chunked(rows(), columns, chunk_rows)
     missing = [c for c in columns if c not in seen]
