@@ -30,7 +30,7 @@ from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
 from amrsim.metrics.smatch import encode_text, smatch_encoded
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
-from amrsim.warehouse.keys import content_key, content_keys
+from amrsim.warehouse.keys import content_key, text_keys
 from amrsim.warehouse.store import FAILED, OK
 
 # threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
@@ -77,8 +77,14 @@ class MetricsOptions:
 
     def pair_keys(self, amr1: Iterable[str | None], amr2: Iterable[str | None]) -> list[str]:
         """`pair_key` of every pair (None read as ""), the options encoded once."""
-        return content_keys(((a or "", b or "") for a, b in zip(amr1, amr2, strict=True)),
-                            prefix=("amr_metrics",), suffix=(asdict(self),))
+        return text_keys((_texts(amr1), _texts(amr2)), prefix=("amr_metrics",), suffix=(asdict(self),))
+
+
+def _texts(values: Iterable[str | None]) -> list[str]:
+    """The values as a list of str, None read as ""."""
+    if isinstance(values, pl.Series):
+        return values.fill_null("").to_list()
+    return [v or "" for v in values]
 
 
 @lru_cache(maxsize=4)
