@@ -27,7 +27,7 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import encode_text, smatch_encoded
+from amrsim.metrics.smatch import encode_text, encoded_aligner
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
@@ -128,29 +128,23 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def smatch_view(self, text: str, labels=None):
+    def smatch_view(self, text: str, labels=None, keep: bool = True):
         """The encoding of a penman string's Smatch triples (`labels`: in that label table, not kept), or the
-        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept,
-        so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks them)."""
-        v = self._views.get(text) if labels is None else None
+        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept
+        (`keep`), so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks
+        them)."""
+        keep = keep and labels is None
+        v = self._views.get(text) if keep else None
         if v is None:
-            if len(self._views) >= self.MAX_VIEWS:
+            if keep and len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
                 v = encode_text(text, self.options.convention, labels)
             except AMRError as e:
                 v = e
-            if labels is None:
+            if keep:
                 self._views[text] = v
         return v
-
-    def smatch_pair(self, amr1: str, amr2: str):
-        """(encoding 1, encoding 2) of one label table, or the AMRErrors (see `smatch_view`)."""
-        v1, v2 = self.smatch_view(amr1), self.smatch_view(amr2)
-        if not isinstance(v1, Exception) and not isinstance(v2, Exception) and v1.labels is not v2.labels:
-            labels = type(v1.labels)()  # a label table started over between them: both anew, in one table
-            v1, v2 = self.smatch_view(amr1, labels), self.smatch_view(amr2, labels)
-        return v1, v2
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
@@ -237,21 +231,30 @@ def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[st
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                  values: dict[str, list[Any]]) -> None:
     """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
-    on large files)."""
+    on large files). Only the previous pair's encodings are kept: reading and encoding a graph in C costs a few
+    microseconds, while a cache of every graph (none repeats in the BAMBOO sets) grows memory by ~1 kB a graph,
+    whose fresh pages cost more than re-reading the few graphs that repeat (a graph shared by consecutive pairs,
+    e.g. a premise, is read once)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    pair, seed, clock = scorer.smatch_pair, scorer.options.seed, time.perf_counter
+    view, clock = scorer.smatch_view, time.perf_counter
+    align = encoded_aligner(seed=scorer.options.seed)
+    recent: dict[str | None, Any] = {}
     for a, b in zip(amr1, amr2, strict=True):
         t0 = clock()
         try:
-            v1, v2 = pair(a or "", b or "")
+            v1 = recent.get(a) or view(a or "", keep=False)
+            v2 = recent.get(b) or view(b or "", keep=False)
+            recent = {a: v1, b: v2}
             if isinstance(v1, Exception) or isinstance(v2, Exception):
                 p = r = f = None
                 state, why, cut = FAILED, _read_errors(v1, v2), None
             else:
-                s = smatch_encoded(v1, v2, seed=seed)
-                p, r, f = s.precision, s.recall, s.f1
-                state, why, cut = OK, None, (None if s.optimal else "smatch")
+                if v1.labels is not v2.labels:  # a label table started over between them: both anew, in one table
+                    labels = type(v1.labels)()
+                    v1, v2 = view(a or "", labels), view(b or "", labels)
+                p, r, f, optimal = align(v1, v2)
+                state, why, cut = OK, None, (None if optimal else "smatch")
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
             p = r = f = None
             state, why, cut = FAILED, f"{type(e).__name__}: {e}"[:500], None
