@@ -45,7 +45,8 @@ def metrics_score(
     fmt = file_format(file, default="jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
     frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
-    unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+                if frame["__error"].null_count() < frame.height else None)
     frame = frame.drop("__error")
     frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
     try:
@@ -62,15 +63,18 @@ def metrics_score(
         scored = scorer(todo) if todo.height else None  # keys computed above, not again
         where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
     seconds = time.perf_counter() - t0
-    parts = [p for p in (done, scored) if p is not None]
-    result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
-                                              .unique("key", keep="last"), on="key", how="left")
-    if unusable.height:
+    if done is None and scored is not None and frame["key"].n_unique() == frame.height:
+        result = scored.select("key", "line", pl.exclude("key", "line"))  # every row scored once, in file order
+    else:  # rows of earlier results, or a pair given twice: each row gets its key's one row of scores
+        parts = [p for p in (done, scored) if p is not None]
+        result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
+                                                  .unique("key", keep="last"), on="key", how="left")
+    if unusable is not None:
         result = result.join(unusable, on="line", how="left").with_columns(
             status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
             error=pl.coalesce("why", "error")).drop("why")
     write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
-    failed = result.filter(pl.col("status") == "failed").height
+    failed = int((result["status"] == "failed").sum())
     means = result.filter(pl.col("status") == "ok").select(
         [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
     if means.height:
