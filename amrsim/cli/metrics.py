@@ -48,7 +48,8 @@ def metrics_score(
     unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
                 if frame["__error"].null_count() < frame.height else None)
     frame = frame.drop("__error")
-    frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
+    graphs = frame["amr1"].to_list(), frame["amr2"].to_list()  # made once: for the keys and for the scorer
+    frame = frame.with_columns(pl.Series("key", options.pair_keys(*graphs), pl.String))
     try:
         done = pl.read_parquet(out) if out.is_file() else None
     except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
@@ -60,7 +61,8 @@ def metrics_score(
         todo, done = frame, None
     t0 = time.perf_counter()
     with PairScorer(options, workers=workers) as scorer:
-        scored = scorer(todo) if todo.height else None  # keys computed above, not again
+        # keys computed above, not again
+        scored = (scorer(todo, graphs if todo.height == frame.height else None) if todo.height else None)
         where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
     seconds = time.perf_counter() - t0
     if done is None and scored is not None and frame["key"].n_unique() == frame.height:

@@ -364,8 +364,9 @@ class PairScorer:
         return start + here / parallel < here
 
     # -- scoring ------------------------------------------------------------------------------------------------
-    def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
-        amr1, amr2 = frame["amr1"].to_list(), frame["amr2"].to_list()
+    def __call__(self, frame: pl.DataFrame, graphs: tuple[list, list] | None = None) -> pl.DataFrame:
+        """Scores of `frame`'s pairs; `graphs`: its amr1 and amr2 columns as lists, where the caller has them."""
+        amr1, amr2 = graphs if graphs is not None else (frame["amr1"].to_list(), frame["amr2"].to_list())
         return _with_keys(frame, self.score_columns(amr1, amr2), self.options)
 
     def score_columns(self, amr1: list, amr2: list) -> pl.DataFrame:
