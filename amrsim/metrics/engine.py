@@ -120,7 +120,8 @@ class _Scorer:
             try:
                 if self._needs_graph:
                     graph = parse(text)
-                    v = (graph, GraphView(smatch_triples(graph, convention=self.options.convention)))
+                    triples = smatch_triples(graph, convention=self.options.convention)  # read, so errors are the same
+                    v = (graph, GraphView(triples) if self._graph_aspects else None)  # (WLK/WWLK alone need none)
                 else:
                     v = (None, GraphView(read_triples(text, convention=self.options.convention)))
             except AMRError as e:

@@ -207,6 +207,7 @@ class _Links:
     roles: tuple[tuple[str, ...], ...]
     cells: tuple[np.ndarray, ...]  # flat W indices i*n+j of the outgoing links, then of the incoming ones
     degree: np.ndarray  # (n,): neighbours counted per direction; 1 where none (their message is zero)
+    multi: tuple[int, ...] = ()  # the links carrying more than one role
 
 
 def _links(b: Built) -> _Links:
@@ -222,7 +223,8 @@ def _links(b: Built) -> _Links:
     degree[degree == 0] = 1.0
     # Within each direction a cell occurs once, so each block can be added with one fancy-indexed +=.
     cells = tuple(np.array([i * n + j for i, j in d], dtype=np.intp) for d in (out, inc))
-    return _Links(n, tuple(tuple(rs) for rs in list(out.values()) + list(inc.values())), cells, degree)
+    roles = tuple(tuple(rs) for rs in list(out.values()) + list(inc.values()))
+    return _Links(n, roles, cells, degree, tuple(li for li, rs in enumerate(roles) if len(rs) > 1))
 
 
 _EDGE_CACHE: dict[tuple[int, str, int], np.ndarray] = {}
@@ -238,23 +240,41 @@ def _edge_candidates(seed: int, role: str, runs: int) -> np.ndarray:
     return c
 
 
+_PARAM_TRIE: dict[tuple[int, int], dict] = {}  # per (seed, runs): role -> (weights, total, xlogx, next roles)
+_PARAM_NODES = [0]
+_MAX_PARAM_NODES = 200_000  # past this the trie starts over (memory stays flat; values do not depend on it)
+
+
 def _edge_params(roles: Sequence[str], seed: int, runs: int) -> np.ndarray:
     """(runs, roles) edge weights by the reference's min_entropy init: each role, in order, takes the candidate that
-    minimises the entropy of the normalised weights so far. Candidates depend only on (seed, role)."""
+    minimises the entropy of the normalised weights so far. Candidates depend only on (seed, role), so a role's
+    weights depend only on the roles before it: pairs share their prefixes of the sorted role list (a trie keeps
+    each prefix's weights and running sums, computed once)."""
+    if _PARAM_NODES[0] > _MAX_PARAM_NODES:
+        _PARAM_TRIE.clear()
+        _PARAM_NODES[0] = 0
+    node = _PARAM_TRIE.setdefault((seed, runs), {})
     p = np.empty((runs, len(roles)))
     total = np.zeros((runs, 1))
     xlogx = np.zeros((runs, 1))
     for m, role in enumerate(roles):
-        c = _edge_candidates(seed, role, runs)
-        if m == 0:
-            pick = c[:, 0]  # one weight: every candidate has entropy 0, argmin takes the first
-        else:
-            t = total + c
-            h = np.log(t) - (xlogx + c * np.log(c)) / t
-            pick = c[np.arange(runs), np.argmin(h, axis=1)]
+        hit = node.get(role)
+        if hit is None:
+            c = _edge_candidates(seed, role, runs)
+            if m == 0:
+                pick = c[:, 0]  # one weight: every candidate has entropy 0, argmin takes the first
+            else:
+                t = total + c
+                h = np.log(t) - (xlogx + c * np.log(c)) / t
+                pick = c[np.arange(runs), np.argmin(h, axis=1)]
+            total = total.copy()
+            xlogx = xlogx.copy()
+            total[:, 0] += pick
+            xlogx[:, 0] += pick * np.log(pick)
+            hit = node[role] = (pick, total, xlogx, {})
+            _PARAM_NODES[0] += 1
+        pick, total, xlogx, node = hit
         p[:, m] = pick
-        total[:, 0] += pick
-        xlogx[:, 0] += pick * np.log(pick)
     return p
 
 
@@ -281,10 +301,10 @@ def _propagators(links: _Links, params: np.ndarray, role_index: dict[str, int], 
     runs, n = params.shape[0], links.n
     w = np.zeros((runs, n * n))
     if links.roles:
-        vals = np.empty((runs, len(links.roles)))
-        for li, rs in enumerate(links.roles):
-            v = params[:, role_index[rs[0]]]
-            for r in rs[1:]:
+        vals = params[:, [role_index[rs[0]] for rs in links.roles]]  # a link's weight: the product of its roles'
+        for li in links.multi:
+            v = vals[:, li]
+            for r in links.roles[li][1:]:
                 v = v * params[:, role_index[r]]
             vals[:, li] = v
         n_out = len(links.cells[0])
