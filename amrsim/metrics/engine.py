@@ -205,6 +205,13 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     try:
         if options.aspects == ("smatch",):
             _smatch_loop(scorer, amr1, amr2, values)
+        elif "wwlk" in options.aspects:
+            # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
+            # machine), so one, as in the worker processes
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(1):
+                _aspects_loop(scorer, amr1, amr2, values)
         else:
             _aspects_loop(scorer, amr1, amr2, values)
     finally:
