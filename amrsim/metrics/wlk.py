@@ -412,11 +412,12 @@ def _wwlk(
     x2 = _node_matrix(b2.labels, vectors, seed, stability_level + 1)[:runs]
     g12, g11, g22 = x1 @ x2.transpose(0, 2, 1), x1 @ x1.transpose(0, 2, 1), x2 @ x2.transpose(0, 2, 1)
     p1, p2 = _propagators(l1, params, role_index, k), _propagators(l2, params, role_index, k)
-    # level 0 (A_0 = I) is the Gram matrices themselves, exactly; the squared norms are the diagonals of A G A^T,
-    # row sums of (A G) * A (matrix products, not a three-operand einsum: its loop was a third of WWLK's time)
-    cross = g12 + sum(a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1[1:], p2[1:], strict=True))
-    sq1 = np.diagonal(g11, axis1=1, axis2=2) + sum(((a @ g11) * a).sum(axis=2) for a in p1[1:])
-    sq2 = np.diagonal(g22, axis1=1, axis2=2) + sum(((a @ g22) * a).sum(axis=2) for a in p2[1:])
+    # level 0 (A_0 = I) is the Gram matrices themselves and their diagonals, exactly what the products with I give;
+    # the squared norms of the other levels stay one einsum each (a reordered sum moves scores by up to 1e-12)
+    # (summed from level 0 up, as before: floating-point sums in another order differ in the last bits)
+    cross = sum((a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1[1:], p2[1:], strict=True)), g12)
+    sq1 = sum((np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
+    sq2 = sum((np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
     n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
     inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
                                                                                      where=n2 > 0)
