@@ -268,21 +268,25 @@ def _without_lone_surrogates(row: list[Any], columns: list[str]) -> list[Any]:
     return row
 
 
+_STR_ONLY = {str}
+
+
 def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                tail: Tail | None = None, text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
-    """Columns are built as lists and become a frame per chunk. A line past the first whose wanted cells are all
+    """Rows are kept as lists of cells and become a frame per chunk. A line past the first whose wanted cells are all
     strings takes the short way (orjson straight from its bytes, which also checks they are UTF-8); any other line
     (line 1, a blank line, a number, list or missing cell, a line orjson refuses) the general one, whose cells,
     errors and messages are those of `_typed_row` and `_json_object`."""
     seen: set[str] = set()  # keys of the lines read the general way: a line read the short way has every column
     width = len(columns)
-    cells: list[list[Any]] = [[] for _ in range(width)]
+    rows: list[list[Any]] = []
     lines: list[int] = []
     errors: list[str | None] = []
     any_text = any_short = False
 
     def frame() -> pl.DataFrame:
         schema = {c: pl.String for c in columns} | {LINE: pl.Int64, ERROR: pl.String}
+        cells = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
         return pl.DataFrame([*cells, lines, errors], schema=schema, orient="col")
 
     for number, raw in _raw_lines(path, tail, header=False):
@@ -294,12 +298,11 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                 pass
         if type(obj) is dict:
             row = [obj.get(c) for c in columns]
-            short = all(type(v) is str for v in row)
+            short = set(map(type, row)) == _STR_ONLY
         else:
             short = False
         if short:
-            for column, v in zip(cells, row, strict=True):
-                column.append(v)
+            rows.append(row)
             errors.append(None)
             any_short = True
         else:
@@ -316,14 +319,13 @@ def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
             row = _typed_row(obj, columns, text_columns, number)
             if by_json:
                 row = _without_lone_surrogates(row, columns)
-            for column, v in zip(cells, row, strict=False):
-                column.append(v)
+            rows.append(row[:width])
             errors.append(row[-1])
         any_text = True
         lines.append(number)
         if len(lines) >= chunk_rows:
             yield frame()
-            cells, lines, errors = [[] for _ in range(width)], [], []
+            rows, lines, errors = [], [], []
     if lines:
         yield frame()
     if not any_text and tail is None:
