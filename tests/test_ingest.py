@@ -578,3 +578,21 @@ def test_jsonl_lines_read_as_json_reads_them(tmp_path):
     path.write_text('{"id": 1}\n[1, 2]\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"rows.jsonl:2: expected a JSON object, found list"):
         read_rows(path, "jsonl", ["id"])
+
+
+def test_jsonl_cell_with_a_lone_surrogate_becomes_a_failed_row_naming_its_column(tmp_path):
+    """JSON may escape half a surrogate pair (`"\\ud800"`): json reads it as a str that is not valid Unicode, which
+    no table can store. That cell reads as None and its row's error names the column; the other rows are kept."""
+    from amrsim.ingest.readers import read_rows
+
+    lines = ['{"id": 1, "text": "fine"}', '{"id": 2, "text": "a\\ud800b"}', '{"id": "\\udfff", "text": "ok"}',
+             '{"id": 4, "text": "pair \\ud83d\\ude00 kept"}']
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    frame = read_rows(path, "jsonl", ["id", "text"], text_columns=["text"])
+    assert frame["__line"].to_list() == [1, 2, 3, 4]
+    assert frame["text"].to_list() == ["fine", None, "ok", "pair \U0001f600 kept"]  # a whole pair is one character
+    assert frame["id"].to_list() == ["1", "2", None, "4"]
+    assert frame["__error"].to_list() == [
+        None, "column 'text' holds a lone surrogate (\\ud800 at character 2), not valid Unicode text",
+        "column 'id' holds a lone surrogate (\\udfff at character 1), not valid Unicode text", None]

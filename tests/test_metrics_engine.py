@@ -343,6 +343,53 @@ def test_metrics_score_cli_fails_a_graph_cell_that_is_not_a_string(tmp_path):
     assert table["error"][1] == "column 'amr1' holds a list, not a string"
 
 
+def test_metrics_score_cli_fails_a_graph_cell_with_a_lone_surrogate(tmp_path):
+    """A JSONL graph cell escaping half a surrogate pair is that pair's failed row (naming the column); the other
+    pairs are scored and written."""
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    path, out = tmp_path / "pairs.jsonl", tmp_path / "scores.parquet"
+    lines = [json.dumps({"amr1": WANT, "amr2": WANT_NOT}),
+             json.dumps({"amr1": WANT, "amr2": WANT.replace("boy", "boy@")}).replace("@", "\\ud800"),
+             json.dumps({"amr1": WANT_GIRL, "amr2": WANT})]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out), "--aspects", "smatch",
+                                      "--vectors", "random", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    table = pl.read_parquet(out).sort("line")
+    assert table["line"].to_list() == [1, 2, 3]
+    assert table["status"].to_list() == ["ok", "failed", "ok"]
+    assert table["error"][1] == "column 'amr2' holds a lone surrogate (\\ud800 at character 28), not valid Unicode text"
+    assert table["smatch_f1"][0] is not None and table["smatch_f1"][2] is not None
+
+
+def test_metrics_score_cli_writes_the_same_table_whether_rows_are_new_reused_or_repeated(tmp_path):
+    """A fresh file whose pairs are all distinct is written straight from the scores; earlier results or a pair given
+    twice go through the key join. Both give the same table: columns, order, types and values."""
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    def run(rows: list[dict], out) -> pl.DataFrame:
+        path = tmp_path / "pairs.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+        result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out), "--aspects",
+                                          "smatch", "--workers", "1", "--keep", "idx"])
+        assert result.exit_code == 0, result.output
+        return pl.read_parquet(out)
+
+    rows = [{"amr1": a, "amr2": b, "idx": i} for i, (a, b) in
+            enumerate([(WANT, WANT_NOT), (WANT_GIRL, WANT), (CAT_DOG, DOG_CAT), ("(a / b", WANT)])]
+    fresh = run(rows, tmp_path / "a.parquet")
+    assert fresh.columns[:2] == ["key", "line"] and fresh["status"].to_list() == ["ok", "ok", "ok", "failed"]
+    assert run(rows, tmp_path / "a.parquet").equals(fresh)  # every row reused
+    twice = run([*rows, rows[1]], tmp_path / "b.parquet")
+    assert twice.head(4).drop("seconds").equals(fresh.drop("seconds"))
+    assert twice.row(4, named=True) | {"line": 2} == twice.row(1, named=True)
+
+
 def test_smatch_alone_gives_the_rows_of_the_general_loop(monkeypatch):
     """`--aspects smatch` takes its own loop (encodings kept, no dict per pair); its rows equal the general loop's,
     failures included, and a label table that starts over between two graphs changes nothing."""

@@ -262,3 +262,26 @@ def test_encode_text_equals_encoding_the_read_triples(text):
         assert fast.triples == len(read_triples(text, convention))
     with pytest.raises(AMRError, match="unbalanced"):
         encode_text("(a / b", "smatch")
+
+
+def test_encoded_aligner_gives_smatch_encoded_numbers_on_bamboo():
+    """The loop form (options bound, a tuple per pair) gives smatch_encoded's precision, recall, F1 and optimality
+    on real pairs, seeds and budgets included; an empty graph scores 0 and graphs of two tables are refused."""
+    from amrsim.metrics.smatch import _Labels, encode_text, encoded_aligner, smatch_encoded
+
+    path = shared("amr_bamboo", "bamboo_para_main_test.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f][:150]
+    for seed, node_budget in ((0, 200_000), (7, 50)):
+        align = encoded_aligner(seed=seed, node_budget=node_budget)
+        for r in rows:
+            e1, e2 = encode_text(r["amr1"], "smatch"), encode_text(r["amr2"], "smatch")
+            s = smatch_encoded(e1, e2, seed=seed, node_budget=node_budget)
+            assert align(e1, e2) == (s.precision, s.recall, s.f1, s.optimal)
+    small = encoded_aligner(node_budget=50)
+    assert any(not small(encode_text(r["amr1"], "smatch"), encode_text(r["amr2"], "smatch"))[3] for r in rows), \
+        "the small budget cuts some search"
+    empty = encode_text("(a / b)", "smatch")._replace(nodes=0)
+    assert encoded_aligner()(empty, encode_text(BOY, "smatch")) == (0.0, 0.0, 0.0, True)
+    with pytest.raises(ValueError, match="different label tables"):
+        encoded_aligner()(encode_text(BOY, "smatch", _Labels()), encode_text(BOY, "smatch", _Labels()))

@@ -49,6 +49,32 @@ def test_content_keys_of_strings_are_the_json_encoding():
     assert [content_key("amr_metrics", t, {"seed": 0, "b": [1]}) for t in texts] == expected
 
 
+def test_text_keys_hashed_in_c_are_content_keys(monkeypatch):
+    """text_keys (the C loop over columns of strings) gives content_keys' keys for every character class JSON
+    escapes or keeps, non-ASCII included; a cell it cannot take (not a str, a lone surrogate) goes the Python way,
+    which gives the same keys or the same error."""
+    import random
+
+    from amrsim.warehouse import keys
+
+    assert keys._keys is not None, "the C extension is built in place for the tests"
+    rng = random.Random(7)
+    alphabet = [chr(c) for c in range(0, 0x80)] + ["é", "中", "\u2028", "\U0001f600", "\x7f", "\u0085"]
+    texts = ["", "plain", '(a / "q\\"uote")', "é\u2028\x00\x1f\t中", "\b\f\n\r\\"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60))) for _ in range(300)]
+    other = texts[1:] + texts[:1]
+    prefix, suffix = ("amr_metrics",), ({"seed": 0, "b": [1]}, "x")
+    expected = keys.content_keys(zip(texts, other, strict=True), prefix=prefix, suffix=suffix)
+    assert keys.text_keys((texts, other), prefix=prefix, suffix=suffix) == expected
+    assert keys.text_keys((tuple(texts), other), prefix=prefix, suffix=suffix) == expected  # any sequence
+    assert keys.text_keys(([], []), prefix=prefix) == []
+    assert keys.text_keys((["a", 1],), prefix=prefix) == keys.content_keys([("a",), (1,)], prefix=prefix)
+    with pytest.raises(UnicodeEncodeError):
+        keys.text_keys((["a", "b\ud800"],))
+    monkeypatch.setattr(keys, "_keys", None)  # built without OpenSSL's headers
+    assert keys.text_keys((texts, other), prefix=prefix, suffix=suffix) == expected
+
+
 def test_upsert_inserts_new_keys_and_replaces_failed_rows(wh):
     assert wh.upsert("d", "sentences", sentences(3)) == 3
     assert wh.version("d", "sentences") == 0

@@ -209,3 +209,16 @@ def test_engine_records_the_bound_per_pair():
     assert rows["status"].to_list() == ["ok", "ok"]
     assert rows["bounded"].to_list() == [None, "wwlk (no run fits)"]
     assert rows["wwlk"][0] is not None and rows["wwlk"][1] is None and rows["concepts"][1] is not None
+
+
+def test_emd_cost_is_pots_emd2():
+    """WWLK calls POT's network simplex without emd2's wrapper: the same cost as ot.emd2 on uniform weights of
+    unequal sizes, ties and zero distances included."""
+    from amrsim.metrics.wlk import _emd_cost, _pot
+
+    ot = _pot()
+    rng = np.random.default_rng(3)
+    for n1, n2 in ((1, 1), (1, 5), (3, 7), (12, 9), (40, 33)):
+        for dist in (rng.uniform(0, 2, (n1, n2)), np.round(rng.uniform(0, 2, (n1, n2)), 1), np.zeros((n1, n2))):
+            a, b = np.full(n1, 1.0 / n1), np.full(n2, 1.0 / n2)
+            assert _emd_cost(a, b, np.ascontiguousarray(dist)) == float(ot.emd2(a, b, dist))

@@ -45,9 +45,11 @@ def metrics_score(
     fmt = file_format(file, default="jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
     frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
-    unusable = frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+                if frame["__error"].null_count() < frame.height else None)
     frame = frame.drop("__error")
-    frame = frame.with_columns(pl.Series("key", options.pair_keys(frame["amr1"], frame["amr2"]), pl.String))
+    graphs = frame["amr1"].to_list(), frame["amr2"].to_list()  # made once: for the keys and for the scorer
+    frame = frame.with_columns(pl.Series("key", options.pair_keys(*graphs), pl.String))
     try:
         done = pl.read_parquet(out) if out.is_file() else None
     except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
@@ -59,18 +61,22 @@ def metrics_score(
         todo, done = frame, None
     t0 = time.perf_counter()
     with PairScorer(options, workers=workers) as scorer:
-        scored = scorer(todo) if todo.height else None  # keys computed above, not again
+        # keys computed above, not again
+        scored = (scorer(todo, graphs if todo.height == frame.height else None) if todo.height else None)
         where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
     seconds = time.perf_counter() - t0
-    parts = [p for p in (done, scored) if p is not None]
-    result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
-                                              .unique("key", keep="last"), on="key", how="left")
-    if unusable.height:
+    if done is None and scored is not None and frame["key"].n_unique() == frame.height:
+        result = scored.select("key", "line", pl.exclude("key", "line"))  # every row scored once, in file order
+    else:  # rows of earlier results, or a pair given twice: each row gets its key's one row of scores
+        parts = [p for p in (done, scored) if p is not None]
+        result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
+                                                  .unique("key", keep="last"), on="key", how="left")
+    if unusable is not None:
         result = result.join(unusable, on="line", how="left").with_columns(
             status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
             error=pl.coalesce("why", "error")).drop("why")
     write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
-    failed = result.filter(pl.col("status") == "failed").height
+    failed = int((result["status"] == "failed").sum())
     means = result.filter(pl.col("status") == "ok").select(
         [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
     if means.height:

@@ -43,11 +43,10 @@ def _open(path: Path) -> IO[bytes]:
         raise InputError(str(path), f"cannot read: {e.strerror}") from None
 
 
-def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> Iterator[tuple[int, str]]:
-    """(line number, text without its newline), decoded line by line so a bad byte names its line; raises
-    InputError for an unreadable, non-UTF-8 or empty file. With `tail` only the header line (if `header`) and the
-    lines after `tail.offset` bytes are read, numbered as in the whole file."""
-    any_text = False
+def _raw_lines(path: Path, tail: Tail | None = None, header: bool = True) -> Iterator[tuple[int, bytes]]:
+    """(line number, the line's bytes with its newline) of a file; with `tail` only the header line (if `header`)
+    and the lines after `tail.offset` bytes, numbered as in the whole file. Raises InputError for an unreadable file
+    or a corrupt gzip stream."""
     with _open(path) as f:
         try:
             lines: Iterator[tuple[int, bytes]] = enumerate(f, start=1)
@@ -55,23 +54,36 @@ def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> It
                 first = [(1, f.readline())] if header else []
                 f.seek(tail.offset)
                 lines = itertools.chain(first, enumerate(f, start=tail.lines + 1))
-            for number, raw in lines:
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", number) from None
-                if number == 1:
-                    text = text.removeprefix("\ufeff")
-                    if "\r" in text.removesuffix("\n").removesuffix("\r"):  # never echo the file as one "line"
-                        raise InputError(str(path), "line endings are CR only; convert the file to LF (or CRLF) line "
-                                                    "endings", 1)
-                text = text.removesuffix("\n")
-                any_text = any_text or bool(text.strip())
-                yield number, text
+            yield from lines
         except (OSError, EOFError) as e:  # gzip reports corruption while reading
             if path.suffix == ".gz":
                 raise InputError(str(path), f"not a valid gzip file: {e}") from None
             raise InputError(str(path), f"cannot read: {e}") from None
+
+
+def _decoded(path: Path, number: int, raw: bytes) -> str:
+    """A line's text without its newline; InputError naming the line if it is not UTF-8, or if it is line 1 and
+    holds a CR inside (a file with CR-only line endings). Line 1 loses a byte-order mark."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(str(path), f"not valid UTF-8 (byte 0x{raw[e.start]:02x})", number) from None
+    if number == 1:
+        text = text.removeprefix("\ufeff")
+        if "\r" in text.removesuffix("\n").removesuffix("\r"):  # never echo the file as one "line"
+            raise InputError(str(path), "line endings are CR only; convert the file to LF (or CRLF) line endings", 1)
+    return text.removesuffix("\n")
+
+
+def _text_lines(path: Path, tail: Tail | None = None, header: bool = True) -> Iterator[tuple[int, str]]:
+    """(line number, text without its newline), decoded line by line so a bad byte names its line; raises
+    InputError for an unreadable, non-UTF-8 or empty file. With `tail` only the header line (if `header`) and the
+    lines after `tail.offset` bytes are read, numbered as in the whole file."""
+    any_text = False
+    for number, raw in _raw_lines(path, tail, header):
+        text = _decoded(path, number, raw)
+        any_text = any_text or bool(text.strip())
+        yield number, text
     if not any_text and tail is None:
         raise InputError(str(path), "empty file")
 
@@ -223,39 +235,103 @@ def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: i
         raise InputError(str(path), "header but no data rows", 1)
 
 
-def _json_object(line: str, columns: list[str]) -> Any:
-    """`json.loads(line)`, by orjson (a few times faster) where that gives the same: orjson is stricter (no NaN, no
-    lone surrogate, no integer beyond 64 bits: all go to json, whose errors name the problem) and reads a large
-    integer as a float, so a line whose wanted cell is a float is read by json too."""
+def _json_object(line: str, columns: list[str]) -> tuple[Any, bool]:
+    """(`json.loads(line)`, whether json read it), by orjson (a few times faster) where that gives the same: orjson
+    is stricter (no NaN, no lone surrogate, no integer beyond 64 bits: all go to json, whose errors name the problem)
+    and reads a large integer as a float, so a line whose wanted cell is a float is read by json too."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return json.loads(line)
+        return json.loads(line), True
     if type(obj) is not dict or any(type(obj.get(c)) is float for c in columns):
-        return json.loads(line)
-    return obj
+        return json.loads(line), True
+    return obj, False
+
+
+def _without_lone_surrogates(row: list[Any], columns: list[str]) -> list[Any]:
+    """`row` ([cell per column..., line, error]) with each cell holding half a surrogate pair (JSON's `"\\ud800"`,
+    which json reads into a str that is not valid Unicode and no table can store) set to None and named in the
+    row's error. Only json-read lines can hold one: orjson refuses them."""
+    problems = []
+    for i, c in enumerate(columns):
+        cell = row[i]
+        if cell is None:
+            continue
+        try:
+            cell.encode("utf-8")
+        except UnicodeEncodeError as e:
+            row[i] = None
+            problems.append(f"column '{c}' holds a lone surrogate (\\u{ord(cell[e.start]):04x} at character "
+                            f"{e.start + 1}), not valid Unicode text")
+    if problems:
+        row[-1] = "; ".join([*([row[-1]] if row[-1] else []), *problems])
+    return row
+
+
+_STR_ONLY = {str}
 
 
 def iter_jsonl(path: Path, columns: list[str], chunk_rows: int = CHUNK_ROWS,
                tail: Tail | None = None, text_columns: Collection[str] = ()) -> Iterator[pl.DataFrame]:
-    seen: set[str] = set()
+    """Rows are kept as lists of cells and become a frame per chunk. A line past the first whose wanted cells are all
+    strings takes the short way (orjson straight from its bytes, which also checks they are UTF-8); any other line
+    (line 1, a blank line, a number, list or missing cell, a line orjson refuses) the general one, whose cells,
+    errors and messages are those of `_typed_row` and `_json_object`."""
+    seen: set[str] = set()  # keys of the lines read the general way: a line read the short way has every column
+    width = len(columns)
+    rows: list[list[Any]] = []
+    lines: list[int] = []
+    errors: list[str | None] = []
+    any_text = any_short = False
 
-    def rows() -> Iterator[list[Any]]:
-        for number, line in _text_lines(path, tail, header=False):
+    def frame() -> pl.DataFrame:
+        schema = {c: pl.String for c in columns} | {LINE: pl.Int64, ERROR: pl.String}
+        cells = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(width)]
+        return pl.DataFrame([*cells, lines, errors], schema=schema, orient="col")
+
+    for number, raw in _raw_lines(path, tail, header=False):
+        obj = None
+        if number > 1:
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                pass
+        if type(obj) is dict:
+            row = [obj.get(c) for c in columns]
+            short = set(map(type, row)) == _STR_ONLY
+        else:
+            short = False
+        if short:
+            rows.append(row)
+            errors.append(None)
+            any_short = True
+        else:
+            line = _decoded(path, number, raw)
             if not line.strip():
                 continue
             try:
-                obj = _json_object(line, columns)
+                obj, by_json = _json_object(line, columns)
             except json.JSONDecodeError as e:
                 raise InputError(str(path), f"invalid JSON: {e.msg} (column {e.colno})", number) from None
             if not isinstance(obj, dict):
                 raise InputError(str(path), f"expected a JSON object, found {type(obj).__name__}", number)
             seen.update(obj)
-            yield _typed_row(obj, columns, text_columns, number)
-
-    yield from _chunked(rows(), columns, chunk_rows)
+            row = _typed_row(obj, columns, text_columns, number)
+            if by_json:
+                row = _without_lone_surrogates(row, columns)
+            rows.append(row[:width])
+            errors.append(row[-1])
+        any_text = True
+        lines.append(number)
+        if len(lines) >= chunk_rows:
+            yield frame()
+            rows, lines, errors = [], [], []
+    if lines:
+        yield frame()
+    if not any_text and tail is None:
+        raise InputError(str(path), "empty file")
     missing = [c for c in columns if c not in seen]
-    if missing and tail is None:  # known only at the end: ingest commits nothing before the last chunk
+    if missing and not any_short and tail is None:  # known only at the end: ingest commits nothing before it
         raise InputError(str(path), f"no record has key(s) {missing}; found {sorted(seen)}")
 
 

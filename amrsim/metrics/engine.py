@@ -27,10 +27,10 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import encode_text, smatch_encoded
+from amrsim.metrics.smatch import encode_text, encoded_aligner
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
-from amrsim.warehouse.keys import content_key, content_keys
+from amrsim.warehouse.keys import content_key, text_keys
 from amrsim.warehouse.store import FAILED, OK
 
 # threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
@@ -77,8 +77,14 @@ class MetricsOptions:
 
     def pair_keys(self, amr1: Iterable[str | None], amr2: Iterable[str | None]) -> list[str]:
         """`pair_key` of every pair (None read as ""), the options encoded once."""
-        return content_keys(((a or "", b or "") for a, b in zip(amr1, amr2, strict=True)),
-                            prefix=("amr_metrics",), suffix=(asdict(self),))
+        return text_keys((_texts(amr1), _texts(amr2)), prefix=("amr_metrics",), suffix=(asdict(self),))
+
+
+def _texts(values: Iterable[str | None]) -> list[str]:
+    """The values as a list of str, None read as ""."""
+    if isinstance(values, pl.Series):
+        return values.fill_null("").to_list()
+    return [v or "" for v in values]
 
 
 @lru_cache(maxsize=4)
@@ -114,7 +120,8 @@ class _Scorer:
             try:
                 if self._needs_graph:
                     graph = parse(text)
-                    v = (graph, GraphView(smatch_triples(graph, convention=self.options.convention)))
+                    triples = smatch_triples(graph, convention=self.options.convention)  # read, so errors are the same
+                    v = (graph, GraphView(triples) if self._graph_aspects else None)  # (WLK/WWLK alone need none)
                 else:
                     v = (None, GraphView(read_triples(text, convention=self.options.convention)))
             except AMRError as e:
@@ -122,29 +129,23 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def smatch_view(self, text: str, labels=None):
+    def smatch_view(self, text: str, labels=None, keep: bool = True):
         """The encoding of a penman string's Smatch triples (`labels`: in that label table, not kept), or the
-        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept,
-        so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks them)."""
-        v = self._views.get(text) if labels is None else None
+        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept
+        (`keep`), so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks
+        them)."""
+        keep = keep and labels is None
+        v = self._views.get(text) if keep else None
         if v is None:
-            if len(self._views) >= self.MAX_VIEWS:
+            if keep and len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
                 v = encode_text(text, self.options.convention, labels)
             except AMRError as e:
                 v = e
-            if labels is None:
+            if keep:
                 self._views[text] = v
         return v
-
-    def smatch_pair(self, amr1: str, amr2: str):
-        """(encoding 1, encoding 2) of one label table, or the AMRErrors (see `smatch_view`)."""
-        v1, v2 = self.smatch_view(amr1), self.smatch_view(amr2)
-        if not isinstance(v1, Exception) and not isinstance(v2, Exception) and v1.labels is not v2.labels:
-            labels = type(v1.labels)()  # a label table started over between them: both anew, in one table
-            v1, v2 = self.smatch_view(amr1, labels), self.smatch_view(amr2, labels)
-        return v1, v2
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
@@ -204,6 +205,13 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     try:
         if options.aspects == ("smatch",):
             _smatch_loop(scorer, amr1, amr2, values)
+        elif "wwlk" in options.aspects:
+            # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
+            # machine), so one, as in the worker processes
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(1):
+                _aspects_loop(scorer, amr1, amr2, values)
         else:
             _aspects_loop(scorer, amr1, amr2, values)
     finally:
@@ -231,21 +239,30 @@ def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[st
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                  values: dict[str, list[Any]]) -> None:
     """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
-    on large files)."""
+    on large files). Only the previous pair's encodings are kept: reading and encoding a graph in C costs a few
+    microseconds, while a cache of every graph (none repeats in the BAMBOO sets) grows memory by ~1 kB a graph,
+    whose fresh pages cost more than re-reading the few graphs that repeat (a graph shared by consecutive pairs,
+    e.g. a premise, is read once)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    pair, seed, clock = scorer.smatch_pair, scorer.options.seed, time.perf_counter
+    view, clock = scorer.smatch_view, time.perf_counter
+    align = encoded_aligner(seed=scorer.options.seed)
+    recent: dict[str | None, Any] = {}
     for a, b in zip(amr1, amr2, strict=True):
         t0 = clock()
         try:
-            v1, v2 = pair(a or "", b or "")
+            v1 = recent.get(a) or view(a or "", keep=False)
+            v2 = recent.get(b) or view(b or "", keep=False)
+            recent = {a: v1, b: v2}
             if isinstance(v1, Exception) or isinstance(v2, Exception):
                 p = r = f = None
                 state, why, cut = FAILED, _read_errors(v1, v2), None
             else:
-                s = smatch_encoded(v1, v2, seed=seed)
-                p, r, f = s.precision, s.recall, s.f1
-                state, why, cut = OK, None, (None if s.optimal else "smatch")
+                if v1.labels is not v2.labels:  # a label table started over between them: both anew, in one table
+                    labels = type(v1.labels)()
+                    v1, v2 = view(a or "", labels), view(b or "", labels)
+                p, r, f, optimal = align(v1, v2)
+                state, why, cut = OK, None, (None if optimal else "smatch")
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
             p = r = f = None
             state, why, cut = FAILED, f"{type(e).__name__}: {e}"[:500], None
@@ -355,8 +372,9 @@ class PairScorer:
         return start + here / parallel < here
 
     # -- scoring ------------------------------------------------------------------------------------------------
-    def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
-        amr1, amr2 = frame["amr1"].to_list(), frame["amr2"].to_list()
+    def __call__(self, frame: pl.DataFrame, graphs: tuple[list, list] | None = None) -> pl.DataFrame:
+        """Scores of `frame`'s pairs; `graphs`: its amr1 and amr2 columns as lists, where the caller has them."""
+        amr1, amr2 = graphs if graphs is not None else (frame["amr1"].to_list(), frame["amr2"].to_list())
         return _with_keys(frame, self.score_columns(amr1, amr2), self.options)
 
     def score_columns(self, amr1: list, amr2: list) -> pl.DataFrame:

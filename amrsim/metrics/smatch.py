@@ -41,7 +41,7 @@ from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
-           "encode_text", "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
+           "encode_text", "encoded_aligner", "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
@@ -176,6 +176,25 @@ def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: 
         e1.data, e2.data, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
     p, r, f = _f(matched, n1, n2)
     return SmatchScore(p, r, f, matched, n1, n2, bool(optimal), work)
+
+
+def encoded_aligner(seed: int = 0, restarts: int = 4, node_budget: int = DEFAULT_NODE_BUDGET,
+                    work_budget: int = DEFAULT_WORK_BUDGET):
+    """`smatch_encoded` with its options bound, as a function of two encodings (one label table) that returns
+    (precision, recall, f1, optimal): the same numbers without a SmatchScore or the option checks per pair, for a
+    loop over many pairs."""
+    options = (seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
+    align = _smatch_core.align_encoded
+
+    def prf(e1: EncodedGraph, e2: EncodedGraph) -> tuple[float, float, float, bool]:
+        if e1.labels is not e2.labels:
+            raise ValueError("smatch_encoded: the graphs were encoded with different label tables")
+        if not e1.nodes or not e2.nodes:
+            return 0.0, 0.0, 0.0, True
+        matched, optimal, _expanded, _work = align(e1.data, e2.data, *options)
+        return (*_f(matched, e1.triples, e2.triples), bool(optimal))
+
+    return prf
 
 
 def smatch_many(pairs: Sequence[tuple[SmatchTriples, SmatchTriples]], seed: int = 0, **kw) -> list[SmatchScore]:

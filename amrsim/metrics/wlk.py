@@ -207,6 +207,7 @@ class _Links:
     roles: tuple[tuple[str, ...], ...]
     cells: tuple[np.ndarray, ...]  # flat W indices i*n+j of the outgoing links, then of the incoming ones
     degree: np.ndarray  # (n,): neighbours counted per direction; 1 where none (their message is zero)
+    multi: tuple[int, ...] = ()  # the links carrying more than one role
 
 
 def _links(b: Built) -> _Links:
@@ -222,7 +223,8 @@ def _links(b: Built) -> _Links:
     degree[degree == 0] = 1.0
     # Within each direction a cell occurs once, so each block can be added with one fancy-indexed +=.
     cells = tuple(np.array([i * n + j for i, j in d], dtype=np.intp) for d in (out, inc))
-    return _Links(n, tuple(tuple(rs) for rs in list(out.values()) + list(inc.values())), cells, degree)
+    roles = tuple(tuple(rs) for rs in list(out.values()) + list(inc.values()))
+    return _Links(n, roles, cells, degree, tuple(li for li, rs in enumerate(roles) if len(rs) > 1))
 
 
 _EDGE_CACHE: dict[tuple[int, str, int], np.ndarray] = {}
@@ -238,23 +240,41 @@ def _edge_candidates(seed: int, role: str, runs: int) -> np.ndarray:
     return c
 
 
+_PARAM_TRIE: dict[tuple[int, int], dict] = {}  # per (seed, runs): role -> (weights, total, xlogx, next roles)
+_PARAM_NODES = [0]
+_MAX_PARAM_NODES = 200_000  # past this the trie starts over (memory stays flat; values do not depend on it)
+
+
 def _edge_params(roles: Sequence[str], seed: int, runs: int) -> np.ndarray:
     """(runs, roles) edge weights by the reference's min_entropy init: each role, in order, takes the candidate that
-    minimises the entropy of the normalised weights so far. Candidates depend only on (seed, role)."""
+    minimises the entropy of the normalised weights so far. Candidates depend only on (seed, role), so a role's
+    weights depend only on the roles before it: pairs share their prefixes of the sorted role list (a trie keeps
+    each prefix's weights and running sums, computed once)."""
+    if _PARAM_NODES[0] > _MAX_PARAM_NODES:
+        _PARAM_TRIE.clear()
+        _PARAM_NODES[0] = 0
+    node = _PARAM_TRIE.setdefault((seed, runs), {})
     p = np.empty((runs, len(roles)))
     total = np.zeros((runs, 1))
     xlogx = np.zeros((runs, 1))
     for m, role in enumerate(roles):
-        c = _edge_candidates(seed, role, runs)
-        if m == 0:
-            pick = c[:, 0]  # one weight: every candidate has entropy 0, argmin takes the first
-        else:
-            t = total + c
-            h = np.log(t) - (xlogx + c * np.log(c)) / t
-            pick = c[np.arange(runs), np.argmin(h, axis=1)]
+        hit = node.get(role)
+        if hit is None:
+            c = _edge_candidates(seed, role, runs)
+            if m == 0:
+                pick = c[:, 0]  # one weight: every candidate has entropy 0, argmin takes the first
+            else:
+                t = total + c
+                h = np.log(t) - (xlogx + c * np.log(c)) / t
+                pick = c[np.arange(runs), np.argmin(h, axis=1)]
+            total = total.copy()
+            xlogx = xlogx.copy()
+            total[:, 0] += pick
+            xlogx[:, 0] += pick * np.log(pick)
+            hit = node[role] = (pick, total, xlogx, {})
+            _PARAM_NODES[0] += 1
+        pick, total, xlogx, node = hit
         p[:, m] = pick
-        total[:, 0] += pick
-        xlogx[:, 0] += pick * np.log(pick)
     return p
 
 
@@ -281,10 +301,10 @@ def _propagators(links: _Links, params: np.ndarray, role_index: dict[str, int], 
     runs, n = params.shape[0], links.n
     w = np.zeros((runs, n * n))
     if links.roles:
-        vals = np.empty((runs, len(links.roles)))
-        for li, rs in enumerate(links.roles):
-            v = params[:, role_index[rs[0]]]
-            for r in rs[1:]:
+        vals = params[:, [role_index[rs[0]] for rs in links.roles]]  # a link's weight: the product of its roles'
+        for li in links.multi:
+            v = vals[:, li]
+            for r in links.roles[li][1:]:
                 v = v * params[:, role_index[r]]
             vals[:, li] = v
         n_out = len(links.cells[0])
@@ -292,8 +312,8 @@ def _propagators(links: _Links, params: np.ndarray, role_index: dict[str, int], 
         w[:, links.cells[1]] += vals[:, n_out:]
     step = w.reshape(runs, n, n) / links.degree[None, :, None] + np.eye(n)[None]
     props = [np.broadcast_to(np.eye(n), (runs, n, n))]
-    for _ in range(k):
-        props.append(step @ props[-1])
+    for t in range(k):
+        props.append(step if t == 0 else step @ props[-1])  # A_1 = step @ I = step, exactly
     return props
 
 
@@ -355,6 +375,18 @@ def _pot():
     return ot
 
 
+def _emd_cost(a: np.ndarray, b: np.ndarray, dist: np.ndarray) -> float:
+    """`ot.emd2(a, b, dist)` for float64 weights that are all positive and a C-contiguous float64 cost matrix: POT's
+    own network simplex (`emd_c`) after emd2's one step for that case (b rescaled to a's mass), without its backend
+    dispatch, marginal check and dual potentials, which took a fifth of a pair's time. The same solver, the same
+    number (a test compares them); a non-optimal result warns as emd2 does."""
+    solver = _pot().lp.emd_wrap  # POT's solver module, the one emd2 calls (pot is pinned)
+    b = b * a.sum(0) / b.sum(0, keepdims=True)
+    _plan, cost, _u, _v, code = solver.emd_c(a, b, dist, 100000, 1, None, None)
+    solver.check_result(code)
+    return float(cost)
+
+
 def _cached_links(graph: GraphLike) -> _Links:
     return _CACHE.get(graph, ("links",), lambda: _links(_built(graph)))
 
@@ -363,8 +395,6 @@ def _wwlk(
     b1: Built, b2: Built, l1: _Links, l2: _Links, vectors: NodeVectors, k: int, stability_level: int, seed: int,
     work_budget: int = DEFAULT_WWLK_WORK_BUDGET,
 ) -> WWLKScore:
-    ot = _pot()
-
     if not b1.labels or not b2.labels:
         return WWLKScore(0.0, stability_level + 1, False)
     runs = wwlk_runs(len(b1.labels), len(b2.labels), k, stability_level, vectors.dim, vectors.resample, work_budget)
@@ -382,9 +412,12 @@ def _wwlk(
     x2 = _node_matrix(b2.labels, vectors, seed, stability_level + 1)[:runs]
     g12, g11, g22 = x1 @ x2.transpose(0, 2, 1), x1 @ x1.transpose(0, 2, 1), x2 @ x2.transpose(0, 2, 1)
     p1, p2 = _propagators(l1, params, role_index, k), _propagators(l2, params, role_index, k)
-    cross = sum(a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1, p2, strict=True))
-    sq1 = sum(np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1)
-    sq2 = sum(np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2)
+    # level 0 (A_0 = I) is the Gram matrices themselves and their diagonals, exactly what the products with I give;
+    # the squared norms of the other levels stay one einsum each (a reordered sum moves scores by up to 1e-12)
+    # (summed from level 0 up, as before: floating-point sums in another order differ in the last bits)
+    cross = sum((a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1[1:], p2[1:], strict=True)), g12)
+    sq1 = sum((np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
+    sq2 = sum((np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
     n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
     inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
                                                                                      where=n2 > 0)
@@ -394,7 +427,7 @@ def _wwlk(
     dist = np.sqrt(sq).mean(axis=0)
     a = np.full(len(b1.labels), 1.0 / len(b1.labels))
     bw = np.full(len(b2.labels), 1.0 / len(b2.labels))
-    return WWLKScore(float(1.0 - ot.emd2(a, bw, np.ascontiguousarray(dist))), runs, runs < stability_level + 1)
+    return WWLKScore(float(1.0 - _emd_cost(a, bw, np.ascontiguousarray(dist))), runs, runs < stability_level + 1)
 
 
 def _checked(score: WWLKScore) -> float:
