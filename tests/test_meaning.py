@@ -1,6 +1,7 @@
 """Meaning embeddings: each loss on tiny tensors against hand-computed values, head shapes, save/load, a tiny
-end-to-end run through the warehouse on a fake encoder (vector = meaning of the words + an offset per language), and
-bad input (a language without parallel rows, empty inputs)."""
+end-to-end run through the warehouse on a fake encoder (vector = meaning of the words + an offset per language),
+stage 2 kept or dropped for stage 1 by its scores on held-out language pairs and genres, and bad input (a language
+without parallel rows, empty inputs, a misaligned genre file)."""
 
 from __future__ import annotations
 
