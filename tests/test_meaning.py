@@ -510,6 +510,10 @@ def test_stage2_that_hurts_on_held_out_data_falls_back_to_stage1(tmp_path, write
     assert selection["sets"]["genre:a"]["stage2"] < selection["sets"]["genre:a"]["stage1"] - 5
     assert trained.meta["stage2"] is None and not (trained.path / "sts_head.safetensors").exists()
     assert load_model(trained.path)[1] is None
+    card = (trained.path / "README.md").read_text(encoding="utf-8")
+    assert "## Stage 2 selection" in card and "Stage 2 was dropped" in card
+    a = selection["sets"]["genre:a"]
+    assert f"| genre:a | {a['stage1']:.2f} | {a['stage2']:.2f} |" in card
     texts = [say("en", [1, 2, 3]), say("de", [1, 2, 3]), say("fr", [4, 0, 9])]
     encoder = load_encoder("meaning:hurts", models_root=wh.models_root)
     assert np.array_equal(encoder.encode(texts), stage1_vectors(fake, trained.path, texts))  # exactly stage 1
