@@ -1,6 +1,7 @@
 """Meaning embeddings: each loss on tiny tensors against hand-computed values, head shapes, save/load, a tiny
-end-to-end run through the warehouse on a fake encoder (vector = meaning of the words + an offset per language), and
-bad input (a language without parallel rows, empty inputs)."""
+end-to-end run through the warehouse on a fake encoder (vector = meaning of the words + an offset per language),
+stage 2 kept or dropped for stage 1 by its scores on held-out language pairs and genres, and bad input (a language
+without parallel rows, empty inputs, a misaligned genre file)."""
 
 from __future__ import annotations
 
@@ -419,3 +420,128 @@ def test_params_are_validated():
         method_params("meaning", {"files": ["x"], "sts_eval_lang_pairs": ["ende"]})
     with pytest.raises(ValidationError, match="extra"):
         method_params("meaning", {"files": ["x"], "nope": 1})
+
+
+# --------------------------------------------------------------------------------------------- stage-2 selection
+
+IMPORTANT = set(range(5))  # the concepts the selection tests' gold counts: stage 2 can learn to ignore the others
+
+
+def overlap(s1: list[int], s2: list[int]) -> float:
+    return 5.0 * len(set(s1) & set(s2) & IMPORTANT) / 3
+
+
+def genre_project(tmp_path, write_config, write_tsv, monkeypatch, train_gold) -> tuple:
+    """The toy project with STS pairs in genres a/b (a row-aligned genre file, as the English STSb is for
+    stsb_multi_mt) whose gold counts only the IMPORTANT concepts; training gold is `train_gold(s1, s2)`, dev gold
+    the true overlap. Stage 2 trains long enough to move well away from stage 1."""
+    fake = FakeEncoder()
+    real = __import__("amrsim.encoders", fromlist=["_load_named"])._load_named
+    monkeypatch.setattr("amrsim.encoders._load_named",
+                        lambda name, *a: fake if name == "hf:fake-toy" else real(name, *a))
+    (tmp_path / "bitext").mkdir()
+    for lang, code in (("de", "deu"), ("fr", "fra")):
+        rows = [[say(lang, s), say("en", s)] for s in sentences(len(lang) + ord(lang[0]), 120)]
+        write_tsv(f"bitext/toy.{code}-eng.tsv", [code, "eng"], rows)
+    rows, genres = [], []
+    for split, seed, n in (("train", 1, 240), ("dev", 2, 60)):
+        for i, (s1, s2) in enumerate(zip(sentences(seed, n), sentences(seed + 10, n), strict=True)):
+            score = train_gold(s1, s2) if split == "train" else overlap(s1, s2)
+            rows.append([f"{split}{i}", split, f"{score}", say("en", s1), say("en", s2), say("de", s1), say("de", s2),
+                         say("fr", s1), say("fr", s2)])
+            genres.append(["ab"[i % 2], say("en", s1), say("en", s2)])
+    write_tsv("sts.tsv", ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de",
+                          "sentence1_fr", "sentence2_fr"], rows)
+    write_tsv("genres.tsv", ["genre", "sentence1", "sentence2"], genres)
+    cfg = load_config(write_config(CONFIG))
+    ingest_dataset(Warehouse(cfg.warehouse_root), cfg, "toy", "toy_sts", "r0")
+    params = {**cfg.project.pipelines["toy"].train[0].params, "sts_genre_files": {"toy_sts": "genres.tsv"},
+              "sts_train_lang_pairs": ["en-en", "de-de"], "sts_epochs": 40, "sts_lr": 3e-3, "sts_dropout": 0.0,
+              "sts_batch_size": 32}
+    return cfg, fake, params
+
+
+def stage1_vectors(fake: FakeEncoder, run_dir, texts: list[str]) -> np.ndarray:
+    model, _, _ = load_model(run_dir)
+    return meaning_of(model, fake.encode(texts))
+
+
+@pytest.mark.slow
+def test_stage2_that_helps_on_held_out_data_is_kept(tmp_path, write_config, write_tsv, monkeypatch, one_thread):
+    cfg, fake, params = genre_project(tmp_path, write_config, write_tsv, monkeypatch, overlap)
+    summary = get_method("meaning")(cfg, "toy", params, "helps")
+    assert summary["stage2_kept"] is True
+    trained = find_trained("meaning:helps", Warehouse(cfg.warehouse_root).models_root)
+    selection = trained.meta["stage2_selection"]
+    assert selection["mode"] == "heldout" and selection["below_stage1"] == []
+    assert set(selection["sets"]) == {"lang_pairs", "genre:a", "genre:b"}
+    for name, x in selection["sets"].items():  # the head learnt to ignore unimportant concepts everywhere
+        assert x["stage2"] > x["stage1"] + 5, (name, x)
+    assert selection["sets"]["genre:a"]["train_pairs"] == 2 * 120  # en-en and de-de train pairs of genre b only
+    # the recorded stage-1 score of a held-out language pair is the meaning embedding's Spearman on its dev pairs
+    model, head, _ = load_model(trained.path)
+    dev = list(zip(sentences(2, 60), sentences(12, 60), strict=True))
+    a = meaning_of(model, fake.encode([say("en", s1) for s1, _ in dev]))
+    b = meaning_of(model, fake.encode([say("fr", s2) for _, s2 in dev]))
+    gold = np.array([overlap(s1, s2) for s1, s2 in dev])
+    from amrsim.methods.meaning.train import spearman
+    recorded = selection["sets"]["lang_pairs"]["by_lang_pair"]["en-fr"]
+    assert recorded["n"] == 60 and recorded["meaning"] == pytest.approx(spearman(cosines(a, b), gold), abs=1e-6)
+    assert head is not None and (trained.path / "sts_head.safetensors").exists()
+    texts = [say("en", [1, 2, 3]), say("fr", [1, 2, 7])]
+    expected = head(torch.as_tensor(stage1_vectors(fake, trained.path, texts))).detach().numpy()
+    assert np.allclose(load_encoder("meaning:helps", models_root=trained.path.parent.parent).encode(texts),
+                       expected, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_stage2_that_hurts_on_held_out_data_falls_back_to_stage1(tmp_path, write_config, write_tsv, monkeypatch,
+                                                                   one_thread):
+    cfg, fake, params = genre_project(tmp_path, write_config, write_tsv, monkeypatch,
+                                      lambda s1, s2: 5.0 - overlap(s1, s2))  # training gold inverted
+    summary = get_method("meaning")(cfg, "toy", params, "hurts")
+    assert summary["stage2_kept"] is False
+    wh = Warehouse(cfg.warehouse_root)
+    trained = find_trained("meaning:hurts", wh.models_root)
+    selection = trained.meta["stage2_selection"]
+    assert selection["stage2_kept"] is False and set(selection["sets"]) == {"lang_pairs", "genre:a", "genre:b"}
+    below = {name for name, x in selection["sets"].items() if x["stage2"] < x["stage1"]}
+    assert set(selection["below_stage1"]) == below and "genre:a" in below  # a head trained on inverted b loses on a
+    assert selection["sets"]["genre:a"]["stage2"] < selection["sets"]["genre:a"]["stage1"] - 5
+    assert trained.meta["stage2"] is None and not (trained.path / "sts_head.safetensors").exists()
+    assert load_model(trained.path)[1] is None
+    card = (trained.path / "README.md").read_text(encoding="utf-8")
+    assert "## Stage 2 selection" in card and "Stage 2 was dropped" in card
+    a = selection["sets"]["genre:a"]
+    assert f"| genre:a | {a['stage1']:.2f} | {a['stage2']:.2f} |" in card
+    texts = [say("en", [1, 2, 3]), say("de", [1, 2, 3]), say("fr", [4, 0, 9])]
+    encoder = load_encoder("meaning:hurts", models_root=wh.models_root)
+    assert np.array_equal(encoder.encode(texts), stage1_vectors(fake, trained.path, texts))  # exactly stage 1
+    # `always` keeps the same head regardless, and records the same comparison
+    summary = get_method("meaning")(cfg, "toy", {**params, "stage2_selection": "always"}, "hurts-always")
+    kept = find_trained("meaning:hurts-always", wh.models_root)
+    assert summary["stage2_kept"] is True and (kept.path / "sts_head.safetensors").exists()
+    assert kept.meta["stage2_selection"]["sets"] == selection["sets"]
+    assert not np.allclose(load_encoder("meaning:hurts-always", models_root=wh.models_root).encode(texts),
+                           stage1_vectors(fake, kept.path, texts), atol=1e-3)
+
+
+def test_a_genre_file_not_aligned_with_the_dataset_is_named(tmp_path, write_config, write_tsv, monkeypatch):
+    cfg, _, params = genre_project(tmp_path, write_config, write_tsv, monkeypatch, overlap)
+    lines = (tmp_path / "genres.tsv").read_text(encoding="utf-8").splitlines()
+    lines[7] = "a\tred cat sleeps\tblue dog runs"  # line 8 no longer holds dataset line 8's pair
+    (tmp_path / "genres.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"sts_genre_files.toy_sts: .*genres.tsv:8 does not hold the pair"):
+        get_method("meaning")(cfg, "toy", {**params, "epochs": 1}, "bad")
+
+
+def test_selection_params_are_validated():
+    base = {"files": ["x"], "sts_datasets": ["s"]}
+    with pytest.raises(ValidationError, match="stage2_selection: heldout compares"):
+        method_params("meaning", base)
+    assert method_params("meaning", {**base, "stage2_selection": "always"}).stage2_selection == "always"
+    assert method_params("meaning", {**base, "sts_eval_lang_pairs": ["en-de"]}).stage2_selection == "heldout"
+    with pytest.raises(ValidationError, match=r"sts_genre_files names \['t'\]"):
+        method_params("meaning", {**base, "sts_genre_files": {"t": "g.tsv"}})
+    with pytest.raises(ValidationError, match="stage2_selection"):
+        method_params("meaning", {**base, "stage2_selection": "never"})

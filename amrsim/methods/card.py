@@ -156,6 +156,24 @@ def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> st
     return "\n".join(lines)
 
 
+def stage2_selection(selection: Any) -> list[str]:
+    """Card lines of a meaning run's stage-2 selection (model.json `stage2_selection`): the decision and, per
+    held-out set, stage 1's and stage 2's Spearman; none for runs without one."""
+    if not isinstance(selection, dict) or not isinstance(selection.get("sets"), dict):
+        return []
+    kept = bool(selection.get("stage2_kept"))
+    lines = ["", "## Stage 2 selection", "",
+             ("Stage 2 is part of this model" + (" (`stage2_selection: always`)" if selection.get("mode") == "always"
+                                                  else ": it is not below stage 1 on any held-out set")) if kept else
+             "Stage 2 was dropped: it is below stage 1 alone on " + ", ".join(selection.get("below_stage1") or [])
+             + "; this model is stage 1 alone (base encoder -> meaning head).", "",
+             "Spearman x 100 on dev pairs stage 2 was not tuned on (held-out language pairs; each genre scored by a "
+             "head trained without it), mean over language pairs:", ""]
+    rows = [(name, f"{x['stage1']:.2f}", f"{x['stage2']:.2f}", f"{x['stage2'] - x['stage1']:+.2f}", x.get("n"))
+            for name, x in selection["sets"].items()]
+    return [*lines, _table(["held-out set", "stage 1", "stage 2", "stage 2 - stage 1", "pairs"], rows)]
+
+
 def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
     info = METHODS.get(method, MethodInfo(method, "", "", "sentence-similarity", ()))
     base = base_model(meta)
@@ -191,6 +209,7 @@ def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[s
         parts += [_table(["parameter", "value"], flat)]
     if meta.get("seed") is not None:
         parts += ["", f"Seed: {meta['seed']}."]
+    parts += stage2_selection(meta.get("stage2_selection"))
     parts += ["", "## Evaluation results", ""]
     rows = run_results(wh, f"{method}:{run_id}")
     if rows.height:

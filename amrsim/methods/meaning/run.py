@@ -10,6 +10,11 @@ keeps only pairs whose two languages are listed: a listed language without rows 
 Stage 2 (when `sts_datasets` is given): pairs of `sts_train_lang_pairs` (split `sts_train_split`) train the STS head
 on the frozen meaning embeddings; the dev split of the same language pairs selects the epoch; the dev split of
 `sts_eval_lang_pairs` (pairs it never trained on) is scored for the summary.
+
+Stage 2 is kept only where it does not lose to stage 1 alone on data it was not tuned on (`stage2_selection:
+heldout`): the held-out language pairs (dev split) and, with `sts_genre_files`, each genre left out in turn (a head
+trained the same way on the other genres' train pairs, scored on the left-out genre's dev pairs). Otherwise the run
+saves stage 1 alone; model.json records both scores per held-out set and the decision.
 """
 
 from __future__ import annotations
@@ -82,6 +87,11 @@ class Params(MethodParams):
     sts_batch_size: StrictInt = Field(default=64, ge=2)
     sts_lr: StrictFloat = Field(default=1e-4, gt=0)
     sts_weight_decay: StrictFloat = Field(default=0.01, ge=0)
+    # sts dataset -> a file row-aligned with the dataset's own (same lines, same sentence1/sentence2 in its language)
+    # with a `genre` column (the English STS benchmark for stsb_multi_mt): each genre is held out once for selection
+    sts_genre_files: dict[str, str] = Field(default_factory=dict)
+    # heldout: keep stage 2 only if >= stage 1 on every held-out set, else save stage 1 alone; always: keep it
+    stage2_selection: Literal["heldout", "always"] = "heldout"
     seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
@@ -100,6 +110,14 @@ class Params(MethodParams):
         both = sorted(set(self.sts_train_lang_pairs) & set(self.sts_eval_lang_pairs))
         if both:
             raise ValueError(f"sts_eval_lang_pairs {both} are also sts_train_lang_pairs; held-out pairs must differ")
+        unknown = sorted(set(self.sts_genre_files) - set(self.sts_datasets))
+        if unknown:
+            raise ValueError(f"sts_genre_files names {unknown}, which are not sts_datasets")
+        if self.sts_datasets and self.stage2_selection == "heldout" and not (
+                self.sts_dev_split and (self.sts_eval_lang_pairs or self.sts_genre_files)):
+            raise ValueError("stage2_selection: heldout compares stage 2 with stage 1 on held-out dev data: give "
+                             "sts_dev_split and sts_eval_lang_pairs or sts_genre_files, or set "
+                             "stage2_selection: always")
         return self
 
     def dataset_refs(self) -> list[tuple[str, str]]:
@@ -299,11 +317,46 @@ def _score_range(cfg: LoadedConfig, pipeline: str, dataset: str, pairs: pl.DataF
     return float(scores.min()), float(scores.max())  # type: ignore[arg-type]
 
 
+def item_genres(cfg: LoadedConfig, wh: Warehouse, dataset: str, path: str) -> dict[str, str]:
+    """item id -> genre of an sts dataset's pairs, from `path`, a file with `genre`, `sentence1` and `sentence2`
+    columns row-aligned with the dataset's source file: line n of both holds the same pair (checked on the text of
+    the pairs read from that line); a line whose pair differs is an error naming the file and line."""
+    from amrsim.evaluate.ood import genre_of
+    from amrsim.files import file_format
+    from amrsim.ingest.readers import LINE, read_rows
+
+    file = cfg.resolve_path(path)
+    fmt = file_format(file)
+    if fmt is None:
+        raise ConfigError(f"meaning: sts_genre_files.{dataset}: cannot tell the format of {file} (tsv, csv, jsonl)")
+    rows = read_rows(file, fmt, ["genre", "sentence1", "sentence2"]).select(
+        source_line=LINE, genre=pl.col("genre").map_elements(lambda g: genre_of(g) or (g or "").strip(),
+                                                              return_dtype=pl.String),
+        g1=pl.col("sentence1").str.strip_chars(), g2=pl.col("sentence2").str.strip_chars())
+    pairs = wh.read(dataset, "pairs", columns=["item_id", "source_line", "sentence1", "sentence2", "status"])
+    pairs = pairs.filter(pl.col("status") == OK).join(rows, on="source_line", how="left")
+    same = (pl.col("sentence1") == pl.col("g1")) & (pl.col("sentence2") == pl.col("g2"))
+    lines = pairs.group_by("source_line").agg(aligned=same.fill_null(False).any(), genre=pl.col("genre").first(),
+                                              items=pl.col("item_id").unique()).sort("source_line")
+    bad = lines.filter(~pl.col("aligned") | pl.col("genre").is_null() | (pl.col("genre") == ""))
+    if bad.height:
+        line = bad["source_line"][0]
+        raise ConfigError(f"meaning: sts_genre_files.{dataset}: {file}:{line} does not hold the pair (or a genre) "
+                          f"of line {line} of dataset '{dataset}' ({bad.height} line(s) differ); the file must be "
+                          f"row-aligned with the dataset's source file")
+    return {str(item): str(g) for items, g in zip(lines["items"], lines["genre"], strict=True) for item in items}
+
+
+StsSet = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # sentence1 vectors, sentence2 vectors, gold, genre
+
+
 def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
-              strict: bool) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], dict[str, str]]:
-    """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1]) of the split over every sts dataset;
-    a pair with no rows is an error when `strict`, else left out with the reason (second return)."""
-    out: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+              strict: bool, genres: dict[str, dict[str, str]] | None = None
+              ) -> tuple[dict[str, StsSet], dict[str, str]]:
+    """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1], genre of each pair ("" unknown)) of the
+    split over every sts dataset; a pair with no rows is an error when `strict`, else left out with the reason
+    (second return). `genres`: dataset -> item id -> genre (item_genres)."""
+    out: dict[str, list[StsSet]] = {}
     missing: dict[str, str] = {}
     for ds in params.sts_datasets:
         if not wh.exists(ds, "pairs"):
@@ -311,6 +364,7 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
         pairs = wh.read(ds, "pairs")
         lo, hi = _score_range(cfg, pipeline, ds, pairs)
         sentences = wh.read(ds, "sentences", columns=["key", "lang", "text"])
+        genre_of_item = (genres or {}).get(ds, {})
         for lp in lang_pairs:
             chosen = select_pairs(pairs, split, lp)
             if chosen.height < 2:
@@ -320,7 +374,8 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
                                                      maintain_order="left")
             vecs = encoder_vectors(wh, ds, params.encoder, frame)
             gold = ((chosen["score"].to_numpy() - lo) / (hi - lo)).astype(np.float32)
-            out.setdefault(lp, []).append((vecs[:chosen.height], vecs[chosen.height:], gold))
+            genre = np.array([genre_of_item.get(str(i), "") for i in chosen["item_id"].to_list()], dtype=object)
+            out.setdefault(lp, []).append((vecs[:chosen.height], vecs[chosen.height:], gold, genre))
     for lp in lang_pairs:
         if lp not in out:
             langs = sorted({x for ds in params.sts_datasets
@@ -334,6 +389,97 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
             for lp, parts in out.items()}, missing
 
 
+# ---------------------------------------------------------------------------------------------------- stage 2
+
+
+def _rows(sets: dict[str, StsSet], keep_genre: Any = None) -> StsSet | None:
+    """Every language pair's rows in one set, only rows whose genre `keep_genre` accepts; None under 2 rows."""
+    if not sets:
+        return None
+    a, b, g, genre = (np.concatenate(x) for x in zip(*sets.values(), strict=True))
+    if keep_genre is not None:
+        mask = np.array([bool(keep_genre(x)) for x in genre], dtype=bool)
+        a, b, g, genre = a[mask], b[mask], g[mask], genre[mask]
+    return (a, b, g, genre) if len(g) >= 2 else None
+
+
+def _summary(by_lang_pair: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """A held-out set's stage-1 and stage-2 score: the mean Spearman over its language pairs (those where both
+    are defined); None when none is."""
+    both = {lp: x for lp, x in by_lang_pair.items() if x["meaning"] is not None and x["sts_head"] is not None}
+    if not both:
+        return None
+    return {"stage1": float(np.mean([x["meaning"] for x in both.values()])),
+            "stage2": float(np.mean([x["sts_head"] for x in both.values()])),
+            "n": int(sum(x["n"] for x in both.values())), "by_lang_pair": by_lang_pair}
+
+
+def train_sts_stage(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, model: Any, config: Any,
+                    device: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Stage 2 on the frozen meaning embeddings, then its selection against stage 1 alone on held-out data.
+    Returns (the head, None when stage 1 alone is kept; stage-2 metrics; the selection record)."""
+    from amrsim.methods.meaning.train import apply_module, cosines, meaning_of, spearman, train_stage2
+
+    genres = {ds: item_genres(cfg, wh, ds, path) for ds, path in params.sts_genre_files.items()}
+    trained, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
+                           strict=True, genres=genres)
+    dev_sets: dict[str, StsSet] = {}
+    held_out: dict[str, StsSet] = {}
+    missing: dict[str, str] = {}
+    if params.sts_dev_split:
+        dev_sets, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
+                                strict=False, genres=genres)
+        held_out, missing = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_eval_lang_pairs,
+                                      strict=False)
+
+    def fit(train_rows: StsSet, dev_rows: StsSet | None) -> tuple[Any, dict[str, Any]]:
+        dev = None if dev_rows is None else (meaning_of(model, dev_rows[0]), meaning_of(model, dev_rows[1]),
+                                             dev_rows[2])
+        return train_stage2(meaning_of(model, train_rows[0]), meaning_of(model, train_rows[1]), train_rows[2], dev,
+                            config, device)
+
+    def compare(head: Any, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
+        ma, mb = meaning_of(model, a), meaning_of(model, b)
+        return {"n": len(gold), "encoder": spearman(cosines(a, b), gold), "meaning": spearman(cosines(ma, mb), gold),
+                "sts_head": spearman(cosines(apply_module(head, ma), apply_module(head, mb)), gold)}
+
+    all_train = _rows(trained)
+    assert all_train is not None  # strict: every training pair has >= 2 rows
+    head, m2 = fit(all_train, _rows(dev_sets))
+    lang_scores = {lp: compare(head, a, b, g) for lp, (a, b, g, _) in held_out.items()}
+    m2["held_out_dev_spearman"] = lang_scores
+    m2["held_out_missing"] = missing
+    m2["train_pairs_by_lang_pair"] = {lp: len(x[2]) for lp, x in trained.items()}
+    sets: dict[str, Any] = {}
+    notes: list[str] = []
+    if (summary := _summary(lang_scores)) is not None:
+        sets["lang_pairs"] = summary
+    for genre in sorted({str(x) for s in trained.values() for x in s[3]} - {""}):
+        # the same recipe without this genre: its dev pairs are data the head was not tuned on
+        others = _rows(trained, lambda x, g=genre: x != g)
+        scored = {lp: (a[gen == genre], b[gen == genre], g[gen == genre]) for lp, (a, b, g, gen) in dev_sets.items()}
+        scored = {lp: x for lp, x in scored.items() if len(x[2]) >= 2}
+        if others is None or not scored:
+            notes.append(f"genre '{genre}' not held out: " + ("no training pairs in the other genres"
+                                                              if others is None else "no dev pairs of it"))
+            continue
+        head_g, m_g = fit(others, _rows(dev_sets, lambda x, g=genre: x != g))
+        summary = _summary({lp: compare(head_g, *x) for lp, x in scored.items()})
+        if summary is not None:
+            sets[f"genre:{genre}"] = {**summary, "train_pairs": m_g["train_pairs"], "best_epoch": m_g["best_epoch"]}
+    below = [name for name, x in sets.items() if x["stage2"] < x["stage1"]]
+    if params.stage2_selection == "heldout" and not sets:
+        raise ConfigError(f"meaning: stage2_selection heldout found no held-out pairs to compare stage 2 with stage 1 "
+                          f"on (sts_eval_lang_pairs: {missing or 'none given'}; genres: {notes or 'none given'}); "
+                          f"give held-out data or set stage2_selection: always")
+    kept = params.stage2_selection == "always" or not below
+    selection = {"mode": params.stage2_selection, "stage2_kept": kept, "below_stage1": below, "sets": sets,
+                 "notes": notes}
+    log.info("meaning stage 2 %s: %s", "kept" if kept else "dropped (stage 1 alone is saved)",
+             {k: (round(x["stage1"], 2), round(x["stage2"], 2)) for k, x in sets.items()})
+    return (head if kept else None), m2, selection
+
+
 # ---------------------------------------------------------------------------------------------------- train
 
 
@@ -341,13 +487,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
     from amrsim.methods.meaning.train import (
         Stage1Config,
         Stage2Config,
-        apply_module,
-        cosines,
-        meaning_of,
         save_model,
-        spearman,
         train_stage1,
-        train_stage2,
     )
 
     started = time.perf_counter()
@@ -372,35 +513,12 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                  len(lang_names), data.skipped)
         model, m1 = train_stage1(vectors, np.array([lang_index[x] for x in data.langs]), np.array(data.pairs),
                                  len(lang_names), stage1, device)
-        head, stage2, m2 = None, None, None
+        head, stage2, m2, selection = None, None, None, None
         if params.sts_datasets:
             stage2 = Stage2Config(hidden=params.sts_hidden, dropout=params.sts_dropout, residual=params.sts_residual,
                                   epochs=params.sts_epochs, batch_size=params.sts_batch_size, lr=params.sts_lr,
                                   weight_decay=params.sts_weight_decay, seed=params.seed)
-            trained, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
-                                   strict=True)
-            u, v, gold = (np.concatenate(x) for x in zip(*trained.values(), strict=True))
-            dev = None
-            held_out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-            missing: dict[str, str] = {}
-            if params.sts_dev_split:
-                dev_sets, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
-                                        strict=False)
-                if dev_sets:
-                    du, dv, dg = (np.concatenate(x) for x in zip(*dev_sets.values(), strict=True))
-                    dev = (meaning_of(model, du), meaning_of(model, dv), dg)
-                held_out, missing = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split,
-                                              params.sts_eval_lang_pairs, strict=False)
-            head, m2 = train_stage2(meaning_of(model, u), meaning_of(model, v), gold, dev, stage2, device)
-            scores: dict[str, Any] = {}
-            for lp, (a, b, g) in held_out.items():
-                ma, mb = meaning_of(model, a), meaning_of(model, b)
-                ha, hb = apply_module(head, ma), apply_module(head, mb)
-                scores[lp] = {"n": len(g), "encoder": spearman(cosines(a, b), g),
-                              "meaning": spearman(cosines(ma, mb), g), "sts_head": spearman(cosines(ha, hb), g)}
-            m2["held_out_dev_spearman"] = scores
-            m2["held_out_missing"] = missing
-            m2["train_pairs_by_lang_pair"] = {lp: len(x[2]) for lp, x in trained.items()}
+            head, m2, selection = train_sts_stage(cfg, pipeline, wh, params, model, stage2, device)
         data_meta = {"pipeline": pipeline, "files": params.files, "files_dataset": params.files_dataset,
                      "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
                      "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
@@ -414,7 +532,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
         save_model(out_dir, model, params.encoder, lang_names, stage1, head, stage2,
                    extra_meta={"base_model_id": model_id(params.encoder, wh.models_root), "seed": params.seed,
                                "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
-                               "metrics": {"stage1": m1, "stage2": m2}})
+                               "metrics": {"stage1": m1, "stage2": m2}, "stage2_selection": selection})
         failed = sum(n for reason, n in data.skipped.items() if reason == EMPTY_TEXT or "failed" in reason)
         run.rows_in = len(data.pairs) + sum(data.skipped.values())
         run.rows_computed, run.rows_failed, run.rows_out = len(data.pairs), failed, len(data.pairs)
@@ -422,6 +540,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                              "best_epoch": m1["best_epoch"], "dev_retrieval": m1.get("dev_retrieval"),
                              "left_out": data.skipped, "notes": data.notes}
     if m2 is not None:
+        assert selection is not None
         extra |= {"sts_best_dev_spearman": m2["best_dev_spearman"],
-                  "sts_held_out_dev_spearman": m2["held_out_dev_spearman"]}
+                  "sts_held_out_dev_spearman": m2["held_out_dev_spearman"], "stage2_kept": selection["stage2_kept"],
+                  "stage2_vs_stage1": {k: [x["stage1"], x["stage2"]] for k, x in selection["sets"].items()}}
     return train_summary("meaning", run_id, run.rows_in, len(data.pairs), failed, started, True, **extra)
