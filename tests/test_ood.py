@@ -292,3 +292,19 @@ def test_pear_ood_split_params_are_checked(project):
     with pytest.raises(ValueError, match=r"datasets: give at least one pairs dataset \(or ood_split\)"):
         method_params("pear", {})
     assert set(SPLITS) == {"loo-captions", "loo-forums", "loo-news", "stsb-to-sick", "sick-to-stsb"}
+
+
+def test_a_model_is_compared_with_the_base_its_model_json_names(tmp_path):
+    """Each method names its base under its own key (meaning: `base_encoder`, DuEAM: `learner_name`): a meaning
+    model is compared with muse, not with the default minilm."""
+    import json
+
+    from amrsim.evaluate.ood import base_for
+
+    for method, meta in {"meaning": {"base_encoder": "muse"}, "dueam": {"learner_name": "hf:some/model"},
+                         "s3bert": {"base_model": "/local/dir"}}.items():
+        (tmp_path / method / "r1").mkdir(parents=True)
+        (tmp_path / method / "r1" / "model.json").write_text(json.dumps(meta))
+    assert base_for("meaning:r1", tmp_path) == "muse"
+    assert base_for("dueam:r1", tmp_path) == "hf:some/model"
+    assert base_for("s3bert:r1", tmp_path) == "minilm"  # a local directory is no encoder name: the default base

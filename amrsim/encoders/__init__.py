@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -108,6 +108,15 @@ def _created_at(run_dir: Path) -> tuple[str, str]:
     except (OSError, ValueError):
         created = ""
     return created, run_dir.name
+
+
+BASE_KEYS = ("base_model", "learner_name", "base_encoder")  # model.json keys naming the base, first found wins
+
+
+def base_model(meta: dict[str, Any]) -> str | None:
+    """The base model a trained run's model.json names, as the run was asked for it (`minilm`, `muse`, `hf:<id>`,
+    a path, ...)."""
+    return next((str(meta[k]) for k in BASE_KEYS if meta.get(k)), None)
 
 
 def find_trained(name: str, models_root: Path | str | None = None) -> TrainedModel:

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.config import DatasetConfig, LoadedConfig, StsEvalConfig
-from amrsim.encoders import find_trained
+from amrsim.encoders import base_model, find_trained
 from amrsim.errors import ConfigError
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
@@ -180,7 +180,8 @@ def derive_split(wh: Warehouse, cfg: LoadedConfig, pipeline: str, name: str, run
 
 
 def recorded_base(model: str, models_root: Path | str | None = None) -> str | None:
-    """The bi-encoder a trained model started from, as its model.json records it (`base_model`), when that is an
+    """The bi-encoder a trained model started from, as its model.json records it (`base_model`, DuEAM's
+    `learner_name`, meaning's `base_encoder`), when that is an
     encoder name; None for packaged or hf: encoders (they are bases) and for models that record none."""
     if model.startswith("hf:") or ":" not in model:
         return None
@@ -189,7 +190,7 @@ def recorded_base(model: str, models_root: Path | str | None = None) -> str | No
         meta = find_trained(model, models_root).meta
     except ValueError:
         return None
-    base = meta.get("base_model")
+    base = base_model(meta)
     return base if isinstance(base, str) and (base in ("minilm", "muse") or base.startswith("hf:")) else None
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 import yaml
 
+from amrsim.encoders import base_model
 from amrsim.errors import WarehouseError
 from amrsim.evaluate.report import latest_results
 from amrsim.evaluate.results import EVAL, RESULTS
@@ -67,14 +68,6 @@ METHODS: dict[str, MethodInfo] = {
 
 # amrsim's packaged encoder names -> what a reader finds on the Hub (muse has no Hub id)
 HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
-BASE_KEYS = ("base_model", "learner_name", "base_encoder")  # model.json keys naming the base, first found wins
-
-
-def base_model(meta: dict[str, Any]) -> str | None:
-    """The base model as the run was asked for it (`minilm`, `hf:<id>`, a path, ...)."""
-    return next((str(meta[k]) for k in BASE_KEYS if meta.get(k)), None)
-
-
 def hub_id(name: str | None) -> str | None:
     """A Hub id for the front matter's `base_model`, or None when the base is local or not on the Hub."""
     if not name:
