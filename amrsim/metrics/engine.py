@@ -129,23 +129,14 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def smatch_view(self, text: str, labels=None, keep: bool = True):
-        """The encoding of a penman string's Smatch triples (`labels`: in that label table, not kept), or the
-        AMRError raised while reading it: all that `--aspects smatch` needs of a graph. Only the encoding is kept
-        (`keep`), so the cache holds two objects per graph, not the triples' hundreds (the cyclic collector walks
-        them)."""
-        keep = keep and labels is None
-        v = self._views.get(text) if keep else None
-        if v is None:
-            if keep and len(self._views) >= self.MAX_VIEWS:
-                self._views.clear()
-            try:
-                v = encode_text(text, self.options.convention, labels)
-            except AMRError as e:
-                v = e
-            if keep:
-                self._views[text] = v
-        return v
+    def smatch_view(self, text: str, labels=None):
+        """The encoding of a penman string's Smatch triples (`labels`: in that label table), or the AMRError raised
+        while reading it: all that `--aspects smatch` needs of a graph. Not cached: `_smatch_loop` keeps the
+        previous pair's encodings itself."""
+        try:
+            return encode_text(text, self.options.convention, labels)
+        except AMRError as e:
+            return e
 
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
@@ -251,8 +242,8 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
     for a, b in zip(amr1, amr2, strict=True):
         t0 = clock()
         try:
-            v1 = recent.get(a) or view(a or "", keep=False)
-            v2 = recent.get(b) or view(b or "", keep=False)
+            v1 = recent.get(a) or view(a or "")
+            v2 = recent.get(b) or view(b or "")
             recent = {a: v1, b: v2}
             if isinstance(v1, Exception) or isinstance(v2, Exception):
                 p = r = f = None
