@@ -28,6 +28,7 @@ typedef struct {
     int *m, *used;                           /* current mapping; used[j] = i or -1 */
     /* branch and bound */
     int *order, *pos, *asg, *bm, *bbuf;
+    int *kbest, *touched;                    /* cell_value's scratch: best weight per node k (zero between calls) */
     int norder, best;
     long long expanded, budget;
     long long work, work_budget;             /* operations done / allowed in this call (all phases) */
@@ -165,24 +166,35 @@ static void random_init(Ctx *c) {
     }
 }
 
-/* optimistic value of unassigned node i: best free candidate, exact pairs with assigned nodes,
- * best-case pairs with unassigned nodes later in the order (each such pair is charged to one side only) */
-static int node_bound(Ctx *c, int i, int *gain_exact) {
-    int best = 0;
+/* optimistic value of mapping unassigned node i to free node j: its unary matches, the exact pair matches with
+ * assigned nodes (also stored in *exact), and for each unassigned node k later in the order (each such pair is
+ * charged to one side only) the best weight towards a node l that k can still take: free, and not j */
+static inline int cell_value(Ctx *c, int i, int j, int *exact) {
+    int cell = i * c->n2 + j, s = c->U[cell], extra = 0, nt = 0, pi = c->pos[i];
+    int e0 = c->adj_start[cell], e1 = c->adj_start[cell + 1];
+    c->work += 1 + (e1 - e0);
+    for (int e = e0; e < e1; e++) {
+        int k = c->adj_k[e], l = c->adj_l[e];
+        if (c->asg[k]) {
+            if (c->m[k] == l) s += c->adj_w[e];
+        } else if (c->pos[k] > pi && l != j && c->used[l] < 0) {
+            int w = c->adj_w[e];
+            if (c->kbest[k] == 0) c->touched[nt++] = k;
+            if (w > c->kbest[k]) c->kbest[k] = w;
+        }
+    }
+    for (int t = 0; t < nt; t++) { extra += c->kbest[c->touched[t]]; c->kbest[c->touched[t]] = 0; }
+    *exact = s;
+    return s + extra;
+}
+
+/* optimistic value of unassigned node i: its best free candidate */
+static int node_bound(Ctx *c, int i) {
+    int best = 0, exact;
     for (int t = c->cand_start[i]; t < c->cand_start[i + 1]; t++) {
         int j = c->cand[t];
         if (c->used[j] >= 0) continue;
-        int cell = i * c->n2 + j, s = c->U[cell];
-        c->work += 1 + (c->adj_start[cell + 1] - c->adj_start[cell]) + (c->grp_start[cell + 1] - c->grp_start[cell]);
-        for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++) {
-            int k = c->adj_k[e];
-            if (c->asg[k] && c->m[k] == c->adj_l[e]) s += c->adj_w[e];
-        }
-        if (gain_exact) gain_exact[t - c->cand_start[i]] = s;
-        for (int e = c->grp_start[cell]; e < c->grp_start[cell + 1]; e++) {
-            int k = c->grp_k[e];
-            if (!c->asg[k] && c->pos[k] > c->pos[i]) s += c->grp_w[e];
-        }
+        int s = cell_value(c, i, j, &exact);
         if (s > best) best = s;
     }
     return best;
@@ -195,7 +207,7 @@ static void bb(Ctx *c, int d, int cur) {
     if (cur > c->best) { c->best = cur; memcpy(c->bm, c->m, sizeof(int) * c->n1); }
     if (d == c->norder) return;
     int ub = cur;
-    for (int t = d + 1; t < c->norder; t++) ub += node_bound(c, c->order[t], NULL);
+    for (int t = d + 1; t < c->norder; t++) ub += node_bound(c, c->order[t]);
     int i = c->order[d];
     int nc = c->cand_start[i + 1] - c->cand_start[i];
     int *gain = c->bbuf + (size_t)d * (c->n2 + 1) * 2;
@@ -206,17 +218,7 @@ static void bb(Ctx *c, int d, int cur) {
         int j = c->cand[c->cand_start[i] + t];
         opt[t] = -1;
         if (c->used[j] >= 0) continue;
-        int cell = i * c->n2 + j, s = c->U[cell];
-        c->work += 1 + (c->adj_start[cell + 1] - c->adj_start[cell]) + (c->grp_start[cell + 1] - c->grp_start[cell]);
-        for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++) {
-            int k = c->adj_k[e];
-            if (c->asg[k] && c->m[k] == c->adj_l[e]) s += c->adj_w[e];
-        }
-        gain[t] = s;
-        for (int e = c->grp_start[cell]; e < c->grp_start[cell + 1]; e++) {
-            int k = c->grp_k[e];
-            if (!c->asg[k] && c->pos[k] > c->pos[i]) s += c->grp_w[e];
-        }
+        int s = cell_value(c, i, j, &gain[t]);
         opt[t] = s;
         if (s > best_i) best_i = s;
     }
@@ -279,11 +281,13 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
     c.pos = malloc(sizeof(int) * (n1 + 1));
     c.asg = malloc(sizeof(int) * (n1 + 1));
     c.bm = malloc(sizeof(int) * (n1 + 1));
+    c.kbest = calloc((size_t)n1 + 1, sizeof(int));
+    c.touched = malloc(sizeof(int) * (n1 + 1));
     c.bbuf = malloc(sizeof(int) * ((size_t)(n1 + 1) * (n2 + 1) * 2));
     int *fill = calloc(cells + 1, sizeof(int));
     int *keys = calloc((size_t)n1 + 1, sizeof(int));
     if (!c.adj_start || !c.grp_start || !c.adj_k || !c.adj_l || !c.adj_w || !c.grp_k || !c.grp_w ||
-        !c.cand_start || !c.cand || !c.m || !c.used || !c.order || !c.pos || !c.asg || !c.bm || !c.bbuf ||
+        !c.cand_start || !c.cand || !c.m || !c.used || !c.order || !c.pos || !c.asg || !c.bm || !c.bbuf || !c.kbest || !c.touched ||
         !fill || !keys) {
         free(fill); free(keys);
         PyErr_NoMemory();
@@ -374,7 +378,7 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
 done:
     free(c.adj_start); free(c.grp_start); free(c.adj_k); free(c.adj_l); free(c.adj_w); free(c.grp_k);
     free(c.grp_w); free(c.cand_start); free(c.cand); free(c.m); free(c.used); free(c.order); free(c.pos);
-    free(c.asg); free(c.bm); free(c.bbuf);
+    free(c.asg); free(c.bm); free(c.bbuf); free(c.kbest); free(c.touched);
     return result;
 }
 

@@ -25,9 +25,17 @@ from typing import Any
 import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-from amrsim.metrics import wlk
+from amrsim.metrics import _smatch_core, wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import encode_text, encoded_aligner
+from amrsim.metrics.smatch import (
+    DEFAULT_NODE_BUDGET,
+    DEFAULT_WORK_BUDGET,
+    MAX_LABELS,
+    current_table,
+    encode_text,
+    f_scores,
+    text_encoder,
+)
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
@@ -230,29 +238,45 @@ def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[st
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                  values: dict[str, list[Any]]) -> None:
     """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
-    on large files). Only the previous pair's encodings are kept: reading and encoding a graph in C costs a few
+    on large files): the C reader, encoder and search called straight from here, per pair a few microseconds of
+    Python. Only the previous pair's encodings are kept: reading and encoding a graph in C costs a few
     microseconds, while a cache of every graph (none repeats in the BAMBOO sets) grows memory by ~1 kB a graph,
     whose fresh pages cost more than re-reading the few graphs that repeat (a graph shared by consecutive pairs,
     e.g. a premise, is read once)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    view, clock = scorer.smatch_view, time.perf_counter
-    align = encoded_aligner(seed=scorer.options.seed)
+    clock, encoded, align = time.perf_counter, text_encoder(scorer.options.convention), _smatch_core.align_encoded
+    search = (scorer.options.seed & (2**64 - 1), 4, DEFAULT_NODE_BUDGET, DEFAULT_WORK_BUDGET)  # encoded_aligner's
+    labels = current_table()
     recent: dict[str | None, Any] = {}
-    for a, b in zip(amr1, amr2, strict=True):
+    for n, (a, b) in enumerate(zip(amr1, amr2, strict=True)):
         t0 = clock()
+        if not n & 1023 and labels.size() > MAX_LABELS:  # memory stays flat: a new table, nothing encoded kept
+            labels, recent = current_table(), {}
         try:
-            v1 = recent.get(a) or view(a or "")
-            v2 = recent.get(b) or view(b or "")
+            v1 = recent.get(a)
+            if v1 is None:
+                try:
+                    v1 = encoded(a or "", labels)
+                except AMRError as e:
+                    v1 = e
+            v2 = recent.get(b)
+            if v2 is None:
+                try:
+                    v2 = encoded(b or "", labels)
+                except AMRError as e:
+                    v2 = e
             recent = {a: v1, b: v2}
             if isinstance(v1, Exception) or isinstance(v2, Exception):
                 p = r = f = None
                 state, why, cut = FAILED, _read_errors(v1, v2), None
             else:
-                if v1.labels is not v2.labels:  # a label table started over between them: both anew, in one table
-                    labels = type(v1.labels)()
-                    v1, v2 = view(a or "", labels), view(b or "", labels)
-                p, r, f, optimal = align(v1, v2)
+                if not v1.nodes or not v2.nodes:
+                    p = r = f = 0.0
+                    optimal = True
+                else:
+                    matched, optimal, _expanded, _work = align(v1.data, v2.data, *search)
+                    p, r, f = f_scores(matched, v1.triples, v2.triples)
                 state, why, cut = OK, None, (None if optimal else "smatch")
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
             p = r = f = None

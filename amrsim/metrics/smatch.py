@@ -40,8 +40,9 @@ from amrsim.amr import _penman_reader
 from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
-__all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "EncodedGraph", "SmatchScore", "encode_graph", "encode_pair",
-           "encode_text", "encoded_aligner", "has_duplicates", "smatch", "smatch_encoded", "smatch_many"]
+__all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "MAX_LABELS", "EncodedGraph", "SmatchScore", "current_table",
+           "encode_graph", "encode_pair", "encode_text", "encoded_aligner", "f_scores", "has_duplicates", "smatch",
+           "smatch_encoded", "smatch_many", "text_encoder"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
@@ -123,6 +124,28 @@ def encode_text(text: str, convention: str = "amr", labels: _Labels | None = Non
     return _encode(_table(labels), *read)
 
 
+def text_encoder(convention: str = "amr"):
+    """`encode_text` for a loop over many graphs: a function of (text, label table) with the lookups bound once, the
+    same encodings and the same errors (a graph the C reader leaves to penman goes through `read_triples`)."""
+    read = _penman_reader.read_smatch if convention in ("smatch", "amr") else None
+    as_smatch, encode = convention == "smatch", _smatch_core.encode
+
+    def encoded(text: str, labels: _Labels) -> EncodedGraph:
+        r = read(text, Push, POP, 2, as_smatch) if read is not None else None
+        if r is None:
+            return encode_graph(read_triples(text, convention), labels)
+        variables, instances, attributes, relations = r
+        return EncodedGraph(encode(labels.ids, labels.norm, labels.eq, variables, instances, attributes, relations),
+                            labels, len(instances) + len(attributes) + len(relations), len(variables))
+
+    return encoded
+
+
+def current_table() -> _Labels:
+    """The process's label table (a new one once it outgrows MAX_LABELS)."""
+    return _table(None)
+
+
 def has_duplicates(t: SmatchTriples) -> bool:
     """True if a triple occurs twice (smatch 1.0.4 then counts matches with it more than once)."""
     return (len(set(t.instances)) != len(t.instances) or len(set(t.attributes)) != len(t.attributes)
@@ -144,7 +167,8 @@ def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
     return _smatch_core.pair_tables(e1.data, e2.data)
 
 
-def _f(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
+def f_scores(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
+    """(P, R, F1) of `matched` triples out of graph 1's `n1` and graph 2's `n2`; zeros when either is empty."""
     if n1 == 0 or n2 == 0:
         return 0.0, 0.0, 0.0
     p, r = matched / n1, matched / n2
@@ -174,7 +198,7 @@ def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: 
         return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
     matched, optimal, _expanded, work = _smatch_core.align_encoded(
         e1.data, e2.data, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
-    p, r, f = _f(matched, n1, n2)
+    p, r, f = f_scores(matched, n1, n2)
     return SmatchScore(p, r, f, matched, n1, n2, bool(optimal), work)
 
 
@@ -192,7 +216,7 @@ def encoded_aligner(seed: int = 0, restarts: int = 4, node_budget: int = DEFAULT
         if not e1.nodes or not e2.nodes:
             return 0.0, 0.0, 0.0, True
         matched, optimal, _expanded, _work = align(e1.data, e2.data, *options)
-        return (*_f(matched, e1.triples, e2.triples), bool(optimal))
+        return (*f_scores(matched, e1.triples, e2.triples), bool(optimal))
 
     return prf
 
