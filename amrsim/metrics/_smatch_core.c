@@ -29,6 +29,10 @@ typedef struct {
     /* branch and bound */
     int *order, *pos, *asg, *bm, *bbuf;
     int *kbest, *touched;                    /* cell_value's scratch: best weight per node k (zero between calls) */
+    int *held;                               /* climb: each node's current contribution */
+    int *nbv;                                /* per depth d, node_bound of each node later in the order */
+    uint64_t *touched_by;                    /* per node j of graph 2, the nodes whose node_bound taking j changes */
+    int words;                               /* 64-bit words per set */
     int norder, best;
     long long expanded, budget;
     long long work, work_budget;             /* operations done / allowed in this call (all phases) */
@@ -86,10 +90,11 @@ static void set_map(Ctx *c, int i, int j) {
 static int climb(Ctx *c) {
     int score = total_score(c, c->m);
     while (c->work < c->work_budget) {
-        int best_gain = 0, op = 0, oi = -1, ox = -1;
+        int best_gain = 0, op = 0, oi = -1, ox = -1, *held = c->held;
+        for (int i = 0; i < c->n1; i++) held[i] = with_cell(c, i, c->m[i]);  /* what each node's mapping earns now */
         for (int i = 0; i < c->n1; i++) {
             int a = c->m[i];
-            int la = with_cell(c, i, a);
+            int la = held[i];
             for (int t = c->cand_start[i]; t < c->cand_start[i + 1]; t++) {
                 int j = c->cand[t];
                 if (j == a) continue;
@@ -99,7 +104,7 @@ static int climb(Ctx *c) {
                     if (g > best_gain) { best_gain = g; op = 1; oi = i; ox = j; }
                 } else {
                     /* swap i <-> k: i gets j, k gets a */
-                    int lk = with_cell(c, k, j);
+                    int lk = held[k];
                     int old = la + lk - pair_w(c, i, a, k, j);
                     c->m[i] = j; c->m[k] = a;
                     int nw = with_cell(c, i, j) + with_cell(c, k, a) - pair_w(c, i, j, k, a);
@@ -206,8 +211,25 @@ static void bb(Ctx *c, int d, int cur) {
     c->expanded++;
     if (cur > c->best) { c->best = cur; memcpy(c->bm, c->m, sizeof(int) * c->n1); }
     if (d == c->norder) return;
-    int ub = cur;
-    for (int t = d + 1; t < c->norder; t++) ub += node_bound(c, c->order[t]);
+    /* the bound of the nodes after this one: from the parent's, recomputing only the nodes whose value can have
+     * changed. The parent's last step mapped its node p to j (leaving p unmapped changes no value): a node with a
+     * quad towards (p, j) can gain (that pair is now exact), and is among those with a quad towards j; every other
+     * value can only fall (j is taken), so the parent's value still bounds it, and the nodes with j as a candidate
+     * or a quad towards j are recomputed to tighten theirs. */
+    int ub = cur, *vals = c->nbv + (size_t)d * c->n1;
+    if (d == 0) {
+        for (int t = 1; t < c->norder; t++) ub += vals[c->order[t]] = node_bound(c, c->order[t]);
+    } else {
+        const int *prev = vals - c->n1;
+        int pj = c->m[c->order[d - 1]];
+        const uint64_t *changed = pj >= 0 ? c->touched_by + (size_t)pj * c->words : NULL;
+        for (int t = d + 1; t < c->norder; t++) {
+            int k = c->order[t];
+            int v = (changed && (changed[k >> 6] >> (k & 63) & 1)) ? node_bound(c, k) : prev[k];
+            vals[k] = v;
+            ub += v;
+        }
+    }
     int i = c->order[d];
     int nc = c->cand_start[i + 1] - c->cand_start[i];
     int *gain = c->bbuf + (size_t)d * (c->n2 + 1) * 2;
@@ -283,11 +305,16 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
     c.bm = malloc(sizeof(int) * (n1 + 1));
     c.kbest = calloc((size_t)n1 + 1, sizeof(int));
     c.touched = malloc(sizeof(int) * (n1 + 1));
+    c.held = malloc(sizeof(int) * (n1 + 1));
+    c.words = (n1 + 63) / 64;
+    c.nbv = malloc(sizeof(int) * ((size_t)(n1 + 1) * (n1 + 1)));
+    c.touched_by = calloc((size_t)(n2 + 1) * c.words, sizeof(uint64_t));
     c.bbuf = malloc(sizeof(int) * ((size_t)(n1 + 1) * (n2 + 1) * 2));
     int *fill = calloc(cells + 1, sizeof(int));
     int *keys = calloc((size_t)n1 + 1, sizeof(int));
     if (!c.adj_start || !c.grp_start || !c.adj_k || !c.adj_l || !c.adj_w || !c.grp_k || !c.grp_w ||
         !c.cand_start || !c.cand || !c.m || !c.used || !c.order || !c.pos || !c.asg || !c.bm || !c.bbuf || !c.kbest || !c.touched ||
+        !c.nbv || !c.touched_by || !c.held ||
         !fill || !keys) {
         free(fill); free(keys);
         PyErr_NoMemory();
@@ -339,6 +366,15 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
         keys[i] = best;
     }
     c.cand_start[n1] = nc;
+    /* the nodes whose bound taking j can change: those with j as a candidate, or with a quad towards j */
+    for (Py_ssize_t t = 0; t < nq; t++) {
+        const int32_t *e = q + 5 * t;
+        c.touched_by[(size_t)e[3] * c.words + (e[0] >> 6)] |= 1ULL << (e[0] & 63);
+        c.touched_by[(size_t)e[1] * c.words + (e[2] >> 6)] |= 1ULL << (e[2] & 63);
+    }
+    for (int i = 0; i < n1; i++)
+        for (int t = c.cand_start[i]; t < c.cand_start[i + 1]; t++)
+            c.touched_by[(size_t)c.cand[t] * c.words + (i >> 6)] |= 1ULL << (i & 63);
     c.norder = 0;
     for (int i = 0; i < n1; i++)
         if (c.cand_start[i + 1] > c.cand_start[i]) c.order[c.norder++] = i;
@@ -379,6 +415,7 @@ done:
     free(c.adj_start); free(c.grp_start); free(c.adj_k); free(c.adj_l); free(c.adj_w); free(c.grp_k);
     free(c.grp_w); free(c.cand_start); free(c.cand); free(c.m); free(c.used); free(c.order); free(c.pos);
     free(c.asg); free(c.bm); free(c.bbuf); free(c.kbest); free(c.touched);
+    free(c.nbv); free(c.touched_by); free(c.held);
     return result;
 }
 

@@ -9,12 +9,15 @@ and k->l (roles, concepts and constants compared lower-cased, as smatch's ``norm
    (equal concepts, the same position first) and ``restarts`` random initialisations drawn from a splitmix64
    generator seeded with ``seed`` -- no global random state, so results never depend on the process;
 2. runs a depth-first branch and bound from that incumbent over nodes ordered by their best possible gain. The
-   admissible bound adds, for every unassigned node, its best free candidate: exact gains with assigned nodes plus
-   the best weight towards each unassigned node later in the order (each pair charged to one side only). It stops
-   after ``node_budget`` expanded nodes; ``optimal`` is True when the search finished, i.e. no better alignment
-   exists;
+   admissible bound adds, for every unassigned node, its best free candidate: exact gains with assigned nodes plus,
+   for each unassigned node later in the order (each pair charged to one side only), the best weight towards a
+   node it can still take (free, and not the candidate itself). A child node recomputes only the bounds its step
+   can change (those of nodes with the taken node as a candidate or a quad towards it); the others keep the
+   parent's, which still bound them (taking a node only lowers them). It stops after ``node_budget`` expanded
+   nodes; ``optimal`` is True when the search finished, i.e. no better alignment exists;
 3. if the budget ran out, runs ``50 * (restarts + 1)`` more seeded hill-climbing restarts and keeps the best.
-   On BAMBOO main test the default budget proves optimality for all but a handful of para pairs (3 of 1725).
+   On BAMBOO main test the default budget proves optimality for every pair; of all 12 BAMBOO test sets (26,731
+   pairs, convention smatch) 74 are bounded, 59 of them in para_reify, whose reified graphs repeat concepts a lot.
 
 The bound on one pair. Every phase counts the work it does (candidate cells and adjacency entries read) into one
 counter; no phase starts, and climbing and branch and bound stop, once it reaches ``work_budget`` (default 3e8,
