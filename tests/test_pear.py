@@ -425,3 +425,33 @@ def test_train_command_shows_training_progress_on_stderr(capsys):
         logger.handlers[:] = before
         logger.setLevel(level)
         logger.propagate = propagate
+
+
+def test_base_targets_mix_gold_with_the_base_cosine_on_the_gold_scale():
+    from amrsim.methods.pear.train import base_targets
+
+    gold = np.array([0.0, 0.5, 1.0, 0.25])
+    on_line = np.array([0.1, 0.5, 0.9, 0.3])  # gold = 1.25 cos - 0.125 exactly: the fitted line recovers gold
+    mixed, line = base_targets(gold, on_line, 0.5)
+    assert line["slope"] == pytest.approx(1.25) and line["intercept"] == pytest.approx(-0.125)
+    np.testing.assert_allclose(mixed, gold, atol=1e-6)
+    # a base that ranks two pairs the other way pulls their targets towards each other, by its share
+    cos = np.array([0.1, 0.5, 0.9, 0.7])
+    mixed, line = base_targets(gold, cos, 0.5)
+    c = np.clip(line["slope"] * cos + line["intercept"], 0, 1)
+    np.testing.assert_allclose(mixed, 0.5 * gold + 0.5 * c, atol=1e-6)
+    assert mixed[3] > gold[3]
+    np.testing.assert_allclose(base_targets(gold, cos, 0.0)[0], gold, atol=1e-6)
+    with pytest.raises(ValueError, match="constant"):
+        base_targets(gold, np.full(4, 0.3), 0.5)
+    with pytest.raises(ValueError, match="must lie in"):
+        base_targets(gold, cos, 1.5)
+
+
+def test_knowledge_preserving_training_records_the_base_target(project):
+    cfg, wh, params = project(base_target="minilm", base_target_weight=0.3)
+    summary = get_method("pear")(cfg, "toy", params, "kp")
+    assert summary["models"] == ["pear:kp"]
+    meta = find_trained("pear:kp", wh.models_root).meta
+    assert meta["base_target"]["model"] == "minilm" and meta["base_target"]["weight"] == 0.3
+    assert meta["base_target"]["slope"] != 0

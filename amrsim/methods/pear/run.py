@@ -38,6 +38,7 @@ from amrsim.methods.pear.train import (
     Hyper,
     NonFiniteLossError,
     base_cosines,
+    base_targets,
     fit_fusion,
     fit_pear,
     normalise_scores,
@@ -97,6 +98,10 @@ class Params(MethodParams):
     # e.g. minilm), z-scored on the dev pairs (else the training pairs); a model of its own, not PEAR
     fused_with: str | None = None
     fused_weight: StrictFloat = Field(default=0.5, ge=0, le=1)
+    # knowledge-preserving training: each gold pair's target mixes in this bi-encoder's cosine (e.g. minilm, PEAR's
+    # base), put on the gold scale by a line fitted on the training pairs; base_target_weight is the cosine's share
+    base_target: str | None = None
+    base_target_weight: StrictFloat = Field(default=0.5, ge=0, lt=1)
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
@@ -243,12 +248,21 @@ class KnnSilver:
         return t1, t2, np.clip(np.asarray(labels, dtype=np.float32), 0.0, 1.0)
 
 
-def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int) -> tuple[CrossEncoder, dict[str, Any]]:
+def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int,
+         models_root: Path | None = None) -> tuple[CrossEncoder, dict[str, Any]]:
 
     silver = KnnSilver(gold, params.biencoder, params.device, params.max_silver, seed) if hp.k > 0 else None
-    return fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(), gold["sentence2"].to_list(),
-                    gold["target"].to_numpy(), hp, augment=silver, seed=seed, device=params.device,
-                    max_length=params.max_length)
+    targets, line = gold["target"].to_numpy(), None
+    if params.base_target is not None:
+        cos = base_cosines(params.base_target, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
+                           device=params.device, models_root=models_root)
+        targets, line = base_targets(targets, cos, params.base_target_weight)
+    model, fit = fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(),
+                          gold["sentence2"].to_list(), targets, hp, augment=silver, seed=seed, device=params.device,
+                          max_length=params.max_length)
+    if line is not None:
+        fit["base_target"] = {"model": params.base_target, "weight": params.base_target_weight, **line}
+    return model, fit
 
 
 def dev_spearman(model: CrossEncoder, dev: pl.DataFrame, batch_size: int = 64,
@@ -358,7 +372,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     def objective(trial: optuna.Trial) -> float:
         hp = suggest(trial, space, base)
         try:
-            model, _ = _fit(params, train, hp, seed)
+            model, _ = _fit(params, train, hp, seed, wh.models_root)
             value = dev_spearman(model, dev, symmetric=params.symmetric)
         except (ValueError, RuntimeError, NonFiniteLossError) as e:
             trial.set_user_attr("error", f"{type(e).__name__}: {e}"[:500])
@@ -431,7 +445,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                  max_grad_norm=b["max_grad_norm"])
             t0 = time.perf_counter()
             log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
-            model, fit = _fit(params, gold, hp, params.seed)
+            model, fit = _fit(params, gold, hp, params.seed, wh.models_root)
             train_seconds = time.perf_counter() - t0
             # dev predictions serve the dev Spearman and the fusion's scaling (gold pairs when there is no dev)
             fit_on = dev if dev.height >= 2 else gold if params.fused_with else None
@@ -448,7 +462,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
             save_run(model, out_dir, {"base_model": params.base_model, "params": asdict(hp), "seed": params.seed,
                                       "symmetric": params.symmetric,
                                       "device": model.device, "biencoder": params.biencoder, "metrics": metrics,
-                                      "history": fit["history"], "search": search, "data": data})
+                                      "history": fit["history"], "search": search, "data": data,
+                                      "base_target": fit.get("base_target")})
             models.append(f"pear:{name}")
             if params.fused_with is not None and fit_on is not None and fit_pred is not None:
                 try:

@@ -400,6 +400,24 @@ def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -
     return Fusion(base, weight, float(pear.mean()), stds[0], float(cosine.mean()), stds[1])
 
 
+def base_targets(gold: np.ndarray, cosine: np.ndarray, weight: float) -> tuple[np.ndarray, dict[str, float]]:
+    """Knowledge-preserving targets: ``(1 - weight) * gold + weight * c``, where c is the base bi-encoder's cosine
+    put on the gold scale by a least-squares line fitted on these pairs and clipped to [0, 1] (it keeps the base's
+    ranking). With BCE, which is linear in the target, this equals adding ``weight / (1 - weight)`` times a BCE
+    towards c to the gold loss: the base's judgement as an auxiliary target. Returns the targets and the line."""
+    gold, cosine = np.asarray(gold, np.float64), np.asarray(cosine, np.float64)
+    if not 0 <= weight <= 1:
+        raise ValueError(f"base target weight {weight} must lie in [0, 1]")
+    if len(gold) != len(cosine) or len(gold) < 2:
+        raise ValueError(f"base targets: {len(gold)} gold scores and {len(cosine)} cosines (need 2 or more, as many)")
+    if cosine.std() <= 1e-9:
+        raise ValueError("base targets: the base's cosine is constant on the training pairs")
+    slope, intercept = np.polyfit(cosine, gold, 1)
+    c = np.clip(slope * cosine + intercept, 0.0, 1.0)
+    mixed = np.clip((1 - weight) * gold + weight * c, 0.0, 1.0).astype(np.float32)
+    return mixed, {"slope": float(slope), "intercept": float(intercept)}
+
+
 def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
                  device: str = "auto", models_root: Path | str | None = None) -> np.ndarray:
     """Cosine of the bi-encoder `base`'s embeddings of each pair."""
