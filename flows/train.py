@@ -29,11 +29,11 @@ Method = Annotated[Literal[tuple(METHODS)], BeforeValidator(_known_method)]  # t
 @flow(name="train", validate_parameters=True)
 def train(method: Method | None = None, pipeline: str | None = None, config: str = "pipelines.yaml",
           overrides: dict[str, Any] | None = None, run_id: str | None = None,
-          refresh: bool = True, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+          refresh: bool = True, params: dict[str, Any] | None = None, reuse: bool = True) -> list[dict[str, Any]]:
     """`method` given: that method with the pipeline's params for it (if it has a `train` entry for it, else the
     method's defaults); otherwise every `train` entry in order. `refresh` first brings the pipeline's tables up to
     date (incremental: a no-op when they are). A resumed run passes its `run_id`; `params` override the method's
-    params (with `method` only)."""
+    params (with `method` only). `reuse=False` trains even where a finished run of the same request exists."""
     if method is not None and method not in METHODS:  # train.fn(...) skips Prefect's parameter validation
         raise ConfigError(f"train: unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
     cfg, name = load(config, pipeline, overrides)
@@ -47,4 +47,4 @@ def train(method: Method | None = None, pipeline: str | None = None, config: str
     if not jobs:
         raise ConfigError(f"{cfg.path}: pipeline '{name}' has no train entries; name a method")
     stages: list[dict[str, Any]] = list(refresh_dataset(name, config, overrides, run_id)) if refresh else []
-    return stages + [train_task(cfg, name, m, params, run_id) for m, params in jobs]
+    return stages + [train_task(cfg, name, m, params, run_id, reuse) for m, params in jobs]

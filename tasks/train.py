@@ -14,11 +14,12 @@ from tasks.common import TASK_OPTIONS
 
 
 @task(name="train", **(TASK_OPTIONS | {"retries": 0}))
-def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any], run_id: str) -> dict[str, object]:
+def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any], run_id: str,
+          reuse: bool = True) -> dict[str, object]:
     try:
         checked = method_params(method, params)
     except KeyError as e:
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
     except ValidationError as e:
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train {method} params: {e}") from None
-    return get_method(method)(cfg, pipeline, checked, run_id)
+    return get_method(method)(cfg, pipeline, checked, run_id, reuse)

@@ -330,6 +330,10 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     assert lineage.height == 1 and lineage["rows_computed"][0] == 19 and lineage["status"][0] == "ok"
     # the same request again: nothing trains
     assert get_method("dueam")(cfg, "toy", params, "run2")["status"] == "ok (reused)"
+    assert not (wh.models_root / "dueam" / "run2").exists()
+    # unless asked to train anyway (`amrsim train --retrain`): a new run beside the first
+    again = get_method("dueam")(cfg, "toy", params, "run3", reuse=False)
+    assert again["status"] == "ok" and (wh.models_root / "dueam" / "run3" / "model.json").is_file()
 
 
 def test_params_are_strict_and_a_wrong_kind_is_a_config_error(tmp_path, write_config, write_tsv):

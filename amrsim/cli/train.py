@@ -64,6 +64,8 @@ def train_command(
     run_id: Annotated[str | None, typer.Option(help="train under this run id (resumes its checkpoint if any)")] = None,
     resume: Annotated[bool, typer.Option(help="resume the newest interrupted run of this method")] = False,
     refresh: Annotated[bool, typer.Option(help="bring the pipeline's tables up to date first")] = True,
+    retrain: Annotated[bool, typer.Option(help="train even if a finished run had the same request (method, params, "
+                                               "input table versions); by default that run is reused")] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
@@ -97,13 +99,13 @@ def train_command(
 
         ready()
         out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
-                    params=params)
+                    params=params, reuse=not retrain)
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
     for stage in out:
         if stage.get("model"):
             status = stage.get("status")
             what = {"ok": f"trained in {stage['seconds']}s",
-                    "ok (reused)": "the same request already trained it (reused; --run-id NEW to train again)"}.get(
+                    "ok (reused)": "the same request already trained it (reused; --retrain to train again)"}.get(
                 status, f"stopped early in {stage['seconds']}s (checkpoint kept; --resume)")
             console.print(f"{stage['model']}: {what} -> {stage.get('model_dir', '')}")
     console.print(f"{time.perf_counter() - t0:.1f}s")

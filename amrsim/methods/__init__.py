@@ -60,13 +60,16 @@ def method_params(name: str, params: dict[str, Any] | BaseModel | None) -> BaseM
 
 
 def get_method(name: str) -> Callable[..., dict[str, Any]]:
-    """train(cfg, pipeline, params, run_id) -> summary; params may be a dict (validated here) or the Params model."""
+    """train(cfg, pipeline, params, run_id, reuse=True) -> summary; params may be a dict (validated here) or the Params
+    model. A finished run of the same request (method, params, input table versions) is reused unless `reuse` is
+    False (a rerun to measure run-to-run variation, say)."""
     module = _module(name)
 
-    def run(cfg: Any, pipeline: str, params: dict[str, Any] | BaseModel | None, run_id: str) -> dict[str, Any]:
+    def run(cfg: Any, pipeline: str, params: dict[str, Any] | BaseModel | None, run_id: str,
+            reuse: bool = True) -> dict[str, Any]:
         checked = method_params(name, params)
         key = request_key(cfg, pipeline, name, checked)
-        done = finished_run_with(cfg, name, key)
+        done = finished_run_with(cfg, name, key) if reuse else None
         if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
             return done
         summary = module.train(cfg, pipeline, checked, run_id)
