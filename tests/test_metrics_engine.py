@@ -408,3 +408,12 @@ def test_smatch_alone_gives_the_rows_of_the_general_loop(monkeypatch):
     monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)  # every graph starts a new label table
     again = score_pairs(frame, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols)
     assert again.equals(alone)
+    # a long file: the loop looks at the table every 1,024 pairs and starts over there (here: each time), and the
+    # graph it kept from the pair before (WANT, in both pairs 1023 and 1024) is encoded again in the new table
+    many = pl.DataFrame({"amr1": [WANT] * 1030, "amr2": [WANT_GIRL, CAT_DOG] * 515})
+    monkeypatch.undo()
+    engine._SCORERS.clear()
+    expected = score_pairs(many, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols)
+    monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)
+    engine._SCORERS.clear()
+    assert score_pairs(many, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols).equals(expected)

@@ -30,7 +30,6 @@ from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
 from amrsim.metrics.smatch import (
     DEFAULT_NODE_BUDGET,
     DEFAULT_WORK_BUDGET,
-    MAX_LABELS,
     current_table,
     encode_text,
     f_scores,
@@ -249,23 +248,22 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
     search = (scorer.options.seed & (2**64 - 1), 4, DEFAULT_NODE_BUDGET, DEFAULT_WORK_BUDGET)  # encoded_aligner's
     labels = current_table()
     recent: dict[str | None, Any] = {}
+
+    def graph(text: str | None) -> Any:  # the previous pair's encoding, a new one, or the reading error
+        v = recent.get(text)
+        if v is None:
+            try:
+                v = encoded(text or "", labels)
+            except AMRError as e:
+                v = e
+        return v
+
     for n, (a, b) in enumerate(zip(amr1, amr2, strict=True)):
         t0 = clock()
-        if not n & 1023 and labels.size() > MAX_LABELS:  # memory stays flat: a new table, nothing encoded kept
-            labels, recent = current_table(), {}
+        if not n & 1023 and current_table() is not labels:  # the table outgrew MAX_LABELS: memory stays flat, so
+            labels, recent = current_table(), {}              # a new one, and nothing encoded with the old kept
         try:
-            v1 = recent.get(a)
-            if v1 is None:
-                try:
-                    v1 = encoded(a or "", labels)
-                except AMRError as e:
-                    v1 = e
-            v2 = recent.get(b)
-            if v2 is None:
-                try:
-                    v2 = encoded(b or "", labels)
-                except AMRError as e:
-                    v2 = e
+            v1, v2 = graph(a), graph(b)
             recent = {a: v1, b: v2}
             if isinstance(v1, Exception) or isinstance(v2, Exception):
                 p = r = f = None
