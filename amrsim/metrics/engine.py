@@ -25,16 +25,9 @@ from typing import Any
 import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-from amrsim.metrics import _smatch_core, wlk
+from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import (
-    DEFAULT_NODE_BUDGET,
-    DEFAULT_WORK_BUDGET,
-    current_table,
-    encode_text,
-    f_scores,
-    text_encoder,
-)
+from amrsim.metrics.smatch import current_table, encoded_aligner, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
@@ -136,15 +129,6 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def smatch_view(self, text: str, labels=None):
-        """The encoding of a penman string's Smatch triples (`labels`: in that label table), or the AMRError raised
-        while reading it: all that `--aspects smatch` needs of a graph. Not cached: `_smatch_loop` keeps the
-        previous pair's encodings itself."""
-        try:
-            return encode_text(text, self.options.convention, labels)
-        except AMRError as e:
-            return e
-
     def score(self, amr1: str, amr2: str) -> dict[str, Any]:
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
@@ -244,8 +228,8 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
     e.g. a premise, is read once)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    clock, encoded, align = time.perf_counter, text_encoder(scorer.options.convention), _smatch_core.align_encoded
-    search = (scorer.options.seed & (2**64 - 1), 4, DEFAULT_NODE_BUDGET, DEFAULT_WORK_BUDGET)  # encoded_aligner's
+    clock, encoded = time.perf_counter, text_encoder(scorer.options.convention)
+    align = encoded_aligner(seed=scorer.options.seed)
     labels = current_table()
     recent: dict[str | None, Any] = {}
 
@@ -269,12 +253,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
                 p = r = f = None
                 state, why, cut = FAILED, _read_errors(v1, v2), None
             else:
-                if not v1.nodes or not v2.nodes:
-                    p = r = f = 0.0
-                    optimal = True
-                else:
-                    matched, optimal, _expanded, _work = align(v1.data, v2.data, *search)
-                    p, r, f = f_scores(matched, v1.triples, v2.triples)
+                p, r, f, optimal = align(v1, v2)
                 state, why, cut = OK, None, (None if optimal else "smatch")
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
             p = r = f = None

@@ -44,7 +44,7 @@ from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "MAX_LABELS", "EncodedGraph", "SmatchScore", "current_table",
-           "encode_graph", "encode_pair", "encode_text", "encoded_aligner", "f_scores", "has_duplicates", "smatch",
+           "encode_graph", "encode_pair", "encode_text", "encoded_aligner", "has_duplicates", "smatch",
            "smatch_encoded", "smatch_many", "text_encoder"]
 
 DEFAULT_NODE_BUDGET = 200_000
@@ -120,26 +120,20 @@ def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGrap
 def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None) -> EncodedGraph:
     """`encode_graph(read_triples(text, convention), labels)`: where the C reader takes the text, its triples go
     straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
-    read = (_penman_reader.read_smatch(text, Push, POP, 2, convention == "smatch")
-            if convention in ("smatch", "amr") else None)
-    if read is None:
-        return encode_graph(read_triples(text, convention), labels)
-    return _encode(_table(labels), *read)
+    return text_encoder(convention)(text, _table(labels))
 
 
 def text_encoder(convention: str = "amr"):
     """`encode_text` for a loop over many graphs: a function of (text, label table) with the lookups bound once, the
     same encodings and the same errors (a graph the C reader leaves to penman goes through `read_triples`)."""
     read = _penman_reader.read_smatch if convention in ("smatch", "amr") else None
-    as_smatch, encode = convention == "smatch", _smatch_core.encode
+    as_smatch = convention == "smatch"
 
     def encoded(text: str, labels: _Labels) -> EncodedGraph:
         r = read(text, Push, POP, 2, as_smatch) if read is not None else None
         if r is None:
             return encode_graph(read_triples(text, convention), labels)
-        variables, instances, attributes, relations = r
-        return EncodedGraph(encode(labels.ids, labels.norm, labels.eq, variables, instances, attributes, relations),
-                            labels, len(instances) + len(attributes) + len(relations), len(variables))
+        return _encode(labels, *r)
 
     return encoded
 
@@ -170,8 +164,7 @@ def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
     return _smatch_core.pair_tables(e1.data, e2.data)
 
 
-def f_scores(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
-    """(P, R, F1) of `matched` triples out of graph 1's `n1` and graph 2's `n2`; zeros when either is empty."""
+def _f(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
     if n1 == 0 or n2 == 0:
         return 0.0, 0.0, 0.0
     p, r = matched / n1, matched / n2
@@ -201,7 +194,7 @@ def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: 
         return SmatchScore(0.0, 0.0, 0.0, 0, n1, n2, True)
     matched, optimal, _expanded, work = _smatch_core.align_encoded(
         e1.data, e2.data, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
-    p, r, f = f_scores(matched, n1, n2)
+    p, r, f = _f(matched, n1, n2)
     return SmatchScore(p, r, f, matched, n1, n2, bool(optimal), work)
 
 
@@ -219,7 +212,7 @@ def encoded_aligner(seed: int = 0, restarts: int = 4, node_budget: int = DEFAULT
         if not e1.nodes or not e2.nodes:
             return 0.0, 0.0, 0.0, True
         matched, optimal, _expanded, _work = align(e1.data, e2.data, *options)
-        return (*f_scores(matched, e1.triples, e2.triples), bool(optimal))
+        return (*_f(matched, e1.triples, e2.triples), bool(optimal))
 
     return prf
 
