@@ -177,3 +177,21 @@ def test_query_exposes_every_table_as_a_view(wh):
     wh.upsert("other", "sentences", sentences(2, start=50))
     frame = query(wh, "SELECT count(*) AS n FROM d.sentences UNION ALL SELECT count(*) FROM other.sentences")
     assert frame["n"].to_list() == [3, 2]
+
+
+def test_reading_a_table_does_not_start_arrows_dataset_scanner(tmp_path):
+    """`Warehouse.read` goes through polars' Parquet reader: Arrow's dataset scanner leaves C++ threads that can
+    abort a short command at exit ("terminate called without an active exception", seen on `amrsim status`)."""
+    script = textwrap.dedent(f"""
+        import sys
+        import polars as pl
+        from amrsim.warehouse import Warehouse
+        wh = Warehouse({str(tmp_path / "wh")!r})
+        wh.append("d", "t", pl.DataFrame({{"key": ["a", "b"], "status": ["ok", "failed"]}}))
+        assert wh.read("d", "t", columns=["key"])["key"].to_list() == ["a", "b"]
+        assert wh.count("d", "t", status="failed") == 1
+        print(sorted(m for m in sys.modules if m.startswith("pyarrow") and "dataset" in m))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

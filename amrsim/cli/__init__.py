@@ -3,6 +3,7 @@ command group lives in its own module; this one assembles them into `app`."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import typer
@@ -37,3 +38,7 @@ def main() -> None:
         notes = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
         print(f"error: {redact(str(e) + notes)}", file=sys.stderr)
         sys.exit(e.exit_code)
+    finally:
+        # drop Arrow dataset scanners (DuckDB views) while Arrow can still join their threads: one left to the
+        # interpreter's final teardown can abort the process after its output (apache/arrow#34314)
+        gc.collect()

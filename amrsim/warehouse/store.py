@@ -102,9 +102,14 @@ class Warehouse:
             schema = SCHEMAS.get(table)
             frame = pl.from_arrow(schema.empty_table()) if schema is not None else pl.DataFrame()
         else:
+            # polars' own Parquet reader, not Arrow's dataset scanner: Arrow's C++ thread pool can outlive a short
+            # command and abort it at exit ("terminate called without an active exception", apache/arrow#34314)
+            scan = pl.scan_delta(dt)
+            if columns:
+                scan = scan.select([c for c in columns if c in scan.collect_schema()])
             try:
-                frame = pl.from_arrow(dt.to_pyarrow_table(columns=columns))
-            except (OSError, ValueError) as e:  # a data file damaged in place (same size)
+                frame = scan.collect()
+            except (OSError, ValueError, pl.exceptions.PolarsError) as e:  # a data file damaged in place (same size)
                 raise BrokenTable(f"table '{dataset}/{table}' is unreadable: {_first_line(e)}") from None
         assert isinstance(frame, pl.DataFrame)
         if columns and frame.width and set(columns) <= set(frame.columns):
