@@ -25,6 +25,7 @@ from amrsim.amr.graph import (
     read_triples,
     smatch_triples,
 )
+from amrsim.metrics.smatch import _Labels, encode_graph
 from tests.helpers import shared
 
 BOY = """# ::id 1 ::date 2012
@@ -37,6 +38,32 @@ BOY = """# ::id 1 ::date 2012
 
 def read(text, graph: bool = True):
     return _penman_reader.read(text, Push, POP, graph)
+
+
+class FusedEncoding:
+    """read_encoded (text straight to Smatch's encoding) next to encode_graph(read_triples(text)), each with its own
+    label table per convention: the same bytes, counts and label ids, or None where the Python path reads the text."""
+
+    def __init__(self) -> None:
+        self.tables = {c: (_Labels(), _Labels()) for c in ("smatch", "amr")}
+
+    def check(self, text) -> bool:
+        """True if the C path encoded text (asserting it equals the reference), False if it left it to Python."""
+        fused_any = False
+        for convention, (fused, ref) in self.tables.items():
+            smatch = convention == "smatch"
+            got = _penman_reader.read_encoded(text, smatch, fused.ids, fused.norm, fused.eq)
+            assert (got is None) == (_penman_reader.read_smatch(text, Push, POP, 2, smatch) is None), text
+            if got is None:
+                continue
+            want = encode_graph(read_triples(text, convention), ref)
+            assert got == (want.data, want.triples, want.nodes), (convention, text)
+            fused_any = True
+        return fused_any
+
+    def same_labels(self) -> bool:
+        """Both paths gave every label the same id (in the same order: equal bytes need no more, this says why)."""
+        return all(fused.ids == ref.ids for fused, ref in self.tables.values())
 
 
 def outcome(parse_fn, text):
@@ -91,12 +118,15 @@ def test_every_shared_graph_reads_as_penman():
     texts = shared_graphs()
     assert len(texts) > 50_000
     errors = []
+    encodings = FusedEncoding()
     for text in texts:
         ref = outcome(_parse_python, text)
         if ref[0] == "error":  # a graph today's path rejects must be left to it, with the same message
             assert read(text) is None and outcome(parse, text) == ref
+            assert not encodings.check(text)
             errors.append(ref[1])
             continue
+        assert encodings.check(text), text  # Smatch's encoding straight from the text, as from its triples
         assert read(text) is not None, text  # no valid shared graph needs the slow path
         assert outcome(parse, text) == ref, text  # the reference graph is penman.decode(text)'s
         assert _surface(text) == ref[5], text  # smatch_triples(text) reads the surface alone
@@ -104,6 +134,7 @@ def test_every_shared_graph_reads_as_penman():
         assert [smatch_triples(text, "smatch"), smatch_triples(text, "amr")] == ref[6][:2], text
         assert [read_triples(text, "smatch"), read_triples(text, "amr")] == ref[6][:2], text
     assert errors == ["undefined variable a2", "undefined variable e"]  # BAMBOO para 2161; Little Prince's header
+    assert encodings.same_labels() and len(encodings.tables["amr"][0].ids) > 10_000
 
 
 @pytest.mark.parametrize("text, message", [
@@ -127,6 +158,7 @@ def test_every_shared_graph_reads_as_penman():
 ])
 def test_bad_input_takes_the_python_path_with_todays_message(text, message):
     assert read(text) is None and read(text, False) is None
+    assert not FusedEncoding().check(text)
     assert outcome(parse, text) == ("error", message) == outcome(_parse_python, text)
     if not message.startswith("penman"):  # the string path reads the surface only
         with pytest.raises(AMRError) as e:
@@ -208,6 +240,8 @@ def test_smatch_triples_in_c_equal_the_python_rules(text):
         ref = _smatch_triples(_read_surface(text), convention)
         assert smatch_triples(text, convention) == ref == read_triples(text, convention)
         assert _penman_reader.read_smatch(text, Push, POP, 0, convention == "smatch") is not None
+    encodings = FusedEncoding()
+    assert encodings.check(text) and encodings.same_labels()
 
 
 def test_deep_nesting_surface_reads_in_c():
@@ -241,9 +275,11 @@ def random_text(rng: random.Random) -> str:
 
 def test_random_strings_read_or_fall_back():
     rng = random.Random(22)
-    handled = 0
+    handled = encoded = 0
+    encodings = FusedEncoding()
     for _ in range(4000):
         text = random_text(rng)
+        encoded += encodings.check(text)
         fast = read(text)
         ref = outcome(_parse_python, text)
         if fast is not None:  # whatever the C reader accepts, the Python path reads the same
@@ -251,7 +287,8 @@ def test_random_strings_read_or_fall_back():
             assert ref[0] == "graph", text
         assert outcome(parse, text) == ref, text
         assert surface_outcome(_surface, text) == surface_outcome(_read_surface, text), text
-    assert handled > 800  # the fuzzing reaches the C path, not only its refusals
+    assert handled > 800 and encoded > 800  # the fuzzing reaches the C paths, not only their refusals
+    assert encodings.same_labels()
 
 
 def test_hostile_inputs():
@@ -261,6 +298,9 @@ def test_hostile_inputs():
         for graph in (True, False):
             r = read(text, graph)
             assert r is None or len(r) == (6 if graph else 3)
+        labels = _Labels()
+        encoded = _penman_reader.read_encoded(text, True, labels.ids, labels.norm, labels.eq)
+        assert encoded is None or encoded[2] >= 1
     wide = "(a / b" + " :op1 -" * 200_000 + ")"
     assert len(read(wide)[3]) == 200_001
 
@@ -272,17 +312,23 @@ def test_reader_does_not_leak():
              "(xv0 / bb :ARG0 yy)", "(xv0 / bb :ARG0 (xv0 / cc))", "(xv0 / bb~e.1)",
              "(n0 / r" + "".join(f" :ARG0 (n{i} / c" for i in range(1, 150)) + ")" * 150, '(xv0 / "bb")',
              "(xv0 / bb) x", "", "# only\n"]
-    for text in texts:  # warm up caches (interned strings, dict sizes)
-        read(text), read(text, False)
+    labels = _Labels()
+
+    def read_all(text):
+        read(text), read(text, False), _penman_reader.read_smatch(text, Push, POP, 2, True)
+        _penman_reader.read_encoded(text, False, labels.ids, labels.norm, labels.eq)
+
+    for text in texts:  # warm up caches (interned strings, dict sizes, the label table)
+        read_all(text)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(3000):
             for text in texts:
-                read(text), read(text, False)
+                read_all(text)
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert grown < 20_000, f"{grown} bytes left after 60,000 reads"
+    assert grown < 20_000, f"{grown} bytes left after 3,000 rounds of every read"

@@ -11,6 +11,11 @@
  *   that opens a node, POP on the last triple of a closed node, first of duplicated triples wins); comments: the
  *   '#...' lines before the graph, for penman's metadata. push / pop are penman.layout.Push and POP.
  *
+ * read_smatch(text, push, pop, mode, smatch) -> None | Smatch triples (variables, instances, attributes, relations)
+ * read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None | (encoding, triples, nodes): those triples as
+ *   _smatch_core.encode packs them (_smatch_encoding.h), built from the text's spans without the triples' tuples.
+ *   Both apply one set of rules (smatch_edges), so they refuse the same texts and agree on every graph.
+ *
  * Handled: '#' lines before the graph, then one graph of nodes '(' var '/' concept (role target)* ')', targets a
  * node, a symbol or a "string" without backslash or line break. Anything else returns None, so the Python path
  * produces its result or its exact error: whitespace other than space/tab/CR/LF, '~'
@@ -21,6 +26,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+
+#include "../metrics/_smatch_encoding.h"
 
 #define MAX_DEPTH 100
 
@@ -53,7 +60,7 @@ typedef struct {
     Span *comments;
     Py_ssize_t ncomments, cap_comments;
     PyObject *variables; /* list of str, in order of definition */
-    PyObject *defined;   /* dict: variable -> the same str object */
+    PyObject *defined;   /* dict: variable -> its index in variables */
 } Reader;
 
 static PyObject *INSTANCE_ROLE; /* ":instance" */
@@ -149,10 +156,12 @@ static int open_node(Reader *r, Lexer *lx, PyObject *text, Py_ssize_t source, Sp
         Py_DECREF(name);
         return seen < 0 ? -1 : 0;
     }
-    int failed = PyDict_SetItem(r->defined, name, name) < 0 || PyList_Append(r->variables, name) < 0;
+    Py_ssize_t index = PyList_GET_SIZE(r->variables);
+    PyObject *at = PyLong_FromSsize_t(index);
+    int failed = !at || PyDict_SetItem(r->defined, name, at) < 0 || PyList_Append(r->variables, name) < 0;
+    Py_XDECREF(at);
     Py_DECREF(name);
     if (failed) return -1;
-    Py_ssize_t index = PyList_GET_SIZE(r->variables) - 1;
     if (grow((void **)&r->concepts, &r->cap_concepts, index + 1, sizeof(Span)) ||
         grow((void **)&r->stack, &r->cap_stack, r->depth + 1, sizeof(Py_ssize_t)) ||
         add_item(r, IT_NODE, source, index, role, concept))
@@ -225,6 +234,21 @@ static int inverted(Lexer *lx, Span role) {
            CH(lx, role.end - 1) == 'f';
 }
 
+/* What an atomic target is: the index of the variable it names, AT_CONSTANT, AT_UNDEFINED (looks like a variable
+ * but none is defined: the Python path names the error) or AT_ERROR (error set). `atom` is its text. */
+enum { AT_CONSTANT = -1, AT_UNDEFINED = -2, AT_ERROR = -3 };
+
+static Py_ssize_t atom_target(Reader *r, Lexer *lx, Item *it, PyObject *atom) {
+    if (CH(lx, it->atom.start) == '"') return AT_CONSTANT;
+    PyObject *at = PyDict_GetItemWithError(r->defined, atom);
+    if (at) return PyLong_AsSsize_t(at);
+    if (PyErr_Occurred()) return AT_ERROR;
+    if (variable_like(lx, it->atom) && !span_equals(lx, it->role, ":mode") && !span_equals(lx, it->role, ":polarity") &&
+        !span_equals(lx, it->role, ":li"))
+        return AT_UNDEFINED;
+    return AT_CONSTANT;
+}
+
 /* Appends (a, b, c) to list; steals nothing. */
 static int append_triple(PyObject *list, PyObject *a, PyObject *b, PyObject *c) {
     PyObject *t = PyTuple_Pack(3, a, b, c);
@@ -289,25 +313,23 @@ static PyObject *build(Reader *r, Lexer *lx, PyObject *text, PyObject *push, PyO
         } else {
             PyObject *atom = PyUnicode_Substring(text, it->atom.start, it->atom.end);
             if (!atom) goto done;
-            if (CH(lx, it->atom.start) == '"')
-                constant = 1;
-            else {
-                PyObject *var = PyDict_GetItemWithError(r->defined, atom);
-                if (var) {
-                    Py_INCREF(var);
-                    Py_SETREF(atom, var);
-                } else if (PyErr_Occurred()) {
-                    Py_DECREF(atom);
-                    goto done;
-                } else if (variable_like(lx, it->atom) && !span_equals(lx, it->role, ":mode") &&
-                           !span_equals(lx, it->role, ":polarity") && !span_equals(lx, it->role, ":li")) {
-                    Py_DECREF(atom); /* "undefined variable": the Python path says so */
-                    result = Py_None;
-                    Py_INCREF(result);
-                    goto done;
-                } else
-                    constant = 1;
+            Py_ssize_t node = atom_target(r, lx, it, atom);
+            if (node == AT_ERROR) {
+                Py_DECREF(atom);
+                goto done;
             }
+            if (node == AT_UNDEFINED) {
+                Py_DECREF(atom); /* "undefined variable": the Python path says so */
+                result = Py_None;
+                Py_INCREF(result);
+                goto done;
+            }
+            if (node >= 0) {
+                PyObject *var = PyList_GET_ITEM(r->variables, node);
+                Py_INCREF(var);
+                Py_SETREF(atom, var);
+            } else
+                constant = 1;
             target = atom;
         }
         if (source) {
@@ -368,6 +390,29 @@ done:
     return result;
 }
 
+/* A text holding whitespace the two readers split differently (see is_refused): the Python path reads it. */
+static int refused_text(Lexer *lx) {
+    if (lx->kind == PyUnicode_1BYTE_KIND) {
+        const unsigned char *b = (const unsigned char *)lx->data;
+        for (Py_ssize_t i = 0; i < lx->n; i++)
+            if (b[i] == '\v' || b[i] == '\f' || (b[i] >= 0x1c && b[i] <= 0x1f) || b[i] == 0x85 || b[i] == 0xa0)
+                return 1;
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < lx->n; i++)
+        if (is_refused(CH(lx, i))) return 1;
+    return 0;
+}
+
+static void free_reader(Reader *r) {
+    PyMem_Free(r->items);
+    PyMem_Free(r->concepts);
+    PyMem_Free(r->stack);
+    PyMem_Free(r->comments);
+    Py_XDECREF(r->variables);
+    Py_XDECREF(r->defined);
+}
+
 static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "read(text, push, pop, graph) takes 4 arguments");
@@ -378,14 +423,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (graph < 0) return NULL;
     if (!PyUnicode_Check(text)) Py_RETURN_NONE; /* the Python path names the type */
     Lexer lx = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0};
-    if (PyUnicode_IS_ASCII(text)) {
-        const unsigned char *b = (const unsigned char *)lx.data;
-        for (Py_ssize_t i = 0; i < lx.n; i++)
-            if (b[i] == '\v' || b[i] == '\f' || (b[i] >= 0x1c && b[i] <= 0x1f)) Py_RETURN_NONE;
-    } else {
-        for (Py_ssize_t i = 0; i < lx.n; i++)
-            if (is_refused(CH(&lx, i))) Py_RETURN_NONE;
-    }
+    if (refused_text(&lx)) Py_RETURN_NONE;
     Reader r;
     memset(&r, 0, sizeof(r));
     r.max_depth = graph ? MAX_DEPTH : 0;
@@ -400,12 +438,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     result = build(&r, &lx, text, args[1], args[2], graph == 1);
 done:
-    PyMem_Free(r.items);
-    PyMem_Free(r.concepts);
-    PyMem_Free(r.stack);
-    PyMem_Free(r.comments);
-    Py_XDECREF(r.variables);
-    Py_XDECREF(r.defined);
+    free_reader(&r);
     return result;
 }
 
@@ -454,25 +487,136 @@ static PyObject *constant(PyObject *value, int quoted, int smatch) {
     return out;
 }
 
-static int append3(PyObject *list, PyObject *a, PyObject *b, PyObject *c) {
-    PyObject *t = PyTuple_Pack(3, a, b, c);
-    if (!t) return -1;
-    int rc = PyList_Append(list, t);
-    Py_DECREF(t);
-    return rc;
+/* One edge of the graph as a Smatch triple (amrsim.amr.graph._smatch_triples' rules): an attribute (src, role,
+ * value), a relation (src, role, tgt) with an inverted role turned around and cut, or nothing (what the reference
+ * loses). Spans point into the text; role_domain: the role is "domain" (a :mod towards a node). */
+enum { E_SKIP, E_ATTR, E_REL };
+enum { V_PLAIN, V_CONSTANT }; /* an attribute's value: normalised as written, or through constant(value, quoted) */
+
+typedef struct {
+    int kind, role_domain, value_form, quoted;
+    Py_ssize_t src, tgt;
+    Span role, value;
+} Edge;
+
+/* The Smatch edges of a read structure, in the order of its items; 1 done, 0 refused (undefined variable), -1 error. */
+static int smatch_edges(Reader *r, Lexer *lx, PyObject *text, int smatch, Edge *edges, Py_ssize_t *nedges) {
+    Py_ssize_t ne = 0;
+    for (Py_ssize_t k = 0; k < r->nitems; k++) {
+        Item *it = &r->items[k];
+        if (it->kind == IT_CLOSE || it->source < 0) continue;
+        Py_ssize_t tgt;
+        if (it->kind == IT_NODE)
+            tgt = it->node;
+        else {
+            PyObject *atom = PyUnicode_Substring(text, it->atom.start, it->atom.end);
+            if (!atom) return -1;
+            tgt = atom_target(r, lx, it, atom);
+            Py_DECREF(atom);
+            if (tgt == AT_ERROR) return -1;
+            if (tgt == AT_UNDEFINED) return 0;
+        }
+        int is_const = tgt < 0;
+        Span name = {it->role.start + 1, it->role.end};
+        int ends_of = inverted(lx, it->role) && name.end - name.start >= 3;
+        int excepted = ends_of && (span_equals(lx, name, "prep-on-behalf-of") || span_equals(lx, name, "prep-out-of") ||
+                                   span_equals(lx, name, "consist-of"));
+        int is_mod = span_equals(lx, name, "mod");
+        Edge *e = &edges[ne++];
+        memset(e, 0, sizeof(*e));
+        e->src = it->source;
+        e->role = name;
+        if (ends_of && !excepted) {
+            if (is_const) {
+                if (smatch) e->kind = E_SKIP; /* the reference loses it */
+                else {
+                    e->kind = E_ATTR;
+                    e->value = it->atom;
+                    e->value_form = V_CONSTANT;
+                    e->quoted = 1;
+                }
+            } else {
+                e->kind = E_REL;
+                e->src = tgt;
+                e->tgt = it->source;
+                e->role.end -= 3;
+            }
+        } else if (is_mod && !is_const) {
+            e->kind = E_REL;
+            e->src = tgt;
+            e->tgt = it->source;
+            e->role_domain = 1;
+        } else if (is_mod && smatch)
+            e->kind = E_SKIP; /* the reference loses a :mod to a constant */
+        else if (is_const) {
+            e->kind = E_ATTR;
+            e->value = it->atom;
+            e->quoted = CH(lx, it->atom.start) == '"';
+            e->value_form = e->quoted ? V_CONSTANT : V_PLAIN;
+        } else {
+            e->kind = E_REL;
+            e->tgt = tgt;
+        }
+    }
+    *nedges = ne;
+    return 1;
 }
 
-/* (variables, instances, attributes, relations) of a surface (variables, concepts, edges) */
-static PyObject *smatch_from_surface(PyObject *surface, int smatch) {
-    PyObject *variables = PyTuple_GET_ITEM(surface, 0), *concepts = PyTuple_GET_ITEM(surface, 1);
-    PyObject *edges = PyTuple_GET_ITEM(surface, 2);
-    Py_ssize_t nv = PyTuple_GET_SIZE(variables), ne = PyTuple_GET_SIZE(edges);
-    if (nv == 0) Py_RETURN_NONE; /* the Python path names the problem */
-    PyObject *result = NULL, *instances = NULL, *attributes = NULL, *relations = NULL, *value = NULL;
+static PyObject *edge_role(PyObject *text, const Edge *e) {
+    if (e->role_domain) {
+        Py_INCREF(S_DOMAIN);
+        return S_DOMAIN;
+    }
+    return PyUnicode_Substring(text, e->role.start, e->role.end);
+}
+
+/* An attribute's value as the Smatch triples hold it. */
+static PyObject *edge_value(PyObject *text, const Edge *e, int smatch) {
+    PyObject *raw = PyUnicode_Substring(text, e->value.start, e->value.end);
+    if (!raw || e->value_form == V_PLAIN) {
+        PyObject *out = raw ? normalize(raw) : NULL;
+        Py_XDECREF(raw);
+        return out;
+    }
+    PyObject *out = constant(raw, e->quoted, smatch);
+    Py_DECREF(raw);
+    return out;
+}
+
+/* Reads the structure of a text for the Smatch paths (graph mode's depth limit when `limited`) and its edges.
+ * Returns 1 with r, edges filled (caller frees both), 0 refused (the Python path reads it), -1 error. */
+static int read_for_smatch(PyObject *text, Lexer *lx, Reader *r, Edge **edges, Py_ssize_t *nedges, int limited,
+                           int smatch) {
+    *edges = NULL;
+    memset(r, 0, sizeof(*r));
+    if (!PyUnicode_Check(text)) return 0; /* the Python path names the type */
+    *lx = (Lexer){PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0};
+    if (refused_text(lx)) return 0;
+    r->max_depth = limited ? MAX_DEPTH : 0;
+    if (!(r->variables = PyList_New(0)) || !(r->defined = PyDict_New())) return -1;
+    int rc = read_structure(r, lx, text);
+    if (rc <= 0) return rc;
+    if (PyList_GET_SIZE(r->variables) == 0) return 0;
+    if (!(*edges = PyMem_Malloc(sizeof(Edge) * (r->nitems + 1)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return smatch_edges(r, lx, text, smatch, *edges, nedges);
+}
+
+/* (variables, instances, attributes, relations) from the read structure and its edges */
+static PyObject *smatch_triples(Reader *r, PyObject *text, const Edge *edges, Py_ssize_t ne, int smatch) {
+    PyObject *variables = PyList_AsTuple(r->variables);
+    Py_ssize_t nv = PyList_GET_SIZE(r->variables);
+    PyObject *result = NULL, *instances = NULL, *attributes = NULL, *relations = NULL, *role = NULL, *value = NULL;
     PyObject *root_concept = NULL;
-    if (!(instances = PyTuple_New(nv)) || !(attributes = PyList_New(0)) || !(relations = PyList_New(0))) goto done;
+    if (!variables || !(instances = PyTuple_New(nv)) || !(attributes = PyList_New(0)) ||
+        !(relations = PyList_New(0)))
+        goto done;
     for (Py_ssize_t k = 0; k < nv; k++) {
-        PyObject *c = normalize(PyTuple_GET_ITEM(concepts, k));
+        PyObject *raw = PyUnicode_Substring(text, r->concepts[k].start, r->concepts[k].end);
+        PyObject *c = raw ? normalize(raw) : NULL;
+        Py_XDECREF(raw);
         if (!c) goto done;
         PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(variables, k), c);
         if (k == 0) {
@@ -483,39 +627,19 @@ static PyObject *smatch_from_surface(PyObject *surface, int smatch) {
         if (!pair) goto done;
         PyTuple_SET_ITEM(instances, k, pair);
     }
-    if (append3(attributes, PyTuple_GET_ITEM(variables, 0), S_TOP_ROLE, smatch ? S_TOP_VALUE : root_concept) < 0)
+    if (append_triple(attributes, PyTuple_GET_ITEM(variables, 0), S_TOP_ROLE, smatch ? S_TOP_VALUE : root_concept) < 0)
         goto done;
     for (Py_ssize_t k = 0; k < ne; k++) {
-        PyObject *edge = PyTuple_GET_ITEM(edges, k);
-        PyObject *src = PyTuple_GET_ITEM(edge, 0), *role = PyTuple_GET_ITEM(edge, 1);
-        PyObject *tgt = PyTuple_GET_ITEM(edge, 2);
-        int is_const = PyTuple_GET_ITEM(edge, 3) == Py_True;
-        Py_ssize_t rn = PyUnicode_GET_LENGTH(role);
-        int ends_of = rn >= 3 && PyUnicode_READ_CHAR(role, rn - 3) == '-' && PyUnicode_READ_CHAR(role, rn - 2) == 'o' &&
-                      PyUnicode_READ_CHAR(role, rn - 1) == 'f';
-        int excepted = ends_of ? PySet_Contains(S_INVERSION_EXCEPTIONS, role) : 0;
-        if (excepted < 0) goto done;
-        int is_mod = PyUnicode_CompareWithASCIIString(role, "mod") == 0;
+        const Edge *e = &edges[k];
+        if (e->kind == E_SKIP) continue;
+        if (!(role = edge_role(text, e))) goto done;
         int rc;
-        if (ends_of && !excepted) {
-            if (is_const) {
-                if (smatch) continue; /* the reference loses it */
-                if (!(value = constant(tgt, 1, smatch))) goto done;
-                rc = append3(attributes, src, role, value);
-            } else {
-                if (!(value = PyUnicode_Substring(role, 0, rn - 3))) goto done;
-                rc = append3(relations, tgt, value, src);
-            }
-        } else if (is_mod && !is_const) {
-            rc = append3(relations, tgt, S_DOMAIN, src);
-        } else if (is_mod && smatch) {
-            continue; /* the reference loses a :mod to a constant */
-        } else if (is_const) {
-            int quoted = PyUnicode_GET_LENGTH(tgt) > 0 && PyUnicode_READ_CHAR(tgt, 0) == '"';
-            if (!(value = constant(tgt, quoted, smatch))) goto done;
-            rc = append3(attributes, src, role, value);
+        if (e->kind == E_ATTR) {
+            if (!(value = edge_value(text, e, smatch))) goto done;
+            rc = append_triple(attributes, PyTuple_GET_ITEM(variables, e->src), role, value);
         } else
-            rc = append3(relations, src, role, tgt);
+            rc = append_triple(relations, PyTuple_GET_ITEM(variables, e->src), role, PyTuple_GET_ITEM(variables, e->tgt));
+        Py_CLEAR(role);
         Py_CLEAR(value);
         if (rc < 0) goto done;
     }
@@ -524,9 +648,11 @@ static PyObject *smatch_from_surface(PyObject *surface, int smatch) {
     Py_XDECREF(attrs);
     Py_XDECREF(rels);
 done:
+    Py_XDECREF(variables);
     Py_XDECREF(instances);
     Py_XDECREF(attributes);
     Py_XDECREF(relations);
+    Py_XDECREF(role);
     Py_XDECREF(value);
     Py_XDECREF(root_concept);
     return result;
@@ -544,16 +670,124 @@ static PyObject *read_smatch(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_ValueError, "read_smatch: mode is 0 (surface) or 2 (graph mode's limits)");
         return NULL;
     }
-    PyObject *surface = penman_read(self, args, 4);
-    if (!surface || surface == Py_None) return surface;
-    PyObject *result = smatch_from_surface(surface, smatch);
-    Py_DECREF(surface);
+    Lexer lx;
+    Reader r;
+    Edge *edges;
+    Py_ssize_t ne = 0;
+    PyObject *result = NULL;
+    int rc = read_for_smatch(args[0], &lx, &r, &edges, &ne, PyObject_IsTrue(args[3]), smatch);
+    if (rc > 0) result = smatch_triples(&r, args[0], edges, ne, smatch);
+    else if (rc == 0) result = Py_NewRef(Py_None);
+    PyMem_Free(edges);
+    free_reader(&r);
+    return result;
+}
+
+/* read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None | (encoding, triples, nodes): the graph's Smatch
+ * triples (graph mode's limits) straight into _smatch_core.encode's bytes, with the same label table and the same
+ * label ids in the same order as encode(ids, norm_cache, eq_cache, *read_smatch(text, ..., 2, smatch)) */
+static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "read_encoded(text, smatch, ids, norm_cache, eq_cache) takes 5 arguments");
+        return NULL;
+    }
+    int smatch = PyObject_IsTrue(args[1]);
+    if (smatch < 0) return NULL;
+    PyObject *ids = args[2], *norm = args[3], *eq = args[4], *text = args[0];
+    if (!PyDict_Check(ids) || !PyDict_Check(norm) || !PyDict_Check(eq)) {
+        PyErr_SetString(PyExc_TypeError, "read_encoded: ids and caches must be dicts");
+        return NULL;
+    }
+    Lexer lx;
+    Reader r;
+    Edge *edges;
+    Py_ssize_t ne = 0;
+    PyObject *result = NULL, *encoding = NULL;
+    Raw4 *un = NULL, *bi = NULL;
+    int32_t *concept = NULL;
+    int rc = read_for_smatch(text, &lx, &r, &edges, &ne, 1, smatch);
+    if (rc <= 0) {
+        if (rc == 0) result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(r.variables), nu = 0, nb = 0, triples = n + 1;
+    un = PyMem_Malloc(sizeof(Raw4) * (n + ne + 1));
+    bi = PyMem_Malloc(sizeof(Raw4) * (ne + 1));
+    concept = PyMem_Malloc(sizeof(int32_t) * (n + 1));
+    if (!un || !bi || !concept) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* label ids in encode's order: the two kinds, every instance, every attribute (role, then value), relations */
+    long kind_i = label_id(ids, norm, STR_I, 0), kind_s = label_id(ids, norm, STR_S, 0);
+    if (kind_i < 0 || kind_s < 0) goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *raw = PyUnicode_Substring(text, r.concepts[k].start, r.concepts[k].end);
+        long c = raw ? label_id(ids, norm, raw, 0) : -1;
+        Py_XDECREF(raw);
+        if (c < 0) goto done;
+        concept[k] = (int32_t)c;
+        un[nu++] = (Raw4){(int32_t)kind_i, (int32_t)c, (int32_t)k, 0};
+    }
+    long top = label_id(ids, norm, S_TOP_ROLE, 0), top_value;
+    if (top < 0) goto done;
+    if (smatch)
+        top_value = label_id(ids, eq, S_TOP_VALUE, 1);
+    else {
+        PyObject *raw = PyUnicode_Substring(text, r.concepts[0].start, r.concepts[0].end);
+        top_value = raw ? label_id(ids, eq, raw, 1) : -1;
+        Py_XDECREF(raw);
+    }
+    if (top_value < 0) goto done;
+    un[nu++] = (Raw4){(int32_t)top, (int32_t)top_value, 0, 0};
+    for (Py_ssize_t k = 0; k < ne; k++) {
+        const Edge *e = &edges[k];
+        if (e->kind != E_ATTR) continue;
+        PyObject *role = edge_role(text, e);
+        long rid = role ? label_id(ids, norm, role, 0) : -1;
+        Py_XDECREF(role);
+        if (rid < 0) goto done;
+        /* a plain value's raw text keys the '=' cache: label_id normalises it as edge_value would */
+        PyObject *value = e->value_form == V_PLAIN ? PyUnicode_Substring(text, e->value.start, e->value.end)
+                                                   : edge_value(text, e, smatch);
+        long vid = value ? label_id(ids, eq, value, 1) : -1;
+        Py_XDECREF(value);
+        if (vid < 0) goto done;
+        un[nu++] = (Raw4){(int32_t)rid, (int32_t)vid, (int32_t)e->src, 0};
+        triples++;
+    }
+    for (Py_ssize_t k = 0; k < ne; k++) {
+        const Edge *e = &edges[k];
+        if (e->kind != E_REL) continue;
+        PyObject *role = edge_role(text, e);
+        long rid = role ? label_id(ids, norm, role, 0) : -1;
+        Py_XDECREF(role);
+        if (rid < 0) goto done;
+        if (e->src == e->tgt)
+            un[nu++] = (Raw4){(int32_t)kind_s, (int32_t)rid, (int32_t)e->src, 0};
+        else {
+            bi[nb] = (Raw4){(int32_t)e->src, (int32_t)e->tgt, (int32_t)rid, (int32_t)nb};
+            nb++;
+        }
+        triples++;
+    }
+    if ((encoding = pack_encoding(n, un, nu, bi, nb, concept, concept[0])))
+        result = Py_BuildValue("Nnn", encoding, triples, n);
+done:
+    PyMem_Free(un);
+    PyMem_Free(bi);
+    PyMem_Free(concept);
+    PyMem_Free(edges);
+    free_reader(&r);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))penman_read, METH_FASTCALL,
      "read(text, push, pop, graph) -> None (use the Python path) or the graph's surface [and penman triples]."},
+    {"read_encoded", (PyCFunction)(void (*)(void))read_encoded, METH_FASTCALL,
+     "read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None (use the Python path) or (encoding, triples, "
+     "nodes): the graph's Smatch triples encoded as _smatch_core.encode does, without building them."},
     {"read_smatch", (PyCFunction)(void (*)(void))read_smatch, METH_FASTCALL,
      "read_smatch(text, push, pop, mode, smatch) -> None (use the Python path) or the graph's Smatch triples "
      "(variables, instances, attributes, relations) under the smatch (true) or amr convention; mode as read's."},
@@ -563,7 +797,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_penman_reader", "PE
 
 PyMODINIT_FUNC PyInit__penman_reader(void) {
     INSTANCE_ROLE = PyUnicode_InternFromString(":instance");
-    if (!INSTANCE_ROLE) return NULL;
+    if (!INSTANCE_ROLE || encoding_init() < 0) return NULL;
     if (!(S_LOWER = PyUnicode_InternFromString("lower")) || !(S_RSTRIP = PyUnicode_InternFromString("rstrip")) ||
         !(S_UNDERSCORE = PyUnicode_InternFromString("_")) || !(S_SPLIT = PyUnicode_InternFromString("split")) ||
         !(S_MOD = PyUnicode_InternFromString("mod")) || !(S_DOMAIN = PyUnicode_InternFromString("domain")) ||

@@ -37,8 +37,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from penman.layout import POP, Push
-
 from amrsim.amr import _penman_reader
 from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
@@ -126,14 +124,14 @@ def encode_text(text: str, convention: str = "amr", labels: _Labels | None = Non
 def text_encoder(convention: str = "amr"):
     """`encode_text` for a loop over many graphs: a function of (text, label table) with the lookups bound once, the
     same encodings and the same errors (a graph the C reader leaves to penman goes through `read_triples`)."""
-    read = _penman_reader.read_smatch if convention in ("smatch", "amr") else None
+    read = _penman_reader.read_encoded if convention in ("smatch", "amr") else None
     as_smatch = convention == "smatch"
 
     def encoded(text: str, labels: _Labels) -> EncodedGraph:
-        r = read(text, Push, POP, 2, as_smatch) if read is not None else None
+        r = read(text, as_smatch, labels.ids, labels.norm, labels.eq) if read is not None else None
         if r is None:
             return encode_graph(read_triples(text, convention), labels)
-        return _encode(labels, *r)
+        return EncodedGraph(r[0], labels, r[1], r[2])
 
     return encoded
 
