@@ -52,7 +52,7 @@ class FusedEncoding:
         fused_any = False
         for convention, (fused, ref) in self.tables.items():
             smatch = convention == "smatch"
-            got = _penman_reader.read_encoded(text, smatch, fused.ids, fused.norm, fused.eq)
+            got = _penman_reader.read_encoded(text, smatch, fused.ids, fused.norm, fused.eq, fused.spans)
             assert (got is None) == (_penman_reader.read_smatch(text, Push, POP, 2, smatch) is None), text
             if got is None:
                 continue
@@ -244,6 +244,25 @@ def test_smatch_triples_in_c_equal_the_python_rules(text):
     assert encodings.check(text) and encodings.same_labels()
 
 
+def test_encoding_finds_a_label_by_its_text_whatever_the_strings_kind():
+    """read_encoded's C cache keys labels by code points: a label first seen in a Latin-1 string is found again in
+    UCS-2 and UCS-4 strings (and a variable named like a label is still a variable)."""
+    encodings = FusedEncoding()
+    for text in ["(a / höhle :mod (h / Haus))", "(b / höhle :mod (c / 中国) :ARG0 (h / haus))",
+                 "(x / 😀 :mod (y / höhle) :op1 \"中国\" :op2 höhle)", "(höhle / höhle :ARG1 höhle)",
+                 "(a / höhle :mod (h / Haus))"]:
+        assert encodings.check(text), text
+    assert encodings.same_labels()
+    fused = encodings.tables["amr"][0]
+    assert sum(label == "höhle" for label in fused.ids) == 1
+
+
+def test_encoding_needs_its_label_cache():
+    labels = _Labels()
+    with pytest.raises((TypeError, ValueError)):
+        _penman_reader.read_encoded("(a / b)", True, labels.ids, labels.norm, labels.eq, None)
+
+
 def test_deep_nesting_surface_reads_in_c():
     deep = "(n0 / root" + "".join(f" :ARG0 (n{i} / c{i}" for i in range(1, 5000)) + ")" * 5000
     assert read(deep) is None  # penman's recursive parser decides the graph (today: AMRError)
@@ -299,7 +318,7 @@ def test_hostile_inputs():
             r = read(text, graph)
             assert r is None or len(r) == (6 if graph else 3)
         labels = _Labels()
-        encoded = _penman_reader.read_encoded(text, True, labels.ids, labels.norm, labels.eq)
+        encoded = _penman_reader.read_encoded(text, True, labels.ids, labels.norm, labels.eq, labels.spans)
         assert encoded is None or encoded[2] >= 1
     wide = "(a / b" + " :op1 -" * 200_000 + ")"
     assert len(read(wide)[3]) == 200_001
@@ -316,7 +335,7 @@ def test_reader_does_not_leak():
 
     def read_all(text):
         read(text), read(text, False), _penman_reader.read_smatch(text, Push, POP, 2, True)
-        _penman_reader.read_encoded(text, False, labels.ids, labels.norm, labels.eq)
+        _penman_reader.read_encoded(text, False, labels.ids, labels.norm, labels.eq, labels.spans)
 
     for text in texts:  # warm up caches (interned strings, dict sizes, the label table)
         read_all(text)

@@ -12,8 +12,9 @@
  *   '#...' lines before the graph, for penman's metadata. push / pop are penman.layout.Push and POP.
  *
  * read_smatch(text, push, pop, mode, smatch) -> None | Smatch triples (variables, instances, attributes, relations)
- * read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None | (encoding, triples, nodes): those triples as
- *   _smatch_core.encode packs them (_smatch_encoding.h), built from the text's spans without the triples' tuples.
+ * read_encoded(text, smatch, ids, norm_cache, eq_cache, label_cache) -> None | (encoding, triples, nodes): those
+ *   triples as _smatch_core.encode packs them (_smatch_encoding.h), built from the text's spans without the triples'
+ *   tuples: variables in a C table, labels seen before found by their text in label_cache (a C table per label table).
  *   Both apply one set of rules (smatch_edges), so they refuse the same texts and agree on every graph.
  *
  * Handled: '#' lines before the graph, then one graph of nodes '(' var '/' concept (role target)* ')', targets a
@@ -25,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../metrics/_smatch_encoding.h"
@@ -59,6 +61,11 @@ typedef struct {
     Py_ssize_t depth, cap_stack, max_depth;
     Span *comments;
     Py_ssize_t ncomments, cap_comments;
+    Py_ssize_t nvars;    /* variables defined so far */
+    /* variables as str (list in order of definition, dict name -> index), or, where both are NULL (read_encoded),
+     * as spans in an open-addressing table (no Python object per variable) */
+    struct VarSlot *var_slots;
+    Py_ssize_t cap_var_slots;
     PyObject *variables; /* list of str, in order of definition */
     PyObject *defined;   /* dict: variable -> its index in variables */
 } Reader;
@@ -66,6 +73,21 @@ typedef struct {
 static PyObject *INSTANCE_ROLE; /* ":instance" */
 
 #define CH(lx, i) PyUnicode_READ((lx)->kind, (lx)->data, (i))
+
+/* FNV-1a over a span's code points (the same text hashes alike whatever its string kind) */
+static uint64_t span_hash(const void *data, int kind, Py_ssize_t start, Py_ssize_t end, uint64_t seed) {
+    uint64_t h = 1469598103934665603ULL ^ seed;
+    for (Py_ssize_t i = start; i < end; i++) {
+        h ^= (uint64_t)PyUnicode_READ(kind, data, i);
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+struct VarSlot {
+    uint64_t hash;
+    Py_ssize_t start, end, index; /* index -1: empty */
+};
 
 static int is_space(Py_UCS4 c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -142,6 +164,50 @@ static int add_item(Reader *r, int kind, Py_ssize_t source, Py_ssize_t node, Spa
     return 0;
 }
 
+/* The index of the variable written as span, or -1 (span mode). */
+static Py_ssize_t find_variable(Reader *r, Lexer *lx, Span span) {
+    if (!r->cap_var_slots) return -1;
+    uint64_t h = span_hash(lx->data, lx->kind, span.start, span.end, 0);
+    Py_ssize_t len = span.end - span.start, mask = r->cap_var_slots - 1;
+    for (Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)mask);; k = (k + 1) & mask) {
+        struct VarSlot *v = &r->var_slots[k];
+        if (v->index < 0) return -1;
+        if (v->hash != h || v->end - v->start != len) continue;
+        Py_ssize_t i = 0;
+        while (i < len && CH(lx, v->start + i) == CH(lx, span.start + i)) i++;
+        if (i == len) return v->index;
+    }
+}
+
+/* Defines a variable in span mode: 1 added, 0 already defined, -1 error set. Keeps the table at most half full. */
+static int add_variable(Reader *r, Lexer *lx, Span span, Py_ssize_t index) {
+    if (find_variable(r, lx, span) >= 0) return 0;
+    if (2 * (r->nvars + 1) > r->cap_var_slots) {
+        Py_ssize_t cap = r->cap_var_slots ? 2 * r->cap_var_slots : 64;
+        struct VarSlot *slots = PyMem_Malloc(sizeof(struct VarSlot) * (size_t)cap);
+        if (!slots) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < cap; k++) slots[k].index = -1;
+        for (Py_ssize_t k = 0; k < r->cap_var_slots; k++) {
+            struct VarSlot *v = &r->var_slots[k];
+            if (v->index < 0) continue;
+            Py_ssize_t j = (Py_ssize_t)(v->hash & (uint64_t)(cap - 1));
+            while (slots[j].index >= 0) j = (j + 1) & (cap - 1);
+            slots[j] = *v;
+        }
+        PyMem_Free(r->var_slots);
+        r->var_slots = slots;
+        r->cap_var_slots = cap;
+    }
+    uint64_t h = span_hash(lx->data, lx->kind, span.start, span.end, 0);
+    Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)(r->cap_var_slots - 1));
+    while (r->var_slots[k].index >= 0) k = (k + 1) & (r->cap_var_slots - 1);
+    r->var_slots[k] = (struct VarSlot){h, span.start, span.end, index};
+    return 1;
+}
+
 /* After '(': var '/' concept; records the node (and the edge from source) and opens it.
  * Returns 1 done, 0 refused, -1 error set. */
 static int open_node(Reader *r, Lexer *lx, PyObject *text, Py_ssize_t source, Span role) {
@@ -149,19 +215,25 @@ static int open_node(Reader *r, Lexer *lx, PyObject *text, Py_ssize_t source, Sp
     if (next_token(lx, &var) != T_SYM || next_token(lx, &slash) != T_SLASH || next_token(lx, &concept) != T_SYM)
         return 0;
     if (r->max_depth && r->depth >= r->max_depth) return 0;
-    PyObject *name = PyUnicode_Substring(text, var.start, var.end);
-    if (!name) return -1;
-    int seen = PyDict_Contains(r->defined, name);
-    if (seen) { /* a duplicate variable, or an error */
+    Py_ssize_t index = r->nvars;
+    if (r->variables) {
+        PyObject *name = PyUnicode_Substring(text, var.start, var.end);
+        if (!name) return -1;
+        int seen = PyDict_Contains(r->defined, name);
+        if (seen) { /* a duplicate variable, or an error */
+            Py_DECREF(name);
+            return seen < 0 ? -1 : 0;
+        }
+        PyObject *at = PyLong_FromSsize_t(index);
+        int failed = !at || PyDict_SetItem(r->defined, name, at) < 0 || PyList_Append(r->variables, name) < 0;
+        Py_XDECREF(at);
         Py_DECREF(name);
-        return seen < 0 ? -1 : 0;
+        if (failed) return -1;
+    } else {
+        int added = add_variable(r, lx, var, index);
+        if (added <= 0) return added; /* a duplicate variable, or an error */
     }
-    Py_ssize_t index = PyList_GET_SIZE(r->variables);
-    PyObject *at = PyLong_FromSsize_t(index);
-    int failed = !at || PyDict_SetItem(r->defined, name, at) < 0 || PyList_Append(r->variables, name) < 0;
-    Py_XDECREF(at);
-    Py_DECREF(name);
-    if (failed) return -1;
+    r->nvars++;
     if (grow((void **)&r->concepts, &r->cap_concepts, index + 1, sizeof(Span)) ||
         grow((void **)&r->stack, &r->cap_stack, r->depth + 1, sizeof(Py_ssize_t)) ||
         add_item(r, IT_NODE, source, index, role, concept))
@@ -235,14 +307,20 @@ static int inverted(Lexer *lx, Span role) {
 }
 
 /* What an atomic target is: the index of the variable it names, AT_CONSTANT, AT_UNDEFINED (looks like a variable
- * but none is defined: the Python path names the error) or AT_ERROR (error set). `atom` is its text. */
+ * but none is defined: the Python path names the error) or AT_ERROR (error set). `atom` is its text (NULL in span
+ * mode). */
 enum { AT_CONSTANT = -1, AT_UNDEFINED = -2, AT_ERROR = -3 };
 
 static Py_ssize_t atom_target(Reader *r, Lexer *lx, Item *it, PyObject *atom) {
     if (CH(lx, it->atom.start) == '"') return AT_CONSTANT;
-    PyObject *at = PyDict_GetItemWithError(r->defined, atom);
-    if (at) return PyLong_AsSsize_t(at);
-    if (PyErr_Occurred()) return AT_ERROR;
+    if (!atom) { /* span mode */
+        Py_ssize_t index = find_variable(r, lx, it->atom);
+        if (index >= 0) return index;
+    } else {
+        PyObject *at = PyDict_GetItemWithError(r->defined, atom);
+        if (at) return PyLong_AsSsize_t(at);
+        if (PyErr_Occurred()) return AT_ERROR;
+    }
     if (variable_like(lx, it->atom) && !span_equals(lx, it->role, ":mode") && !span_equals(lx, it->role, ":polarity") &&
         !span_equals(lx, it->role, ":li"))
         return AT_UNDEFINED;
@@ -409,6 +487,7 @@ static void free_reader(Reader *r) {
     PyMem_Free(r->concepts);
     PyMem_Free(r->stack);
     PyMem_Free(r->comments);
+    PyMem_Free(r->var_slots);
     Py_XDECREF(r->variables);
     Py_XDECREF(r->defined);
 }
@@ -509,10 +588,10 @@ static int smatch_edges(Reader *r, Lexer *lx, PyObject *text, int smatch, Edge *
         if (it->kind == IT_NODE)
             tgt = it->node;
         else {
-            PyObject *atom = PyUnicode_Substring(text, it->atom.start, it->atom.end);
-            if (!atom) return -1;
+            PyObject *atom = NULL;
+            if (r->variables && !(atom = PyUnicode_Substring(text, it->atom.start, it->atom.end))) return -1;
             tgt = atom_target(r, lx, it, atom);
-            Py_DECREF(atom);
+            Py_XDECREF(atom);
             if (tgt == AT_ERROR) return -1;
             if (tgt == AT_UNDEFINED) return 0;
         }
@@ -586,17 +665,17 @@ static PyObject *edge_value(PyObject *text, const Edge *e, int smatch) {
 /* Reads the structure of a text for the Smatch paths (graph mode's depth limit when `limited`) and its edges.
  * Returns 1 with r, edges filled (caller frees both), 0 refused (the Python path reads it), -1 error. */
 static int read_for_smatch(PyObject *text, Lexer *lx, Reader *r, Edge **edges, Py_ssize_t *nedges, int limited,
-                           int smatch) {
+                           int smatch, int spans) {
     *edges = NULL;
     memset(r, 0, sizeof(*r));
     if (!PyUnicode_Check(text)) return 0; /* the Python path names the type */
     *lx = (Lexer){PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0};
     if (refused_text(lx)) return 0;
     r->max_depth = limited ? MAX_DEPTH : 0;
-    if (!(r->variables = PyList_New(0)) || !(r->defined = PyDict_New())) return -1;
+    if (!spans && (!(r->variables = PyList_New(0)) || !(r->defined = PyDict_New()))) return -1;
     int rc = read_structure(r, lx, text);
     if (rc <= 0) return rc;
-    if (PyList_GET_SIZE(r->variables) == 0) return 0;
+    if (r->nvars == 0) return 0;
     if (!(*edges = PyMem_Malloc(sizeof(Edge) * (r->nitems + 1)))) {
         PyErr_NoMemory();
         return -1;
@@ -675,7 +754,7 @@ static PyObject *read_smatch(PyObject *self, PyObject *const *args, Py_ssize_t n
     Edge *edges;
     Py_ssize_t ne = 0;
     PyObject *result = NULL;
-    int rc = read_for_smatch(args[0], &lx, &r, &edges, &ne, PyObject_IsTrue(args[3]), smatch);
+    int rc = read_for_smatch(args[0], &lx, &r, &edges, &ne, PyObject_IsTrue(args[3]), smatch, 0);
     if (rc > 0) result = smatch_triples(&r, args[0], edges, ne, smatch);
     else if (rc == 0) result = Py_NewRef(Py_None);
     PyMem_Free(edges);
@@ -683,12 +762,104 @@ static PyObject *read_smatch(PyObject *self, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
-/* read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None | (encoding, triples, nodes): the graph's Smatch
- * triples (graph mode's limits) straight into _smatch_core.encode's bytes, with the same label table and the same
- * label ids in the same order as encode(ids, norm_cache, eq_cache, *read_smatch(text, ..., 2, smatch)) */
+/* ---- a label table's ids by the label's text as written: read_encoded makes no str for a label seen before ---- */
+
+typedef struct {
+    uint64_t hash;
+    int32_t id, eq; /* id -1: empty; eq: an attribute value's label ('=' cache) */
+    Py_ssize_t off, len; /* the text in the arena */
+} LabelSlot;
+
+typedef struct {
+    LabelSlot *slots;
+    Py_ssize_t cap, used;
+    Py_UCS4 *arena;
+    Py_ssize_t arena_len, arena_cap;
+} LabelCache;
+
+#define LABEL_CACHE "amrsim.amr._penman_reader.LabelCache"
+
+static void label_cache_free(PyObject *capsule) {
+    LabelCache *c = PyCapsule_GetPointer(capsule, LABEL_CACHE);
+    if (!c) {
+        PyErr_Clear();
+        return;
+    }
+    PyMem_Free(c->slots);
+    PyMem_Free(c->arena);
+    PyMem_Free(c);
+}
+
+static PyObject *label_cache_new(PyObject *self, PyObject *unused) {
+    LabelCache *c = PyMem_Calloc(1, sizeof(LabelCache));
+    if (!c) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(c, LABEL_CACHE, label_cache_free);
+    if (!capsule) PyMem_Free(c);
+    return capsule;
+}
+
+static int label_cache_grow(LabelCache *c) {
+    Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
+    LabelSlot *slots = PyMem_Malloc(sizeof(LabelSlot) * (size_t)cap);
+    if (!slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < cap; k++) slots[k].id = -1;
+    for (Py_ssize_t k = 0; k < c->cap; k++) {
+        if (c->slots[k].id < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)(c->slots[k].hash & (uint64_t)(cap - 1));
+        while (slots[j].id >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = c->slots[k];
+    }
+    PyMem_Free(c->slots);
+    c->slots = slots;
+    c->cap = cap;
+    return 0;
+}
+
+/* The id of the label written at span (eq: as an attribute's value) in the table ids, cache (its norm or '=' dict):
+ * from the C cache, or on first sight through label_id (which normalises it) and then kept. -1 with an error set. */
+static long span_label(LabelCache *c, Lexer *lx, PyObject *text, Span span, int eq, PyObject *ids, PyObject *cache) {
+    Py_ssize_t len = span.end - span.start;
+    uint64_t h = span_hash(lx->data, lx->kind, span.start, span.end, (uint64_t)eq + 1);
+    if (c->cap) {
+        Py_ssize_t mask = c->cap - 1;
+        for (Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)mask);; k = (k + 1) & mask) {
+            LabelSlot *slot = &c->slots[k];
+            if (slot->id < 0) break;
+            if (slot->hash != h || slot->eq != eq || slot->len != len) continue;
+            const Py_UCS4 *key = c->arena + slot->off;
+            Py_ssize_t i = 0;
+            while (i < len && key[i] == CH(lx, span.start + i)) i++;
+            if (i == len) return slot->id;
+        }
+    }
+    PyObject *raw = PyUnicode_Substring(text, span.start, span.end);
+    if (!raw) return -1;
+    long id = label_id(ids, cache, raw, eq);
+    Py_DECREF(raw);
+    if (id < 0) return -1;
+    if ((2 * (c->used + 1) > c->cap && label_cache_grow(c) < 0) ||
+        grow((void **)&c->arena, &c->arena_cap, c->arena_len + len, sizeof(Py_UCS4)))
+        return -1;
+    for (Py_ssize_t i = 0; i < len; i++) c->arena[c->arena_len + i] = CH(lx, span.start + i);
+    Py_ssize_t k = (Py_ssize_t)(h & (uint64_t)(c->cap - 1));
+    while (c->slots[k].id >= 0) k = (k + 1) & (c->cap - 1);
+    c->slots[k] = (LabelSlot){h, (int32_t)id, eq, c->arena_len, len};
+    c->arena_len += len;
+    c->used++;
+    return id;
+}
+
+/* read_encoded(text, smatch, ids, norm_cache, eq_cache, label_cache) -> None | (encoding, triples, nodes): the graph's
+ * Smatch triples (graph mode's limits) straight into _smatch_core.encode's bytes, with the same label table and the
+ * same label ids in the same order as encode(ids, norm_cache, eq_cache, *read_smatch(text, ..., 2, smatch)).
+ * label_cache: label_cache()'s, kept with that one table (its ids are the table's). */
 static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "read_encoded(text, smatch, ids, norm_cache, eq_cache) takes 5 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_encoded(text, smatch, ids, norm_cache, eq_cache, label_cache) takes 6 arguments");
         return NULL;
     }
     int smatch = PyObject_IsTrue(args[1]);
@@ -698,6 +869,8 @@ static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_TypeError, "read_encoded: ids and caches must be dicts");
         return NULL;
     }
+    LabelCache *spans = PyCapsule_GetPointer(args[5], LABEL_CACHE);
+    if (!spans) return NULL;
     Lexer lx;
     Reader r;
     Edge *edges;
@@ -705,12 +878,12 @@ static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t 
     PyObject *result = NULL, *encoding = NULL;
     Raw4 *un = NULL, *bi = NULL;
     int32_t *concept = NULL;
-    int rc = read_for_smatch(text, &lx, &r, &edges, &ne, 1, smatch);
+    int rc = read_for_smatch(text, &lx, &r, &edges, &ne, 1, smatch, 1);
     if (rc <= 0) {
         if (rc == 0) result = Py_NewRef(Py_None);
         goto done;
     }
-    Py_ssize_t n = PyList_GET_SIZE(r.variables), nu = 0, nb = 0, triples = n + 1;
+    Py_ssize_t n = r.nvars, nu = 0, nb = 0, triples = n + 1;
     un = PyMem_Malloc(sizeof(Raw4) * (n + ne + 1));
     bi = PyMem_Malloc(sizeof(Raw4) * (ne + 1));
     concept = PyMem_Malloc(sizeof(int32_t) * (n + 1));
@@ -722,9 +895,7 @@ static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t 
     long kind_i = label_id(ids, norm, STR_I, 0), kind_s = label_id(ids, norm, STR_S, 0);
     if (kind_i < 0 || kind_s < 0) goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *raw = PyUnicode_Substring(text, r.concepts[k].start, r.concepts[k].end);
-        long c = raw ? label_id(ids, norm, raw, 0) : -1;
-        Py_XDECREF(raw);
+        long c = span_label(spans, &lx, text, r.concepts[k], 0, ids, norm);
         if (c < 0) goto done;
         concept[k] = (int32_t)c;
         un[nu++] = (Raw4){(int32_t)kind_i, (int32_t)c, (int32_t)k, 0};
@@ -733,25 +904,22 @@ static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (top < 0) goto done;
     if (smatch)
         top_value = label_id(ids, eq, S_TOP_VALUE, 1);
-    else {
-        PyObject *raw = PyUnicode_Substring(text, r.concepts[0].start, r.concepts[0].end);
-        top_value = raw ? label_id(ids, eq, raw, 1) : -1;
-        Py_XDECREF(raw);
-    }
+    else
+        top_value = span_label(spans, &lx, text, r.concepts[0], 1, ids, eq);
     if (top_value < 0) goto done;
     un[nu++] = (Raw4){(int32_t)top, (int32_t)top_value, 0, 0};
     for (Py_ssize_t k = 0; k < ne; k++) {
         const Edge *e = &edges[k];
         if (e->kind != E_ATTR) continue;
-        PyObject *role = edge_role(text, e);
-        long rid = role ? label_id(ids, norm, role, 0) : -1;
-        Py_XDECREF(role);
+        long rid = span_label(spans, &lx, text, e->role, 0, ids, norm), vid = -1;
         if (rid < 0) goto done;
-        /* a plain value's raw text keys the '=' cache: label_id normalises it as edge_value would */
-        PyObject *value = e->value_form == V_PLAIN ? PyUnicode_Substring(text, e->value.start, e->value.end)
-                                                   : edge_value(text, e, smatch);
-        long vid = value ? label_id(ids, eq, value, 1) : -1;
-        Py_XDECREF(value);
+        if (e->value_form == V_PLAIN) /* as written: label_id normalises it as edge_value would */
+            vid = span_label(spans, &lx, text, e->value, 1, ids, eq);
+        else {
+            PyObject *value = edge_value(text, e, smatch);
+            vid = value ? label_id(ids, eq, value, 1) : -1;
+            Py_XDECREF(value);
+        }
         if (vid < 0) goto done;
         un[nu++] = (Raw4){(int32_t)rid, (int32_t)vid, (int32_t)e->src, 0};
         triples++;
@@ -759,9 +927,7 @@ static PyObject *read_encoded(PyObject *self, PyObject *const *args, Py_ssize_t 
     for (Py_ssize_t k = 0; k < ne; k++) {
         const Edge *e = &edges[k];
         if (e->kind != E_REL) continue;
-        PyObject *role = edge_role(text, e);
-        long rid = role ? label_id(ids, norm, role, 0) : -1;
-        Py_XDECREF(role);
+        long rid = e->role_domain ? label_id(ids, norm, S_DOMAIN, 0) : span_label(spans, &lx, text, e->role, 0, ids, norm);
         if (rid < 0) goto done;
         if (e->src == e->tgt)
             un[nu++] = (Raw4){(int32_t)kind_s, (int32_t)rid, (int32_t)e->src, 0};
@@ -786,8 +952,10 @@ static PyMethodDef methods[] = {
     {"read", (PyCFunction)(void (*)(void))penman_read, METH_FASTCALL,
      "read(text, push, pop, graph) -> None (use the Python path) or the graph's surface [and penman triples]."},
     {"read_encoded", (PyCFunction)(void (*)(void))read_encoded, METH_FASTCALL,
-     "read_encoded(text, smatch, ids, norm_cache, eq_cache) -> None (use the Python path) or (encoding, triples, "
-     "nodes): the graph's Smatch triples encoded as _smatch_core.encode does, without building them."},
+     "read_encoded(text, smatch, ids, norm_cache, eq_cache, label_cache) -> None (use the Python path) or (encoding, "
+     "triples, nodes): the graph's Smatch triples encoded as _smatch_core.encode does, without building them."},
+    {"label_cache", label_cache_new, METH_NOARGS,
+     "label_cache() -> a new cache of label ids by the labels' text, for read_encoded with one label table."},
     {"read_smatch", (PyCFunction)(void (*)(void))read_smatch, METH_FASTCALL,
      "read_smatch(text, push, pop, mode, smatch) -> None (use the Python path) or the graph's Smatch triples "
      "(variables, instances, attributes, relations) under the smatch (true) or amr convention; mode as read's."},

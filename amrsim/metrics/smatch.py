@@ -67,12 +67,13 @@ class _Labels:
     """Ids of normalised labels shared by every graph encoded with this table, and per raw string its id (as is,
     and as an attribute value, '=' prepended): each distinct string is lower-cased and stripped once."""
 
-    __slots__ = ("ids", "norm", "eq")
+    __slots__ = ("ids", "norm", "eq", "spans")
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.norm: dict[str, int] = {}
         self.eq: dict[str, int] = {}
+        self.spans = _penman_reader.label_cache()  # the same raw strings' ids, found by the C reader without a str
 
     def size(self) -> int:
         return len(self.ids) + len(self.norm) + len(self.eq)
@@ -128,7 +129,7 @@ def text_encoder(convention: str = "amr"):
     as_smatch = convention == "smatch"
 
     def encoded(text: str, labels: _Labels) -> EncodedGraph:
-        r = read(text, as_smatch, labels.ids, labels.norm, labels.eq) if read is not None else None
+        r = read(text, as_smatch, labels.ids, labels.norm, labels.eq, labels.spans) if read is not None else None
         if r is None:
             return encode_graph(read_triples(text, convention), labels)
         return EncodedGraph(r[0], labels, r[1], r[2])
