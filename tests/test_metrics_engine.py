@@ -408,8 +408,8 @@ def test_smatch_alone_gives_the_rows_of_the_general_loop(monkeypatch):
     monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)  # every graph starts a new label table
     again = score_pairs(frame, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols)
     assert again.equals(alone)
-    # a long file: the loop looks at the table every 1,024 pairs and starts over there (here: each time), and the
-    # graph it kept from the pair before (WANT, in both pairs 1023 and 1024) is encoded again in the new table
+    # a long file: the loop looks at the table once a slice (256 pairs) and starts over there (here: each time), and
+    # the graph it kept from the pair before (WANT, in both pairs 255 and 256) is encoded again in the new table
     many = pl.DataFrame({"amr1": [WANT] * 1030, "amr2": [WANT_GIRL, CAT_DOG] * 515})
     monkeypatch.undo()
     engine._SCORERS.clear()
@@ -417,3 +417,43 @@ def test_smatch_alone_gives_the_rows_of_the_general_loop(monkeypatch):
     monkeypatch.setattr(smatch_module, "MAX_LABELS", 0)
     engine._SCORERS.clear()
     assert score_pairs(many, MetricsOptions(aspects=("smatch",), convention="smatch")).select(cols).equals(expected)
+
+
+def test_smatch_alone_gives_the_same_rows_on_any_threads_and_slices(monkeypatch):
+    """Slices are read here and aligned on other threads while the next is read: rows come out in input order, the
+    same whatever the threads and slice size, failures included; a search that raises fails its slice's aligned pairs
+    only (reading failures keep their own reason), and the next slice is scored."""
+    from amrsim.metrics import engine
+    from amrsim.metrics.smatch import encode_text
+
+    amr1 = [WANT, WANT_NOT, CAT_DOG, "(a / b", None, MERKEL, WANT, DOG_CAT, WANT_GIRL]
+    amr2 = [WANT_GIRL, WANT, DOG_CAT, WANT, WANT, SIEMENS, "(x / y :ARG0 z)", CAT_DOG, WANT]
+    options = MetricsOptions(aspects=("smatch",), convention="smatch")
+    cols = ["smatch_precision", "smatch_recall", "smatch_f1", "status", "error", "bounded"]
+    expected = engine._score_columns(amr1, amr2, MetricsOptions(aspects=("smatch", "concepts"),
+                                                                convention="smatch")).select(cols)
+    for size in (1, 2, 4, 256):
+        monkeypatch.setattr(engine, "SMATCH_SLICE", size)
+        for threads in (1, 2, 3):
+            got = engine._score_columns(amr1, amr2, options, threads)
+            assert got.select(cols).equals(expected), (size, threads)
+            assert got["seconds"].min() >= 0.0
+    monkeypatch.setattr(engine, "SMATCH_SLICE", 4)
+    real = engine.align_many
+    merkel = encode_text(MERKEL, "smatch")
+    assert sum((e.nodes, e.triples) == (merkel.nodes, merkel.triples)
+               for e in (encode_text(t, "smatch") for t in amr1 if t and t != "(a / b")) == 1
+
+    def broken_second_slice(first, second, **kw):  # the slice of pairs 4-7, the one with MERKEL
+        if any((e.nodes, e.triples) == (merkel.nodes, merkel.triples) for e in first):
+            raise RuntimeError("search broke")
+        return real(first, second, **kw)
+
+    monkeypatch.setattr(engine, "align_many", broken_second_slice)
+    got = engine._score_columns(amr1, amr2, options, 2)
+    broke = "RuntimeError: search broke"
+    assert got.slice(4, 4)["error"].to_list() == [expected["error"][4], broke, expected["error"][6], broke]
+    assert expected["error"][4].startswith("amr1: ") and expected["error"][6].startswith("amr2: ")  # read failures
+    assert got.slice(4, 4)["status"].to_list() == ["failed"] * 4
+    assert got.slice(0, 4).select(cols).equals(expected.slice(0, 4))
+    assert got.slice(8, 1).select(cols).equals(expected.slice(8, 1))

@@ -264,27 +264,38 @@ def test_encode_text_equals_encoding_the_read_triples(text):
         encode_text("(a / b", "smatch")
 
 
-def test_encoded_aligner_gives_smatch_encoded_numbers_on_bamboo():
-    """The loop form (options bound, a tuple per pair) gives smatch_encoded's precision, recall, F1 and optimality
-    on real pairs, seeds and budgets included; an empty graph scores 0 and graphs of two tables are refused."""
-    from amrsim.metrics.smatch import _Labels, encode_text, encoded_aligner, smatch_encoded
+def test_align_many_gives_smatch_encoded_numbers_on_bamboo_on_any_number_of_threads():
+    """The batch form (one C call, searches on threads without the GIL) gives smatch_encoded's precision, recall,
+    F1 and optimality on real pairs, seeds and budgets included, whatever the threads; an empty graph scores 0 and
+    graphs of two tables are refused."""
+    from amrsim.metrics import _smatch_core
+    from amrsim.metrics.smatch import _Labels, align_many, encode_text, smatch_encoded
 
     path = shared("amr_bamboo", "bamboo_para_main_test.jsonl.gz")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f][:150]
+    first = [encode_text(r["amr1"], "smatch") for r in rows]
+    second = [encode_text(r["amr2"], "smatch") for r in rows]
     for seed, node_budget in ((0, 200_000), (7, 50)):
-        align = encoded_aligner(seed=seed, node_budget=node_budget)
-        for r in rows:
-            e1, e2 = encode_text(r["amr1"], "smatch"), encode_text(r["amr2"], "smatch")
-            s = smatch_encoded(e1, e2, seed=seed, node_budget=node_budget)
-            assert align(e1, e2) == (s.precision, s.recall, s.f1, s.optimal)
-    small = encoded_aligner(node_budget=50)
-    assert any(not small(encode_text(r["amr1"], "smatch"), encode_text(r["amr2"], "smatch"))[3] for r in rows), \
-        "the small budget cuts some search"
+        expected = [smatch_encoded(e1, e2, seed=seed, node_budget=node_budget)
+                    for e1, e2 in zip(first, second, strict=True)]
+        for threads in (1, 2, 5):
+            got = align_many(first, second, seed=seed, node_budget=node_budget, threads=threads)
+            assert [g[:4] for g in got] == [(s.precision, s.recall, s.f1, s.optimal) for s in expected]
+            assert all(g[4] >= 0.0 for g in got)
+    assert any(not g[3] for g in align_many(first, second, node_budget=50)), "the small budget cuts some search"
     empty = encode_text("(a / b)", "smatch")._replace(nodes=0)
-    assert encoded_aligner()(empty, encode_text(BOY, "smatch")) == (0.0, 0.0, 0.0, True)
-    with pytest.raises(ValueError, match="different label tables"):
-        encoded_aligner()(encode_text(BOY, "smatch", _Labels()), encode_text(BOY, "smatch", _Labels()))
+    assert align_many([empty, first[0]], [encode_text(BOY, "smatch"), second[0]], threads=2)[0] == \
+        (0.0, 0.0, 0.0, True, 0.0)
+    assert align_many([], [], threads=2) == []
+    with pytest.raises(ValueError, match="pair 0's graphs were encoded with different label tables"):
+        align_many([encode_text(BOY, "smatch", _Labels())], [encode_text(BOY, "smatch", _Labels())])
+    with pytest.raises(ValueError, match="differ in length"):
+        align_many(first[:2], second[:1])
+    with pytest.raises(TypeError, match="encoded graph"):
+        _smatch_core.align_many([b"x"], [first[0].data], 0, 4, 10, 10, 2)
+    with pytest.raises(ValueError, match="differ in length"):
+        _smatch_core.align_many([first[0].data], [], 0, 4, 10, 10, 2)
 
 
 def _random_triples(rng, nodes: int) -> SmatchTriples:

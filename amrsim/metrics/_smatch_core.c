@@ -17,6 +17,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 typedef struct {
     int n1, n2;
@@ -267,59 +271,42 @@ static void bb(Ctx *c, int d, int cur) {
     }
 }
 
-static int *sort_keys;
-static int cmp_order(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    if (sort_keys[x] != sort_keys[y]) return sort_keys[y] - sort_keys[x];
-    return x - y;
-}
+typedef struct {
+    int best, optimal;
+    long long expanded, work;
+} Found;
 
-/* The search on one pair's tables; returns (best, optimal, expanded, work[, mapping]) or NULL (no memory). */
-static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t nq, const int32_t *conc1,
-                            const int32_t *conc2, unsigned long long seed, int restarts, long long budget,
-                            long long work_budget, int with_mapping) {
-    PyObject *result = NULL;
+/* The search on one pair's tables into *found (and the best mapping into `mapping`, n1 ints, where given); -1 if
+ * out of memory. No Python API: align_many runs it on threads without the GIL. One allocation for every table. */
+static int search(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t nq, const int32_t *conc1,
+                  const int32_t *conc2, unsigned long long seed, int restarts, long long budget, long long work_budget,
+                  int *mapping, Found *found) {
     Ctx c;
     memset(&c, 0, sizeof(c));
-    size_t cells = (size_t)n1 * (size_t)n2;
+    size_t cells = (size_t)n1 * (size_t)n2, a1 = (size_t)n1 + 1, quads = 2 * (size_t)nq + 1;
     c.n1 = n1; c.n2 = n2;
     c.U = U;
     c.conc1 = conc1; c.conc2 = conc2;
     c.rng = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
     c.budget = budget;
     c.work_budget = work_budget > 0 ? work_budget : 1;
-    c.adj_start = calloc(cells + 1, sizeof(int));
-    c.grp_start = calloc(cells + 1, sizeof(int));
-    c.adj_k = malloc(sizeof(int) * (2 * nq + 1));
-    c.adj_l = malloc(sizeof(int) * (2 * nq + 1));
-    c.adj_w = malloc(sizeof(int) * (2 * nq + 1));
-    c.grp_k = malloc(sizeof(int) * (2 * nq + 1));
-    c.grp_w = malloc(sizeof(int) * (2 * nq + 1));
-    c.cand_start = calloc((size_t)n1 + 1, sizeof(int));
-    c.cand = malloc(sizeof(int) * (cells + 1));
-    c.m = malloc(sizeof(int) * (n1 + 1));
-    c.used = malloc(sizeof(int) * (n2 + 1));
-    c.order = malloc(sizeof(int) * (n1 + 1));
-    c.pos = malloc(sizeof(int) * (n1 + 1));
-    c.asg = malloc(sizeof(int) * (n1 + 1));
-    c.bm = malloc(sizeof(int) * (n1 + 1));
-    c.kbest = calloc((size_t)n1 + 1, sizeof(int));
-    c.touched = malloc(sizeof(int) * (n1 + 1));
-    c.held = malloc(sizeof(int) * (n1 + 1));
     c.words = (n1 + 63) / 64;
-    c.nbv = malloc(sizeof(int) * ((size_t)(n1 + 1) * (n1 + 1)));
-    c.touched_by = calloc((size_t)(n2 + 1) * c.words, sizeof(uint64_t));
-    c.bbuf = malloc(sizeof(int) * ((size_t)(n1 + 1) * (n2 + 1) * 2));
-    int *fill = calloc(cells + 1, sizeof(int));
-    int *keys = calloc((size_t)n1 + 1, sizeof(int));
-    if (!c.adj_start || !c.grp_start || !c.adj_k || !c.adj_l || !c.adj_w || !c.grp_k || !c.grp_w ||
-        !c.cand_start || !c.cand || !c.m || !c.used || !c.order || !c.pos || !c.asg || !c.bm || !c.bbuf || !c.kbest || !c.touched ||
-        !c.nbv || !c.touched_by || !c.held ||
-        !fill || !keys) {
-        free(fill); free(keys);
-        PyErr_NoMemory();
-        goto done;
-    }
+    size_t bitsets = ((size_t)n2 + 1) * (size_t)c.words;
+    /* ints: adj_start, grp_start, fill (cells+1 each); adj k/l/w, grp k/w (quads each); cand (cells+1);
+     * cand_start, m, order, pos, asg, bm, kbest, touched, held, keys (n1+1 each); used (n2+1); nbv; bbuf */
+    size_t ints = 4 * (cells + 1) + 5 * quads + 10 * a1 + ((size_t)n2 + 1) + a1 * a1 + a1 * ((size_t)n2 + 1) * 2;
+    uint64_t *arena = calloc(bitsets + (ints + 1) / 2 + 1, sizeof(uint64_t));
+    if (!arena) return -1;
+    c.touched_by = arena;
+    int *at = (int *)(arena + bitsets);
+#define CARVE(field, count) do { field = at; at += (count); } while (0)
+    int *fill, *keys;
+    CARVE(c.adj_start, cells + 1); CARVE(c.grp_start, cells + 1); CARVE(fill, cells + 1); CARVE(c.cand, cells + 1);
+    CARVE(c.adj_k, quads); CARVE(c.adj_l, quads); CARVE(c.adj_w, quads); CARVE(c.grp_k, quads); CARVE(c.grp_w, quads);
+    CARVE(c.cand_start, a1); CARVE(c.m, a1); CARVE(c.order, a1); CARVE(c.pos, a1); CARVE(c.asg, a1); CARVE(c.bm, a1);
+    CARVE(c.kbest, a1); CARVE(c.touched, a1); CARVE(c.held, a1); CARVE(keys, a1);
+    CARVE(c.used, (size_t)n2 + 1); CARVE(c.nbv, a1 * a1); CARVE(c.bbuf, a1 * ((size_t)n2 + 1) * 2);
+#undef CARVE
     /* adjacency (both directions) in CSR */
     for (Py_ssize_t t = 0; t < nq; t++) {
         const int32_t *e = q + 5 * t;
@@ -340,15 +327,14 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
         c.grp_start[x] = ng;
         int s = c.adj_start[x], t_end = c.adj_start[x + 1];
         for (int e = s; e < t_end; e++) {
-            int k = c.adj_k[e], found = -1;
+            int k = c.adj_k[e], found_at = -1;
             for (int g = c.grp_start[x]; g < ng; g++)
-                if (c.grp_k[g] == k) { found = g; break; }
-            if (found < 0) { c.grp_k[ng] = k; c.grp_w[ng] = c.adj_w[e]; ng++; }
-            else if (c.adj_w[e] > c.grp_w[found]) c.grp_w[found] = c.adj_w[e];
+                if (c.grp_k[g] == k) { found_at = g; break; }
+            if (found_at < 0) { c.grp_k[ng] = k; c.grp_w[ng] = c.adj_w[e]; ng++; }
+            else if (c.adj_w[e] > c.grp_w[found_at]) c.grp_w[found_at] = c.adj_w[e];
         }
     }
     c.grp_start[cells] = ng;
-    free(fill);
     /* candidates and branching order (most promising nodes first) */
     int nc = 0;
     for (int i = 0; i < n1; i++) {
@@ -378,9 +364,13 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
     c.norder = 0;
     for (int i = 0; i < n1; i++)
         if (c.cand_start[i + 1] > c.cand_start[i]) c.order[c.norder++] = i;
-    sort_keys = keys;
-    qsort(c.order, c.norder, sizeof(int), cmp_order);
-    free(keys);
+    /* by key, largest first, ties by node (the order is ascending before): a stable insertion sort, no global
+     * comparator state, so threads can search at once */
+    for (int x = 1; x < c.norder; x++) {
+        int v = c.order[x], y = x - 1;
+        while (y >= 0 && keys[c.order[y]] < keys[v]) { c.order[y + 1] = c.order[y]; y--; }
+        c.order[y + 1] = v;
+    }
     for (int i = 0; i < n1; i++) { c.pos[i] = n1 + 1; c.asg[i] = 1; }
     for (int t = 0; t < c.norder; t++) { c.pos[c.order[t]] = t; c.asg[c.order[t]] = 0; }
 
@@ -404,18 +394,32 @@ static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, 
             if (s > c.best) { c.best = s; memcpy(c.bm, c.m, sizeof(int) * n1); }
         }
     }
+    found->best = c.best; found->optimal = !c.aborted; found->expanded = c.expanded; found->work = c.work;
+    if (mapping) memcpy(mapping, c.bm, sizeof(int) * n1);
+    free(arena);
+    return 0;
+}
+
+/* The search on one pair's tables; returns (best, optimal, expanded, work[, mapping]) or NULL (no memory). */
+static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t nq, const int32_t *conc1,
+                            const int32_t *conc2, unsigned long long seed, int restarts, long long budget,
+                            long long work_budget, int with_mapping) {
+    Found f;
+    int *m = with_mapping ? malloc(sizeof(int) * ((size_t)n1 + 1)) : NULL;
+    if ((with_mapping && !m) || search(n1, n2, U, q, nq, conc1, conc2, seed, restarts, budget, work_budget, m, &f) < 0) {
+        free(m);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
     if (with_mapping) {
         PyObject *mapping = PyTuple_New(n1);
-        if (!mapping) goto done;
-        for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(c.bm[i]));
-        result = Py_BuildValue("iOLLN", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work, mapping);
+        if (mapping) {
+            for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(m[i]));
+            result = Py_BuildValue("iOLLN", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work, mapping);
+        }
     } else
-        result = Py_BuildValue("iOLL", c.best, c.aborted ? Py_False : Py_True, c.expanded, c.work);
-done:
-    free(c.adj_start); free(c.grp_start); free(c.adj_k); free(c.adj_l); free(c.adj_w); free(c.grp_k);
-    free(c.grp_w); free(c.cand_start); free(c.cand); free(c.m); free(c.used); free(c.order); free(c.pos);
-    free(c.asg); free(c.bm); free(c.bbuf); free(c.kbest); free(c.touched);
-    free(c.nbv); free(c.touched_by); free(c.held);
+        result = Py_BuildValue("iOLL", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work);
+    free(m);
     return result;
 }
 
@@ -603,7 +607,7 @@ typedef struct {
     Py_ssize_t nq;
 } Tables;
 
-static void free_tables(Tables *t) { PyMem_Free(t->U); PyMem_Free(t->q); PyMem_Free(t->c1); PyMem_Free(t->c2); }
+static void free_tables(Tables *t) { free(t->U); free(t->q); free(t->c1); free(t->c2); }
 
 /* first index in e's byrole whose relation has role >= r */
 static int32_t role_start(const Enc *e, int32_t r) {
@@ -622,13 +626,14 @@ static uint64_t quad_hash(const int32_t *k) {
     return h * 0xBF58476D1CE4E5B9ULL;
 }
 
-/* U, quads (in the order the Python encoder made them) and concept ids of a pair; -1 with an error set */
+/* U, quads (in the order the Python encoder made them) and concept ids of a pair; -1 if out of memory (no Python
+ * API: align_many builds them on threads without the GIL) */
 static int build_tables(const Enc *a, const Enc *b, Tables *t) {
     memset(t, 0, sizeof(*t));
     size_t cells = (size_t)a->n * (size_t)b->n;
-    t->U = PyMem_Calloc(cells + 1, sizeof(int32_t));
-    t->c1 = PyMem_Malloc(sizeof(int32_t) * (a->n + 1));
-    t->c2 = PyMem_Malloc(sizeof(int32_t) * (b->n + 1));
+    t->U = calloc(cells + 1, sizeof(int32_t));
+    t->c1 = malloc(sizeof(int32_t) * (a->n + 1));
+    t->c2 = malloc(sizeof(int32_t) * (b->n + 1));
     if (!t->U || !t->c1 || !t->c2) goto nomem;
     /* unary: merge join on (kind, label) */
     for (int32_t x = 0, y = 0; x < a->nu && y < b->nu;) {
@@ -653,9 +658,9 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
     }
     size_t cap = 16;
     while (cap < 2 * total + 1) cap <<= 1;
-    int32_t *slot = PyMem_Malloc(sizeof(int32_t) * cap);
-    t->q = PyMem_Malloc(sizeof(int32_t) * (5 * total + 1));
-    if (!slot || !t->q) { PyMem_Free(slot); goto nomem; }
+    int32_t *slot = malloc(sizeof(int32_t) * cap);
+    t->q = malloc(sizeof(int32_t) * (5 * total + 1));
+    if (!slot || !t->q) { free(slot); goto nomem; }
     memset(slot, 0xff, sizeof(int32_t) * cap);
     for (int32_t x = 0; x < a->nb; x++) {
         const int32_t *p = a->binary + 4 * x;
@@ -681,7 +686,7 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
             }
         }
     }
-    PyMem_Free(slot);
+    free(slot);
     /* concepts: equal ids for equal concepts; a node without one gets what the Python encoder gave it */
     int32_t missing1 = a->first >= 0 ? a->first : (b->first >= 0 ? b->first : -2);
     for (int32_t i = 0; i < a->n; i++) t->c1[i] = a->concept[i] >= 0 ? a->concept[i] : missing1;
@@ -689,7 +694,6 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
     return 0;
 nomem:
     free_tables(t);
-    PyErr_NoMemory();
     return -1;
 }
 
@@ -705,7 +709,7 @@ static PyObject *align_encoded(PyObject *self, PyObject *const *args, Py_ssize_t
     long long budget = PyLong_AsLongLong(args[4]), work_budget = PyLong_AsLongLong(args[5]);
     if (PyErr_Occurred()) return NULL;
     Tables t;
-    if (build_tables(&a, &b, &t) < 0) return NULL;
+    if (build_tables(&a, &b, &t) < 0) return PyErr_NoMemory();
     PyObject *result = align_core(a.n, b.n, t.U, t.q, t.nq, t.c1, t.c2, seed, (int)restarts, budget, work_budget, 0);
     free_tables(&t);
     return result;
@@ -719,7 +723,7 @@ static PyObject *pair_tables(PyObject *self, PyObject *const *args, Py_ssize_t n
     Enc a, b;
     if (read_enc(args[0], &a) < 0 || read_enc(args[1], &b) < 0) return NULL;
     Tables t;
-    if (build_tables(&a, &b, &t) < 0) return NULL;
+    if (build_tables(&a, &b, &t) < 0) return PyErr_NoMemory();
     PyObject *result = Py_BuildValue("iiy#y#y#y#", a.n, b.n, (const char *)t.U,
                                      (Py_ssize_t)(sizeof(int32_t) * a.n * b.n), (const char *)t.q,
                                      (Py_ssize_t)(sizeof(int32_t) * 5 * t.nq), (const char *)t.c1,
@@ -727,6 +731,116 @@ static PyObject *pair_tables(PyObject *self, PyObject *const *args, Py_ssize_t n
                                      (Py_ssize_t)(sizeof(int32_t) * b.n));
     free_tables(&t);
     return result;
+}
+
+
+/* align_many(encodings 1, encodings 2, seed, restarts, node_budget, work_budget, threads) -> bytes
+ *   align_encoded over aligned lists of encodings (one label table per pair), as one int64 record per pair:
+ *   (best, optimal, work, nanoseconds the pair took), best -1 where its tables did not fit in memory. The searches
+ *   run without the GIL, on `threads` threads taking pairs in turn; each pair's result depends only on its two
+ *   encodings and the options, never on the threads. */
+typedef struct {
+    const Enc *a, *b;
+    int64_t *out;
+    Py_ssize_t n;
+    unsigned long long seed;
+    int restarts;
+    long long budget, work_budget;
+    Py_ssize_t next;  /* the next pair to take (threads > 1: under the lock) */
+#ifndef _WIN32
+    pthread_mutex_t lock;
+#endif
+} Batch;
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void align_one(Batch *w, Py_ssize_t k) {
+    int64_t t0 = now_ns(), *o = w->out + 4 * k;
+    Tables t;
+    Found f;
+    if (build_tables(&w->a[k], &w->b[k], &t) < 0) { o[0] = -1; o[1] = 0; o[2] = 0; }
+    else {
+        if (search(w->a[k].n, w->b[k].n, t.U, t.q, t.nq, t.c1, t.c2, w->seed, w->restarts, w->budget,
+                   w->work_budget, NULL, &f) < 0) { o[0] = -1; o[1] = 0; o[2] = 0; }
+        else { o[0] = f.best; o[1] = f.optimal; o[2] = f.work; }
+        free_tables(&t);
+    }
+    o[3] = now_ns() - t0;
+}
+
+#ifndef _WIN32
+static void *align_worker(void *arg) {
+    Batch *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        Py_ssize_t k = w->next++;
+        pthread_mutex_unlock(&w->lock);
+        if (k >= w->n) return NULL;
+        align_one(w, k);
+    }
+}
+#endif
+
+static PyObject *align_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "align_many(list of e1, list of e2, seed, restarts, node_budget, "
+                                         "work_budget, threads)");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(args[0]);
+    if (PyList_GET_SIZE(args[1]) != n) {
+        PyErr_SetString(PyExc_ValueError, "align_many: the two lists differ in length");
+        return NULL;
+    }
+    Batch w;
+    memset(&w, 0, sizeof(w));
+    w.seed = PyLong_AsUnsignedLongLongMask(args[2]);
+    long restarts = PyLong_AsLong(args[3]), threads = PyLong_AsLong(args[6]);
+    w.budget = PyLong_AsLongLong(args[4]);
+    w.work_budget = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    w.restarts = (int)restarts;
+    w.n = n;
+    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * sizeof(int64_t)) * n);
+    Enc *encs = PyMem_Malloc(sizeof(Enc) * (2 * (size_t)n + 1));
+    /* the lists are copied: the searches read the bytes objects' buffers while other threads may run Python */
+    PyObject *hold1 = PyList_GetSlice(args[0], 0, n), *hold2 = PyList_GetSlice(args[1], 0, n);
+    if (!result || !encs || !hold1 || !hold2) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (read_enc(PyList_GET_ITEM(hold1, k), &encs[k]) < 0 || read_enc(PyList_GET_ITEM(hold2, k), &encs[n + k]) < 0)
+            goto fail;
+    w.a = encs; w.b = encs + n;
+    w.out = (int64_t *)PyBytes_AS_STRING(result);
+    if (threads > n) threads = (long)n;
+    Py_BEGIN_ALLOW_THREADS
+#ifndef _WIN32
+    if (threads > 1) {
+        pthread_t ids[64];
+        int started = 0;
+        if (threads > 64) threads = 64;
+        pthread_mutex_init(&w.lock, NULL);
+        for (; started < threads - 1; started++)
+            if (pthread_create(&ids[started], NULL, align_worker, &w) != 0) break;
+        align_worker(&w);  /* this thread takes pairs too; a thread that did not start leaves its share to the rest */
+        for (int t = 0; t < started; t++) pthread_join(ids[t], NULL);
+        pthread_mutex_destroy(&w.lock);
+    } else
+#endif
+        for (Py_ssize_t k = 0; k < n; k++) align_one(&w, k);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(encs);
+    Py_DECREF(hold1); Py_DECREF(hold2);
+    return result;
+fail:
+    Py_XDECREF(result); PyMem_Free(encs); Py_XDECREF(hold1); Py_XDECREF(hold2);
+    return NULL;
 }
 
 #define ENCODE_DOC "encode(ids, norm_cache, eq_cache, variables, instances, attributes, relations) -> bytes"
@@ -741,6 +855,9 @@ static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL, ENCODE_DOC},
     {"align_encoded", (PyCFunction)(void (*)(void))align_encoded, METH_FASTCALL, ALIGN_ENCODED_DOC},
     {"pair_tables", (PyCFunction)(void (*)(void))pair_tables, METH_FASTCALL, PAIR_TABLES_DOC},
+    {"align_many", (PyCFunction)(void (*)(void))align_many, METH_FASTCALL,
+     "align_many(encodings 1, encodings 2, seed, restarts, node_budget, work_budget, threads) -> bytes of int64 "
+     "(best, optimal, work, ns) per pair"},
     {NULL, NULL, 0, NULL},
 };
 

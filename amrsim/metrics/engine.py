@@ -17,7 +17,8 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -27,7 +28,7 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import current_table, encoded_aligner, text_encoder
+from amrsim.metrics.smatch import align_many, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
@@ -175,8 +176,10 @@ def _scorer(options: MetricsOptions) -> _Scorer:
     return scorer
 
 
-def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], options: MetricsOptions) -> pl.DataFrame:
-    """Aspect columns + status, error, seconds for aligned lists of graphs (what a pool worker returns)."""
+def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], options: MetricsOptions,
+                   threads: int = 1) -> pl.DataFrame:
+    """Aspect columns + status, error, seconds for aligned lists of graphs (what a pool worker returns); `threads`:
+    for Smatch alone, the threads its C searches may use (no score depends on them)."""
     scorer = _scorer(options)
     cols = aspect_columns(options.aspects)
     values: dict[str, list[Any]] = {c: [] for c in (*cols, "status", "error", "seconds", "bounded")}
@@ -186,7 +189,7 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     gc.disable()
     try:
         if options.aspects == ("smatch",):
-            _smatch_loop(scorer, amr1, amr2, values)
+            _smatch_loop(scorer, amr1, amr2, values, threads)
         elif "wwlk" in options.aspects:
             # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
             # machine), so one, as in the worker processes
@@ -218,18 +221,22 @@ def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[st
             column.append(row.get(c))
 
 
+SMATCH_SLICE = 256  # pairs read, then aligned in one C call: only one slice's encodings are held at a time
+
+
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                 values: dict[str, list[Any]]) -> None:
+                 values: dict[str, list[Any]], threads: int = 1) -> None:
     """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
-    on large files): the C reader, encoder and search called straight from here, per pair a few microseconds of
-    Python. Only the previous pair's encodings are kept: reading and encoding a graph in C costs a few
+    on large files): per slice of pairs, the graphs are read and encoded by the C reader, then every pair of the
+    slice is aligned in one C call (`align_many`: no Python per pair, its searches without the GIL), on other
+    threads while the next slice is read where `threads` > 1. A pair's seconds are its reading plus its search.
+    Only the previous pair's encodings are kept across pairs: reading and encoding a graph in C costs a few
     microseconds, while a cache of every graph (none repeats in the BAMBOO sets) grows memory by ~1 kB a graph,
     whose fresh pages cost more than re-reading the few graphs that repeat (a graph shared by consecutive pairs,
     e.g. a premise, is read once)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    clock, encoded = time.perf_counter, text_encoder(scorer.options.convention)
-    align = encoded_aligner(seed=scorer.options.seed)
+    clock, encoded, seed = time.perf_counter, text_encoder(scorer.options.convention), scorer.options.seed
     labels = current_table()
     recent: dict[str | None, Any] = {}
 
@@ -242,30 +249,78 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
                 v = e
         return v
 
-    for n, (a, b) in enumerate(zip(amr1, amr2, strict=True)):
-        t0 = clock()
-        if not n & 1023 and current_table() is not labels:  # the table outgrew MAX_LABELS: memory stays flat, so
-            labels, recent = current_table(), {}              # a new one, and nothing encoded with the old kept
+    def read_slice(start: int) -> tuple[list[tuple[Any, float]], list[Any], list[Any]]:
+        nonlocal labels, recent
+        if current_table() is not labels:  # the table outgrew MAX_LABELS: memory stays flat, so a new one, and
+            labels, recent = current_table(), {}  # nothing encoded with the old kept
+        read: list[tuple[Any, float]] = []  # per pair: its index among the aligned, or its failed row; read seconds
+        first: list[Any] = []
+        second: list[Any] = []
+        for a, b in zip(amr1[start:start + SMATCH_SLICE], amr2[start:start + SMATCH_SLICE], strict=True):
+            t0 = clock()
+            try:
+                v1, v2 = graph(a), graph(b)
+                recent = {a: v1, b: v2}
+                if isinstance(v1, Exception) or isinstance(v2, Exception):
+                    outcome: Any = _read_errors(v1, v2)
+                else:
+                    outcome = len(first)
+                    first.append(v1)
+                    second.append(v2)
+            except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
+                outcome = f"{type(e).__name__}: {e}"[:500]
+                del e
+            read.append((outcome, clock() - t0))
+        return read, first, second
+
+    def search(first: list[Any], second: list[Any], threads: int) -> list[Any]:
         try:
-            v1, v2 = graph(a), graph(b)
-            recent = {a: v1, b: v2}
-            if isinstance(v1, Exception) or isinstance(v2, Exception):
-                p = r = f = None
-                state, why, cut = FAILED, _read_errors(v1, v2), None
+            return align_many(first, second, seed=seed, threads=threads)
+        except Exception as e:  # (a bug) fails the slice's aligned pairs, not the batch
+            return [f"{type(e).__name__}: {e}"[:500]] * len(first)
+
+    def emit(read: list[tuple[Any, float]], job: Any) -> None:
+        aligned = job.result() if isinstance(job, Future) else job
+        for outcome, took in read:
+            if isinstance(outcome, int):
+                outcome = aligned[outcome]
+                if outcome is None:
+                    outcome = "MemoryError: the pair's alignment tables do not fit in memory"
+            if isinstance(outcome, str):
+                precision.append(None)
+                recall.append(None)
+                f1.append(None)
+                status.append(FAILED)
+                error.append(outcome)
+                bounded.append(None)
+                seconds.append(took)
             else:
-                p, r, f, optimal = align(v1, v2)
-                state, why, cut = OK, None, (None if optimal else "smatch")
-        except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
-            p = r = f = None
-            state, why, cut = FAILED, f"{type(e).__name__}: {e}"[:500], None
-            del e
-        precision.append(p)
-        recall.append(r)
-        f1.append(f)
-        status.append(state)
-        error.append(why)
-        bounded.append(cut)
-        seconds.append(clock() - t0)
+                p, r, f, optimal, searched = outcome
+                precision.append(p)
+                recall.append(r)
+                f1.append(f)
+                status.append(OK)
+                error.append(None)
+                bounded.append(None if optimal else "smatch")
+                seconds.append(took + searched)
+
+    # With more than one thread and slice, a slice is aligned (C, without the GIL) on the other threads while the
+    # next one is read here: reading and searching take about as long each on small graphs. The last slice (the
+    # only one, on a small input) is aligned on every thread once read.
+    overlap = threads > 1 and len(amr1) > SMATCH_SLICE
+    with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher:
+        pending: tuple[list[tuple[Any, float]], Any] | None = None
+        for start in range(0, len(amr1), SMATCH_SLICE):
+            read, first, second = read_slice(start)
+            if searcher is None or start + SMATCH_SLICE >= len(amr1):
+                job: Any = search(first, second, threads)
+            else:
+                job = searcher.submit(search, first, second, threads - 1)
+            if pending is not None:
+                emit(*pending)
+            pending = (read, job)
+        if pending is not None:
+            emit(*pending)
 
 
 def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
@@ -387,9 +442,15 @@ class PairScorer:
         parts = [p for p in parts if p.height]
         return pl.concat(parts, how="vertical_relaxed") if parts else _score_columns([], [], self.options)
 
+    def _threads_here(self) -> int:
+        """Threads for the Smatch searches in this process: the usable cores where the choice is automatic (the
+        pool's workers and a given --workers use one each). Not the idle cores: a thread that finds its core busy
+        only shares it, at no cost beyond the share, while the load average lags a minute behind other jobs."""
+        return self.cores if self.workers is None else 1
+
     def _here(self, amr1: list, amr2: list) -> pl.DataFrame:
         t0 = time.process_time()
-        out = _score_columns(amr1, amr2, self.options)
+        out = _score_columns(amr1, amr2, self.options, self._threads_here())
         if amr1:
             self._learn(len(amr1), time.process_time() - t0)
         return out
@@ -401,9 +462,13 @@ class PairScorer:
     def _pilot(self, amr1: list, amr2: list, parts: list[pl.DataFrame]) -> int:
         """Score pairs here in doubling slices until PILOT_S of CPU time has passed; returns how many. CPU time, not
         wall time: other jobs on the machine do not make the pairs look dearer than they are."""
-        done, step, t0 = 0, 8, time.process_time()
+        # Smatch alone costs microseconds a pair: slices of a few hundred, so its search overlaps reading from the
+        # first (`_smatch_loop`); other aspects up to milliseconds, so a handful first
+        first = 2 * SMATCH_SLICE if self.options.aspects == ("smatch",) else 8
+        done, step, t0 = 0, first, time.process_time()
         while done < len(amr1) and time.process_time() - t0 < PILOT_S:
-            parts.append(_score_columns(amr1[done:done + step], amr2[done:done + step], self.options))
+            parts.append(_score_columns(amr1[done:done + step], amr2[done:done + step], self.options,
+                                        self._threads_here()))
             done += min(step, len(amr1) - done)
             step *= 2
         if done:

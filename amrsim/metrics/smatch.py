@@ -42,7 +42,7 @@ from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "MAX_LABELS", "EncodedGraph", "SmatchScore", "current_table",
-           "encode_graph", "encode_pair", "encode_text", "encoded_aligner", "has_duplicates", "smatch",
+           "align_many", "encode_graph", "encode_pair", "encode_text", "has_duplicates", "smatch",
            "smatch_encoded", "smatch_many", "text_encoder"]
 
 DEFAULT_NODE_BUDGET = 200_000
@@ -197,23 +197,34 @@ def smatch_encoded(e1: EncodedGraph, e2: EncodedGraph, seed: int = 0, restarts: 
     return SmatchScore(p, r, f, matched, n1, n2, bool(optimal), work)
 
 
-def encoded_aligner(seed: int = 0, restarts: int = 4, node_budget: int = DEFAULT_NODE_BUDGET,
-                    work_budget: int = DEFAULT_WORK_BUDGET):
-    """`smatch_encoded` with its options bound, as a function of two encodings (one label table) that returns
-    (precision, recall, f1, optimal): the same numbers without a SmatchScore or the option checks per pair, for a
-    loop over many pairs."""
-    options = (seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget))
-    align = _smatch_core.align_encoded
-
-    def prf(e1: EncodedGraph, e2: EncodedGraph) -> tuple[float, float, float, bool]:
+def align_many(first: Sequence[EncodedGraph], second: Sequence[EncodedGraph], seed: int = 0, restarts: int = 4,
+               node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET,
+               threads: int = 1) -> list[tuple[float, float, float, bool, float] | None]:
+    """`smatch_encoded` of each pair (first[k], second[k]) as (precision, recall, f1, optimal, seconds its search
+    took), None where the pair's tables did not fit in memory: the numbers `smatch_encoded` gives, in one C call
+    whose searches run without the GIL on `threads` threads (no result depends on them). Each pair's two graphs must
+    come from one label table."""
+    if len(first) != len(second):
+        raise ValueError("align_many: the two lists differ in length")
+    out: list[tuple[float, float, float, bool, float] | None] = [(0.0, 0.0, 0.0, True, 0.0)] * len(first)
+    todo, data1, data2 = [], [], []
+    for k, (e1, e2) in enumerate(zip(first, second, strict=True)):
         if e1.labels is not e2.labels:
-            raise ValueError("smatch_encoded: the graphs were encoded with different label tables")
-        if not e1.nodes or not e2.nodes:
-            return 0.0, 0.0, 0.0, True
-        matched, optimal, _expanded, _work = align(e1.data, e2.data, *options)
-        return (*_f(matched, e1.triples, e2.triples), bool(optimal))
-
-    return prf
+            raise ValueError(f"align_many: pair {k}'s graphs were encoded with different label tables")
+        if e1.nodes and e2.nodes:  # else no alignment: P = R = F1 = 0, as smatch_encoded
+            todo.append(k)
+            data1.append(e1.data)
+            data2.append(e2.data)
+    if not todo:
+        return out
+    found = memoryview(_smatch_core.align_many(
+        data1, data2, seed & (2**64 - 1), max(0, restarts), max(0, node_budget), max(1, work_budget),
+        max(1, threads))).cast("q")
+    for at, k in enumerate(todo):
+        matched, optimal, _work, ns = found[4 * at:4 * at + 4]
+        out[k] = None if matched < 0 else (*_f(matched, first[k].triples, second[k].triples), bool(optimal),
+                                           ns * 1e-9)
+    return out
 
 
 def smatch_many(pairs: Sequence[tuple[SmatchTriples, SmatchTriples]], seed: int = 0, **kw) -> list[SmatchScore]:
