@@ -304,9 +304,9 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
                 bounded.append(None if optimal else "smatch")
                 seconds.append(took + searched)
 
-    # With more than one thread and slice, a slice is aligned (C, without the GIL) on the other threads while the
-    # next one is read here: reading and searching take about as long each on small graphs. The last slice (the
-    # only one, on a small input) is aligned on every thread once read.
+    # With more than one thread and slice, a slice is aligned (C, without the GIL) on `threads` threads while the
+    # next one is read here: on small graphs reading and searching take about as long each, on large ones this
+    # thread soon waits and the searches have the cores (one search thread fewer made para 1.4x slower).
     overlap = threads > 1 and len(amr1) > SMATCH_SLICE
     with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher:
         pending: tuple[list[tuple[Any, float]], Any] | None = None
@@ -315,7 +315,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
             if searcher is None or start + SMATCH_SLICE >= len(amr1):
                 job: Any = search(first, second, threads)
             else:
-                job = searcher.submit(search, first, second, threads - 1)
+                job = searcher.submit(search, first, second, threads)
             if pending is not None:
                 emit(*pending)
             pending = (read, job)
