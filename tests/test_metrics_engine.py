@@ -457,3 +457,24 @@ def test_smatch_alone_gives_the_same_rows_on_any_threads_and_slices(monkeypatch)
     assert got.slice(4, 4)["status"].to_list() == ["failed"] * 4
     assert got.slice(0, 4).select(cols).equals(expected.slice(0, 4))
     assert got.slice(8, 1).select(cols).equals(expected.slice(8, 1))
+
+
+def test_all_aspects_give_the_same_rows_on_threads(monkeypatch):
+    """The aspects loop on two threads (slices in turn, searches without the GIL) gives the one-thread rows in input
+    order, on real pairs with failures among them, from a fresh scorer (caches filled by both threads at once)."""
+    from amrsim.metrics import engine
+
+    path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f][:60]
+    amr1 = [r["amr1"] for r in rows] + ["(a / b", None, WANT]
+    amr2 = [r["amr2"] for r in rows] + [WANT, WANT, "(x / y :ARG0 z)"]
+    options = MetricsOptions(vectors="random")
+    cols = [c for c in engine._score_columns([], [], options).columns if c != "seconds"]
+    engine._SCORERS.clear()
+    expected = engine._score_columns(amr1, amr2, options).select(cols)
+    assert expected["status"].to_list().count("failed") == 3
+    monkeypatch.setattr(engine, "ASPECTS_SLICE", 7)
+    for threads in (2, 3):
+        engine._SCORERS.clear()
+        assert engine._score_columns(amr1, amr2, options, threads).select(cols).equals(expected), threads

@@ -709,10 +709,19 @@ static PyObject *align_encoded(PyObject *self, PyObject *const *args, Py_ssize_t
     long long budget = PyLong_AsLongLong(args[4]), work_budget = PyLong_AsLongLong(args[5]);
     if (PyErr_Occurred()) return NULL;
     Tables t;
-    if (build_tables(&a, &b, &t) < 0) return PyErr_NoMemory();
-    PyObject *result = align_core(a.n, b.n, t.U, t.q, t.nq, t.c1, t.c2, seed, (int)restarts, budget, work_budget, 0);
-    free_tables(&t);
-    return result;
+    Found f;
+    int rc;
+    /* the encodings are immutable bytes the caller holds: the search runs without the GIL, so threads scoring other
+     * pairs (the aspects loop on several threads) go on meanwhile */
+    Py_BEGIN_ALLOW_THREADS
+    rc = build_tables(&a, &b, &t);
+    if (rc == 0) {
+        rc = search(a.n, b.n, t.U, t.q, t.nq, t.c1, t.c2, seed, (int)restarts, budget, work_budget, NULL, &f);
+        free_tables(&t);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc < 0) return PyErr_NoMemory();
+    return Py_BuildValue("iOLL", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work);
 }
 
 static PyObject *pair_tables(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
