@@ -400,25 +400,21 @@ static int search(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t
     return 0;
 }
 
-/* The search on one pair's tables; returns (best, optimal, expanded, work[, mapping]) or NULL (no memory). */
+/* The search on one pair's tables; returns (best, optimal, expanded, work, mapping) or NULL (no memory). */
 static PyObject *align_core(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t nq, const int32_t *conc1,
                             const int32_t *conc2, unsigned long long seed, int restarts, long long budget,
-                            long long work_budget, int with_mapping) {
+                            long long work_budget) {
     Found f;
-    int *m = with_mapping ? malloc(sizeof(int) * ((size_t)n1 + 1)) : NULL;
-    if ((with_mapping && !m) || search(n1, n2, U, q, nq, conc1, conc2, seed, restarts, budget, work_budget, m, &f) < 0) {
+    int *m = malloc(sizeof(int) * ((size_t)n1 + 1));
+    if (!m || search(n1, n2, U, q, nq, conc1, conc2, seed, restarts, budget, work_budget, m, &f) < 0) {
         free(m);
         return PyErr_NoMemory();
     }
-    PyObject *result = NULL;
-    if (with_mapping) {
-        PyObject *mapping = PyTuple_New(n1);
-        if (mapping) {
-            for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(m[i]));
-            result = Py_BuildValue("iOLLN", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work, mapping);
-        }
-    } else
-        result = Py_BuildValue("iOLL", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work);
+    PyObject *result = NULL, *mapping = PyTuple_New(n1);
+    if (mapping) {
+        for (int i = 0; i < n1; i++) PyTuple_SET_ITEM(mapping, i, PyLong_FromLong(m[i]));
+        result = Py_BuildValue("iOLLN", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work, mapping);
+    }
     free(m);
     return result;
 }
@@ -449,7 +445,7 @@ static PyObject *align(PyObject *self, PyObject *args) {
         }
     }
     result = align_core(n1, n2, (const int32_t *)ub.buf, q, nq, (const int32_t *)c1b.buf, (const int32_t *)c2b.buf,
-                        seed, restarts, budget, work_budget, 1);
+                        seed, restarts, budget, work_budget);
 done:
     PyBuffer_Release(&ub); PyBuffer_Release(&qb); PyBuffer_Release(&c1b); PyBuffer_Release(&c2b);
     return result;
@@ -697,6 +693,17 @@ nomem:
     return -1;
 }
 
+/* The search on two encodings (their tables built, searched, freed); -1 if out of memory. No Python API: callers run
+ * it without the GIL. */
+static int align_pair(const Enc *a, const Enc *b, unsigned long long seed, int restarts, long long budget,
+                      long long work_budget, Found *f) {
+    Tables t;
+    if (build_tables(a, b, &t) < 0) return -1;
+    int rc = search(a->n, b->n, t.U, t.q, t.nq, t.c1, t.c2, seed, restarts, budget, work_budget, NULL, f);
+    free_tables(&t);
+    return rc;
+}
+
 static PyObject *align_encoded(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "align_encoded(e1, e2, seed, restarts, node_budget, work_budget)");
@@ -708,17 +715,12 @@ static PyObject *align_encoded(PyObject *self, PyObject *const *args, Py_ssize_t
     long restarts = PyLong_AsLong(args[3]);
     long long budget = PyLong_AsLongLong(args[4]), work_budget = PyLong_AsLongLong(args[5]);
     if (PyErr_Occurred()) return NULL;
-    Tables t;
     Found f;
     int rc;
     /* the encodings are immutable bytes the caller holds: the search runs without the GIL, so threads scoring other
      * pairs (the aspects loop on several threads) go on meanwhile */
     Py_BEGIN_ALLOW_THREADS
-    rc = build_tables(&a, &b, &t);
-    if (rc == 0) {
-        rc = search(a.n, b.n, t.U, t.q, t.nq, t.c1, t.c2, seed, (int)restarts, budget, work_budget, NULL, &f);
-        free_tables(&t);
-    }
+    rc = align_pair(&a, &b, seed, (int)restarts, budget, work_budget, &f);
     Py_END_ALLOW_THREADS
     if (rc < 0) return PyErr_NoMemory();
     return Py_BuildValue("iOLL", f.best, f.optimal ? Py_True : Py_False, f.expanded, f.work);
@@ -769,14 +771,11 @@ static int64_t now_ns(void) {
 
 static void align_one(Batch *w, Py_ssize_t k) {
     int64_t t0 = now_ns(), *o = w->out + 4 * k;
-    Tables t;
     Found f;
-    if (build_tables(&w->a[k], &w->b[k], &t) < 0) { o[0] = -1; o[1] = 0; o[2] = 0; }
-    else {
-        if (search(w->a[k].n, w->b[k].n, t.U, t.q, t.nq, t.c1, t.c2, w->seed, w->restarts, w->budget,
-                   w->work_budget, NULL, &f) < 0) { o[0] = -1; o[1] = 0; o[2] = 0; }
-        else { o[0] = f.best; o[1] = f.optimal; o[2] = f.work; }
-        free_tables(&t);
+    if (align_pair(&w->a[k], &w->b[k], w->seed, w->restarts, w->budget, w->work_budget, &f) < 0) {
+        o[0] = -1; o[1] = 0; o[2] = 0;
+    } else {
+        o[0] = f.best; o[1] = f.optimal; o[2] = f.work;
     }
     o[3] = now_ns() - t0;
 }
