@@ -244,6 +244,48 @@ def test_smatch_triples_in_c_equal_the_python_rules(text):
     assert encodings.check(text) and encodings.same_labels()
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+def test_pair_encodings_equal_a_fresh_tables_on_every_shared_pair():
+    """encode_pair (what align_texts aligns: both graphs read and encoded without the GIL, a label table of the pair's
+    own) gives the bytes and counts read_encoded gives with a fresh table, on every two neighbouring shared graphs,
+    both conventions; it leaves to the Python path exactly the pairs with a text not ASCII or one read_encoded
+    leaves."""
+    texts = shared_graphs()
+    encoded = 0
+    for a, b in zip(texts, texts[1:]):
+        for smatch in (True, False):
+            got = _penman_reader.encode_pair(a, b, smatch)
+            labels = _Labels()
+            want = [_penman_reader.read_encoded(t, smatch, labels.ids, labels.norm, labels.eq, labels.spans)
+                    for t in (a, b)]
+            if not (a.isascii() and b.isascii()) or None in want:
+                assert got is None, (a, b)
+                continue
+            assert got == (want[0][0], want[0][1], want[1][0], want[1][1]), (smatch, a, b)
+            encoded += 1
+    assert encoded > 0.98 * 2 * len(texts)
+
+
+def test_pair_encoding_rules_on_ascii_edge_cases():
+    """The pair reader's own label rules (lower-cased, trailing '_' cut, '=' for values, a quoted constant's first
+    word under the smatch convention) on the edge cases of each, against read_encoded with a fresh table."""
+    cases = ['(a / B_ :ARG0 (b / b__) :op1 "X  y_" :op2 "" :op3 " " :op4 "_" :mod "a b" :name x_ :li 2)',
+             '(a / =b :ARG1-of (c / i) :ARG0-of "q r" :domain-of (d / s) :prep-out-of 5 :consist-of (f / TOP))',
+             '(a / top :mod (b / top) :mod 3 :polarity - :ARG0 a :wiki "Fo\tx" :op1 "\tA_\tb")',
+             "(a / b)", '(a / b :op1 "A\tB_ c" :ARG2-of "Z_" :ARG3-of Q_)']
+    for a in cases:
+        for b in cases:
+            for smatch in (True, False):
+                labels = _Labels()
+                want = [_penman_reader.read_encoded(t, smatch, labels.ids, labels.norm, labels.eq, labels.spans)
+                        for t in (a, b)]
+                assert None not in want, (a, b)
+                assert _penman_reader.encode_pair(a, b, smatch) == (want[0][0], want[0][1], want[1][0], want[1][1])
+    assert _penman_reader.encode_pair("(a / b)", "(a / é)", True) is None
+    assert _penman_reader.encode_pair("(a / b)", None, True) is None
+
+
 def test_encoding_finds_a_label_by_its_text_whatever_the_strings_kind():
     """read_encoded's C cache keys labels by code points: a label first seen in a Latin-1 string is found again in
     UCS-2 and UCS-4 strings (and a variable named like a label is still a variable)."""
@@ -320,6 +362,9 @@ def test_hostile_inputs():
         labels = _Labels()
         encoded = _penman_reader.read_encoded(text, True, labels.ids, labels.norm, labels.eq, labels.spans)
         assert encoded is None or encoded[2] >= 1
+        pair = _penman_reader.encode_pair(text, text, True)
+        assert (pair is None) == (encoded is None or not text.isascii())
+        assert pair is None or pair[0] == pair[2] == encoded[0]
     wide = "(a / b" + " :op1 -" * 200_000 + ")"
     assert len(read(wide)[3]) == 200_001
 

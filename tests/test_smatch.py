@@ -298,6 +298,42 @@ def test_align_many_gives_smatch_encoded_numbers_on_bamboo_on_any_number_of_thre
         _smatch_core.align_many([first[0].data], [], 0, 4, 10, 10, 2)
 
 
+def test_align_texts_gives_smatch_encoded_numbers_from_the_texts_on_any_number_of_threads():
+    """Reading, encoding (a label table per pair) and aligning in one C call gives the numbers of encode_text and
+    smatch_encoded with the process's table, both conventions, seeds and budgets, whatever the threads; the pairs the
+    C reader does not take (not ASCII, not str, not read by it, empty) come back None for the Python path."""
+    from amrsim.metrics import _smatch_core
+    from amrsim.metrics.smatch import align_texts, encode_text, smatch_encoded
+
+    path = shared("amr_bamboo", "bamboo_para_main_test.jsonl.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f][:150]
+    texts1, texts2 = [r["amr1"] for r in rows], [r["amr2"] for r in rows]
+    for convention, seed, node_budget in (("smatch", 0, 200_000), ("amr", 0, 200_000), ("smatch", 7, 50)):
+        expected = [smatch_encoded(encode_text(a, convention), encode_text(b, convention), seed=seed,
+                                   node_budget=node_budget) for a, b in zip(texts1, texts2, strict=True)]
+        ascii = [a.isascii() and b.isascii() for a, b in zip(texts1, texts2, strict=True)]
+        assert sum(ascii) > 140
+        for threads in (1, 2, 5):
+            got = align_texts(texts1, texts2, convention, seed=seed, node_budget=node_budget, threads=threads)
+            assert [g and g[:4] for g in got] == [(s.precision, s.recall, s.f1, s.optimal) if fits else None
+                                                  for s, fits in zip(expected, ascii, strict=True)]
+            assert all(g[4] > 0.0 for g in got if g)
+    assert any(g and not g[3] for g in align_texts(texts1, texts2, "smatch", node_budget=50)), "a search is cut"
+    left = ["(c / café)", None, "(a / b", "", "(a / b :ARG0 (a / c))", "(a / b :op1 x~e.1)", 7]
+    got = align_texts([BOY] * len(left) + left, left + [BOY] * len(left), "smatch", threads=2)
+    assert got == [None] * (2 * len(left))
+    assert align_texts([BOY], [BOY], "smatch")[0][:4] == (1.0, 1.0, 1.0, True)
+    assert align_texts([], [], threads=2) == []
+    assert align_texts([BOY], [BOY], "unknown") == [None]
+    with pytest.raises(ValueError, match="differ in length"):
+        align_texts([BOY, BOY], [BOY])
+    with pytest.raises(ValueError, match="align_texts: the two lists differ in length"):
+        _smatch_core.align_texts([BOY], [], True, 0, 4, 10, 10, 2)
+    with pytest.raises(TypeError, match="align_texts"):
+        _smatch_core.align_texts((BOY,), (BOY,), True, 0, 4, 10, 10, 2)
+
+
 def _random_triples(rng, nodes: int) -> SmatchTriples:
     """A graph of `nodes` nodes over three concepts and three roles: many alignments tie or nearly tie, so the branch
     and bound has to branch and prune, while a node is a candidate for only some nodes of the other graph."""

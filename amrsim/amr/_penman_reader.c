@@ -139,15 +139,14 @@ static int next_token(Lexer *lx, Span *span) {
     return type;
 }
 
+/* Room for `need` items in *buf; -1 if out of memory. The reading allocates with malloc and sets no exception, so
+ * it runs without the GIL (read_pair); the Python entry points raise MemoryError for it (raised_or_nomemory). */
 static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t size) {
     if (need <= *cap) return 0;
     Py_ssize_t cap2 = *cap ? *cap : 16;
     while (cap2 < need) cap2 *= 2;
-    void *p = PyMem_Realloc(*buf, (size_t)cap2 * size);
-    if (!p) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    void *p = realloc(*buf, (size_t)cap2 * size);
+    if (!p) return -1;
     *buf = p;
     *cap = cap2;
     return 0;
@@ -179,16 +178,13 @@ static Py_ssize_t find_variable(Reader *r, Lexer *lx, Span span) {
     }
 }
 
-/* Defines a variable in span mode: 1 added, 0 already defined, -1 error set. Keeps the table at most half full. */
+/* Defines a variable in span mode: 1 added, 0 already defined, -1 out of memory. Keeps the table at most half full. */
 static int add_variable(Reader *r, Lexer *lx, Span span, Py_ssize_t index) {
     if (find_variable(r, lx, span) >= 0) return 0;
     if (2 * (r->nvars + 1) > r->cap_var_slots) {
         Py_ssize_t cap = r->cap_var_slots ? 2 * r->cap_var_slots : 64;
-        struct VarSlot *slots = PyMem_Malloc(sizeof(struct VarSlot) * (size_t)cap);
-        if (!slots) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        struct VarSlot *slots = malloc(sizeof(struct VarSlot) * (size_t)cap);
+        if (!slots) return -1;
         for (Py_ssize_t k = 0; k < cap; k++) slots[k].index = -1;
         for (Py_ssize_t k = 0; k < r->cap_var_slots; k++) {
             struct VarSlot *v = &r->var_slots[k];
@@ -197,7 +193,7 @@ static int add_variable(Reader *r, Lexer *lx, Span span, Py_ssize_t index) {
             while (slots[j].index >= 0) j = (j + 1) & (cap - 1);
             slots[j] = *v;
         }
-        PyMem_Free(r->var_slots);
+        free(r->var_slots);
         r->var_slots = slots;
         r->cap_var_slots = cap;
     }
@@ -209,7 +205,7 @@ static int add_variable(Reader *r, Lexer *lx, Span span, Py_ssize_t index) {
 }
 
 /* After '(': var '/' concept; records the node (and the edge from source) and opens it.
- * Returns 1 done, 0 refused, -1 error set. */
+ * Returns 1 done, 0 refused, -1 error set or out of memory. */
 static int open_node(Reader *r, Lexer *lx, PyObject *text, Py_ssize_t source, Span role) {
     Span var, slash, concept;
     if (next_token(lx, &var) != T_SYM || next_token(lx, &slash) != T_SLASH || next_token(lx, &concept) != T_SYM)
@@ -243,7 +239,7 @@ static int open_node(Reader *r, Lexer *lx, PyObject *text, Py_ssize_t source, Sp
     return 1;
 }
 
-/* First pass: comment lines, then the node structure. Returns 1 read, 0 refused, -1 error set. */
+/* First pass: comment lines, then the node structure. Returns 1 read, 0 refused, -1 error set or out of memory. */
 static int read_structure(Reader *r, Lexer *lx, PyObject *text) {
     Py_ssize_t i = 0, n = lx->n;
     Span none = {0, 0}, tok, target;
@@ -482,12 +478,18 @@ static int refused_text(Lexer *lx) {
     return 0;
 }
 
+/* result, or NULL with the exception raised: the one set, else MemoryError (see grow) */
+static PyObject *raised_or_nomemory(PyObject *result) {
+    if (!result && !PyErr_Occurred()) PyErr_NoMemory();
+    return result;
+}
+
 static void free_reader(Reader *r) {
-    PyMem_Free(r->items);
-    PyMem_Free(r->concepts);
-    PyMem_Free(r->stack);
-    PyMem_Free(r->comments);
-    PyMem_Free(r->var_slots);
+    free(r->items);
+    free(r->concepts);
+    free(r->stack);
+    free(r->comments);
+    free(r->var_slots);
     Py_XDECREF(r->variables);
     Py_XDECREF(r->defined);
 }
@@ -518,7 +520,7 @@ static PyObject *penman_read(PyObject *self, PyObject *const *args, Py_ssize_t n
     result = build(&r, &lx, text, args[1], args[2], graph == 1);
 done:
     free_reader(&r);
-    return result;
+    return raised_or_nomemory(result);
 }
 
 
@@ -676,10 +678,7 @@ static int read_for_smatch(PyObject *text, Lexer *lx, Reader *r, Edge **edges, P
     int rc = read_structure(r, lx, text);
     if (rc <= 0) return rc;
     if (r->nvars == 0) return 0;
-    if (!(*edges = PyMem_Malloc(sizeof(Edge) * (r->nitems + 1)))) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    if (!(*edges = malloc(sizeof(Edge) * (r->nitems + 1)))) return -1;
     return smatch_edges(r, lx, text, smatch, *edges, nedges);
 }
 
@@ -757,9 +756,9 @@ static PyObject *read_smatch(PyObject *self, PyObject *const *args, Py_ssize_t n
     int rc = read_for_smatch(args[0], &lx, &r, &edges, &ne, PyObject_IsTrue(args[3]), smatch, 0);
     if (rc > 0) result = smatch_triples(&r, args[0], edges, ne, smatch);
     else if (rc == 0) result = Py_NewRef(Py_None);
-    PyMem_Free(edges);
+    free(edges);
     free_reader(&r);
-    return result;
+    return raised_or_nomemory(result);
 }
 
 /* ---- a label table's ids by the label's text as written: read_encoded makes no str for a label seen before ---- */
@@ -943,9 +942,230 @@ done:
     PyMem_Free(un);
     PyMem_Free(bi);
     PyMem_Free(concept);
-    PyMem_Free(edges);
+    free(edges);
     free_reader(&r);
-    return result;
+    return raised_or_nomemory(result);
+}
+
+/* ---- pairs read and encoded without the GIL (read_pair, for _smatch_core.align_texts) ----------------------------
+ * The same rules and label normalisation as read_encoded, on ASCII texts only (str.lower and str.split are ASCII
+ * there), each pair with a label table of its own: ids in order of first sight, as a fresh table gives them. */
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t off, len;
+    int32_t id; /* -1: empty */
+} KeySlot;
+
+typedef struct {
+    KeySlot *slots;
+    Py_ssize_t cap, used;
+    char *arena;
+    Py_ssize_t len, cap_arena;
+} PairLabels;
+
+typedef struct {
+    Reader r;
+    Edge *edges;
+    Raw4 *un, *bi;
+    int32_t *concept, *counts, *out[2];
+    int64_t *roles;
+    Py_ssize_t cap_edges, cap_un, cap_bi, cap_concept, cap_counts, cap_roles, cap_out[2];
+    PairLabels labels;
+} PairScratch;
+
+static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+static int labels_rehash(PairLabels *t, Py_ssize_t cap) {
+    KeySlot *slots = malloc(sizeof(KeySlot) * (size_t)cap);
+    if (!slots) return -1;
+    for (Py_ssize_t k = 0; k < cap; k++) slots[k].id = -1;
+    for (Py_ssize_t k = 0; k < t->cap; k++) {
+        if (t->slots[k].id < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)(t->slots[k].hash & (uint64_t)(cap - 1));
+        while (slots[j].id >= 0) j = (j + 1) & (cap - 1);
+        slots[j] = t->slots[k];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* The id of the key just written at the arena's end (kept if new, dropped if known); -1 out of memory. */
+static int32_t key_id(PairLabels *t, Py_ssize_t off, Py_ssize_t len) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < len; i++) h = (h ^ (unsigned char)t->arena[off + i]) * 1099511628211ULL;
+    if (2 * (t->used + 1) > t->cap && labels_rehash(t, t->cap ? 2 * t->cap : 256) < 0) return -1;
+    Py_ssize_t mask = t->cap - 1, k = (Py_ssize_t)(h & (uint64_t)mask);
+    for (;; k = (k + 1) & mask) {
+        KeySlot *slot = &t->slots[k];
+        if (slot->id < 0) break;
+        if (slot->hash == h && slot->len == len && !memcmp(t->arena + slot->off, t->arena + off, (size_t)len))
+            return slot->id;
+    }
+    t->slots[k] = (KeySlot){h, off, len, (int32_t)t->used};
+    t->len = off + len;
+    return (int32_t)t->used++;
+}
+
+/* The id of s[start:end] normalised as label_id does: lower-cased, trailing '_' removed, '=' before it when eq. */
+static int32_t pair_label(PairLabels *t, const char *s, Py_ssize_t start, Py_ssize_t end, int eq) {
+    Py_ssize_t off = t->len, k = 0;
+    if (grow((void **)&t->arena, &t->cap_arena, off + (end - start) + 1, 1)) return -1;
+    char *o = t->arena + off;
+    if (eq) o[k++] = '=';
+    Py_ssize_t body = k;
+    for (Py_ssize_t i = start; i < end; i++) o[k++] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] + 32) : s[i];
+    while (k > body && o[k - 1] == '_') k--;
+    return key_id(t, off, k);
+}
+
+static int32_t word_label(PairLabels *t, const char *word, int eq) {
+    return pair_label(t, word, 0, (Py_ssize_t)strlen(word), eq);
+}
+
+/* An attribute value read through edge_value's constant(): the quotes' content, lower-cased (under the smatch
+ * convention its first word, as the reference's split), then normalised again by label_id, '=' before it. */
+static int32_t constant_label(PairLabels *t, const char *s, Span v, int smatch) {
+    Py_ssize_t start = v.start, end = v.end;
+    if (end - start >= 2 && s[start] == '"' && s[end - 1] == '"') {
+        start++;
+        end--;
+    }
+    if (smatch) { /* (content + '_').split()[0]: the first word, or '_' (empty once normalised) */
+        while (start < end && is_ascii_space(s[start])) start++;
+        Py_ssize_t stop = start;
+        while (stop < end && !is_ascii_space(s[stop])) stop++;
+        end = stop;
+    }
+    return pair_label(t, s, start, end, 1);
+}
+
+static int grow_scratch(PairScratch *sc, Py_ssize_t n, Py_ssize_t ne) {
+    return grow((void **)&sc->un, &sc->cap_un, n + ne + 1, sizeof(Raw4)) ||
+                   grow((void **)&sc->bi, &sc->cap_bi, ne + 1, sizeof(Raw4)) ||
+                   grow((void **)&sc->concept, &sc->cap_concept, n + 1, sizeof(int32_t)) ||
+                   grow((void **)&sc->counts, &sc->cap_counts, ne + 1, sizeof(int32_t)) ||
+                   grow((void **)&sc->roles, &sc->cap_roles, ne + 1, sizeof(int64_t))
+               ? -1
+               : 0;
+}
+
+/* One graph (ASCII text) encoded into sc->out[which] with sc->labels, as read_encoded encodes it (the labels met in
+ * the same order): 1 done, 0 refused, -1 out of memory. */
+static int encode_ascii(PairScratch *sc, int which, const char *s, Py_ssize_t len, int smatch, int32_t *triples) {
+    Lexer lx = {PyUnicode_1BYTE_KIND, s, len, 0};
+    if (refused_text(&lx)) return 0;
+    Reader *r = &sc->r;
+    r->nitems = r->depth = r->ncomments = r->nvars = 0;
+    r->max_depth = MAX_DEPTH;
+    for (Py_ssize_t k = 0; k < r->cap_var_slots; k++) r->var_slots[k].index = -1;
+    int rc = read_structure(r, &lx, NULL);
+    if (rc <= 0 || r->nvars == 0) return rc < 0 ? -1 : 0;
+    Py_ssize_t n = r->nvars, ne = 0, nu = 0, nb = 0;
+    if (grow((void **)&sc->edges, &sc->cap_edges, r->nitems + 1, sizeof(Edge))) return -1;
+    if ((rc = smatch_edges(r, &lx, NULL, smatch, sc->edges, &ne)) <= 0) return rc;
+    if (grow_scratch(sc, n, ne)) return -1;
+    PairLabels *t = &sc->labels;
+    Raw4 *un = sc->un, *bi = sc->bi;
+    int32_t kind_i = word_label(t, "i", 0), kind_s = word_label(t, "s", 0);
+    if (kind_i < 0 || kind_s < 0) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int32_t c = pair_label(t, s, r->concepts[k].start, r->concepts[k].end, 0);
+        if (c < 0) return -1;
+        sc->concept[k] = c;
+        un[nu++] = (Raw4){kind_i, c, (int32_t)k, 0};
+    }
+    int32_t top = word_label(t, "TOP", 0);
+    int32_t top_value = smatch ? word_label(t, "top", 1) : pair_label(t, s, r->concepts[0].start, r->concepts[0].end, 1);
+    if (top < 0 || top_value < 0) return -1;
+    un[nu++] = (Raw4){top, top_value, 0, 0};
+    *triples = (int32_t)n + 1;
+    for (Py_ssize_t k = 0; k < ne; k++) {
+        const Edge *e = &sc->edges[k];
+        if (e->kind != E_ATTR) continue;
+        int32_t rid = pair_label(t, s, e->role.start, e->role.end, 0);
+        if (rid < 0) return -1;
+        int32_t vid = e->value_form == V_PLAIN ? pair_label(t, s, e->value.start, e->value.end, 1)
+                                               : constant_label(t, s, e->value, smatch);
+        if (vid < 0) return -1;
+        un[nu++] = (Raw4){rid, vid, (int32_t)e->src, 0};
+        ++*triples;
+    }
+    for (Py_ssize_t k = 0; k < ne; k++) {
+        const Edge *e = &sc->edges[k];
+        if (e->kind != E_REL) continue;
+        int32_t rid = e->role_domain ? word_label(t, "domain", 0) : pair_label(t, s, e->role.start, e->role.end, 0);
+        if (rid < 0) return -1;
+        if (e->src == e->tgt)
+            un[nu++] = (Raw4){kind_s, rid, (int32_t)e->src, 0};
+        else {
+            bi[nb] = (Raw4){(int32_t)e->src, (int32_t)e->tgt, rid, (int32_t)nb};
+            nb++;
+        }
+        ++*triples;
+    }
+    Py_ssize_t size = merge_features(n, un, &nu, bi, &nb, sc->counts);
+    if (grow((void **)&sc->out[which], &sc->cap_out[which], size, sizeof(int32_t))) return -1;
+    write_encoding(sc->out[which], n, un, nu, bi, nb, sc->counts, sc->concept, sc->concept[0], sc->roles);
+    return 1;
+}
+
+/* PairReader.read_pair (see _smatch_encoding.h). No Python API. */
+static int read_pair(void *scratch, const char *text1, Py_ssize_t n1, const char *text2, Py_ssize_t n2, int smatch,
+                     const int32_t *out[2], int32_t triples[2]) {
+    PairScratch *sc = scratch;
+    PairLabels *t = &sc->labels;
+    t->used = t->len = 0;
+    for (Py_ssize_t k = 0; k < t->cap; k++) t->slots[k].id = -1;
+    int rc = encode_ascii(sc, 0, text1, n1, smatch, &triples[0]);
+    if (rc > 0) rc = encode_ascii(sc, 1, text2, n2, smatch, &triples[1]);
+    out[0] = sc->out[0];
+    out[1] = sc->out[1];
+    return rc;
+}
+
+static void *scratch_new(void) { return calloc(1, sizeof(PairScratch)); }
+
+static void scratch_free(void *scratch) {
+    PairScratch *sc = scratch;
+    if (!sc) return;
+    free_reader(&sc->r);
+    free(sc->edges); free(sc->un); free(sc->bi); free(sc->concept); free(sc->counts); free(sc->roles);
+    free(sc->out[0]); free(sc->out[1]); free(sc->labels.slots); free(sc->labels.arena);
+    free(sc);
+}
+
+static PairReader pair_reader = {scratch_new, scratch_free, read_pair};
+
+/* encode_pair(text1, text2, smatch) -> None | (encoding 1, triples 1, encoding 2, triples 2): what align_texts
+ * aligns, for tests (None: the pair goes to the Python path). */
+static PyObject *encode_pair(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_pair(text1, text2, smatch) takes 3 arguments");
+        return NULL;
+    }
+    int smatch = PyObject_IsTrue(args[2]);
+    if (smatch < 0) return NULL;
+    for (int k = 0; k < 2; k++)
+        if (!PyUnicode_Check(args[k]) || !PyUnicode_IS_ASCII(args[k])) Py_RETURN_NONE;
+    PairScratch *sc = scratch_new();
+    if (!sc) return PyErr_NoMemory();
+    const int32_t *out[2];
+    int32_t triples[2];
+    PyObject *result = NULL;
+    int rc = read_pair(sc, PyUnicode_DATA(args[0]), PyUnicode_GET_LENGTH(args[0]), PyUnicode_DATA(args[1]),
+                       PyUnicode_GET_LENGTH(args[1]), smatch, out, triples);
+    if (rc == 0) result = Py_NewRef(Py_None);
+    else if (rc > 0) {
+        Py_ssize_t size[2];
+        for (int k = 0; k < 2; k++) size[k] = H_LEN + 4 * out[k][H_NU] + 5 * out[k][H_NB] + out[k][H_N];
+        result = Py_BuildValue("y#iy#i", (const char *)out[0], size[0] * (Py_ssize_t)sizeof(int32_t), triples[0],
+                               (const char *)out[1], size[1] * (Py_ssize_t)sizeof(int32_t), triples[1]);
+    }
+    scratch_free(sc);
+    return raised_or_nomemory(result);
 }
 
 static PyMethodDef methods[] = {
@@ -956,6 +1176,9 @@ static PyMethodDef methods[] = {
      "triples, nodes): the graph's Smatch triples encoded as _smatch_core.encode does, without building them."},
     {"label_cache", label_cache_new, METH_NOARGS,
      "label_cache() -> a new cache of label ids by the labels' text, for read_encoded with one label table."},
+    {"encode_pair", (PyCFunction)(void (*)(void))encode_pair, METH_FASTCALL,
+     "encode_pair(text1, text2, smatch) -> None (the Python path reads the pair) or (encoding 1, triples 1, encoding "
+     "2, triples 2): the encodings _smatch_core.align_texts aligns, with a label table of the pair's own."},
     {"read_smatch", (PyCFunction)(void (*)(void))read_smatch, METH_FASTCALL,
      "read_smatch(text, push, pop, mode, smatch) -> None (use the Python path) or the graph's Smatch triples "
      "(variables, instances, attributes, relations) under the smatch (true) or amr convention; mode as read's."},
@@ -977,5 +1200,11 @@ PyMODINIT_FUNC PyInit__penman_reader(void) {
         return NULL;
     }
     Py_DECREF(exceptions);
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module), *capsule = m ? PyCapsule_New(&pair_reader, PAIR_READER_CAPSULE, NULL) : NULL;
+    if (!capsule || PyModule_AddObject(m, "_pair_reader", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_XDECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -581,20 +581,24 @@ typedef struct {
     const int32_t *unary, *binary, *byrole, *concept;
 } Enc;
 
+/* The encoding at o (trusted: its header says its length) as an Enc. No Python API. */
+static void enc_view(const int32_t *o, Enc *e) {
+    e->n = o[H_N]; e->nu = o[H_NU]; e->nb = o[H_NB]; e->first = o[H_FIRST];
+    e->unary = o + H_LEN; e->binary = e->unary + 4 * e->nu; e->byrole = e->binary + 4 * e->nb;
+    e->concept = e->byrole + e->nb;
+}
+
 static int read_enc(PyObject *b, Enc *e) {
     if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) < (Py_ssize_t)(H_LEN * sizeof(int32_t))) {
         PyErr_SetString(PyExc_TypeError, "an encoded graph is the bytes encode() returns");
         return -1;
     }
-    const int32_t *o = (const int32_t *)PyBytes_AS_STRING(b);
-    e->n = o[H_N]; e->nu = o[H_NU]; e->nb = o[H_NB]; e->first = o[H_FIRST];
+    enc_view((const int32_t *)PyBytes_AS_STRING(b), e);
     if (e->n < 0 || e->nu < 0 || e->nb < 0 ||
         PyBytes_GET_SIZE(b) != (Py_ssize_t)(sizeof(int32_t) * (H_LEN + 4 * (size_t)e->nu + 5 * (size_t)e->nb + e->n))) {
         PyErr_SetString(PyExc_ValueError, "an encoded graph is the bytes encode() returns");
         return -1;
     }
-    e->unary = o + H_LEN; e->binary = e->unary + 4 * e->nu; e->byrole = e->binary + 4 * e->nb;
-    e->concept = e->byrole + e->nb;
     return 0;
 }
 
@@ -747,11 +751,20 @@ static PyObject *pair_tables(PyObject *self, PyObject *const *args, Py_ssize_t n
 
 /* align_many(encodings 1, encodings 2, seed, restarts, node_budget, work_budget, threads) -> bytes
  *   align_encoded over aligned lists of encodings (one label table per pair), as one int64 record per pair:
- *   (best, optimal, work, nanoseconds the pair took), best -1 where its tables did not fit in memory. The searches
- *   run without the GIL, on `threads` threads taking pairs in turn; each pair's result depends only on its two
- *   encodings and the options, never on the threads. */
+ *   (best, optimal, work, nanoseconds the pair took), best -1 where its tables did not fit in memory.
+ * align_texts(texts 1, texts 2, smatch, seed, restarts, node_budget, work_budget, threads) -> bytes
+ *   the same from PENMAN texts, each pair read and encoded by _penman_reader's read_pair (a label table of its own)
+ *   and aligned: records (best, optimal, work, nanoseconds reading and search took, triples 1, triples 2), best -2
+ *   where the reader leaves the pair to the Python path (a text not ASCII, not str, or not one it reads: its error
+ *   is the Python path's to give), -1 out of memory.
+ * Both run without the GIL, on `threads` threads taking pairs in turn; each pair's result depends only on its two
+ * graphs and the options, never on the threads. */
 typedef struct {
-    const Enc *a, *b;
+    const Enc *a, *b;                      /* align_many */
+    const char **text;                     /* align_texts: 2n texts (NULL: not ASCII str), lengths in len */
+    const Py_ssize_t *len;
+    const PairReader *reader;
+    int smatch, width;                     /* width: int64s per record */
     int64_t *out;
     Py_ssize_t n;
     unsigned long long seed;
@@ -769,55 +782,120 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void align_one(Batch *w, Py_ssize_t k) {
-    int64_t t0 = now_ns(), *o = w->out + 4 * k;
+/* pair k into its record; scratch: the reader's, one per thread (NULL for align_many) */
+static void align_one(Batch *w, Py_ssize_t k, void *scratch) {
+    int64_t t0 = now_ns(), *o = w->out + w->width * k;
+    Enc texts[2];
+    const Enc *a = w->a ? &w->a[k] : &texts[0], *b = w->b ? &w->b[k] : &texts[1];
     Found f;
-    if (align_pair(&w->a[k], &w->b[k], w->seed, w->restarts, w->budget, w->work_budget, &f) < 0) {
-        o[0] = -1; o[1] = 0; o[2] = 0;
+    int rc = 1;
+    if (w->reader) {
+        const int32_t *enc[2];
+        int32_t triples[2] = {0, 0};
+        const char *t1 = w->text[2 * k], *t2 = w->text[2 * k + 1];
+        rc = !scratch ? -1 : !t1 || !t2 ? 0 : w->reader->read_pair(scratch, t1, w->len[2 * k], t2, w->len[2 * k + 1],
+                                                                   w->smatch, enc, triples);
+        if (rc > 0) {
+            enc_view(enc[0], &texts[0]);
+            enc_view(enc[1], &texts[1]);
+        }
+        o[4] = triples[0];
+        o[5] = triples[1];
+    }
+    if (rc > 0 && align_pair(a, b, w->seed, w->restarts, w->budget, w->work_budget, &f) < 0) rc = -1;
+    if (rc <= 0) {
+        o[0] = rc == 0 ? -2 : -1; o[1] = 0; o[2] = 0;
     } else {
         o[0] = f.best; o[1] = f.optimal; o[2] = f.work;
     }
     o[3] = now_ns() - t0;
 }
 
-#ifndef _WIN32
 static void *align_worker(void *arg) {
     Batch *w = arg;
+    void *scratch = w->reader ? w->reader->scratch_new() : NULL;
     for (;;) {
+        Py_ssize_t k;
+#ifndef _WIN32
         pthread_mutex_lock(&w->lock);
-        Py_ssize_t k = w->next++;
+        k = w->next++;
         pthread_mutex_unlock(&w->lock);
-        if (k >= w->n) return NULL;
-        align_one(w, k);
-    }
-}
+#else
+        k = w->next++;
 #endif
+        if (k >= w->n) break;
+        align_one(w, k, scratch);
+    }
+    if (scratch) w->reader->scratch_free(scratch);
+    return NULL;
+}
+
+/* Runs the batch on `threads` threads (this one among them); the caller has released the GIL. */
+static void run_batch(Batch *w, long threads) {
+    if (threads > w->n) threads = (long)w->n;
+#ifndef _WIN32
+    pthread_t ids[64];
+    int started = 0;
+    if (threads > 64) threads = 64;
+    pthread_mutex_init(&w->lock, NULL);
+    for (; started < threads - 1; started++)
+        if (pthread_create(&ids[started], NULL, align_worker, w) != 0) break;
+    align_worker(w);  /* this thread takes pairs too; a thread that did not start leaves its share to the rest */
+    for (int t = 0; t < started; t++) pthread_join(ids[t], NULL);
+    pthread_mutex_destroy(&w->lock);
+#else
+    align_worker(w);
+#endif
+}
+
+/* The options both take after the pairs: seed, restarts, node_budget, work_budget, threads. */
+static int batch_options(Batch *w, PyObject *const *args, long *threads) {
+    w->seed = PyLong_AsUnsignedLongLongMask(args[0]);
+    long restarts = PyLong_AsLong(args[1]);
+    w->budget = PyLong_AsLongLong(args[2]);
+    w->work_budget = PyLong_AsLongLong(args[3]);
+    *threads = PyLong_AsLong(args[4]);
+    w->restarts = (int)restarts;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* The two lists of a batch, checked and copied (the threads read their items while other threads may run Python). */
+static int batch_lists(PyObject *const *args, const char *name, const char *usage, PyObject **hold1, PyObject **hold2,
+                       Py_ssize_t *n) {
+    if (!PyList_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    *n = PyList_GET_SIZE(args[0]);
+    if (PyList_GET_SIZE(args[1]) != *n) {
+        PyErr_Format(PyExc_ValueError, "%s: the two lists differ in length", name);
+        return -1;
+    }
+    *hold1 = PyList_GetSlice(args[0], 0, *n);
+    *hold2 = *hold1 ? PyList_GetSlice(args[1], 0, *n) : NULL;
+    return *hold2 ? 0 : -1;
+}
+
+#define ALIGN_MANY_DOC "align_many(list of e1, list of e2, seed, restarts, node_budget, work_budget, threads)"
 
 static PyObject *align_many(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "align_many(list of e1, list of e2, seed, restarts, node_budget, "
-                                         "work_budget, threads)");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(args[0]);
-    if (PyList_GET_SIZE(args[1]) != n) {
-        PyErr_SetString(PyExc_ValueError, "align_many: the two lists differ in length");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, ALIGN_MANY_DOC);
         return NULL;
     }
     Batch w;
     memset(&w, 0, sizeof(w));
-    w.seed = PyLong_AsUnsignedLongLongMask(args[2]);
-    long restarts = PyLong_AsLong(args[3]), threads = PyLong_AsLong(args[6]);
-    w.budget = PyLong_AsLongLong(args[4]);
-    w.work_budget = PyLong_AsLongLong(args[5]);
-    if (PyErr_Occurred()) return NULL;
-    w.restarts = (int)restarts;
+    PyObject *hold1 = NULL, *hold2 = NULL, *result = NULL;
+    Enc *encs = NULL;
+    long threads;
+    Py_ssize_t n;
+    if (batch_lists(args, "align_many", ALIGN_MANY_DOC, &hold1, &hold2, &n) < 0 || batch_options(&w, args + 2, &threads) < 0)
+        goto fail;
     w.n = n;
-    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * sizeof(int64_t)) * n);
-    Enc *encs = PyMem_Malloc(sizeof(Enc) * (2 * (size_t)n + 1));
-    /* the lists are copied: the searches read the bytes objects' buffers while other threads may run Python */
-    PyObject *hold1 = PyList_GetSlice(args[0], 0, n), *hold2 = PyList_GetSlice(args[1], 0, n);
-    if (!result || !encs || !hold1 || !hold2) {
+    w.width = 4;
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * sizeof(int64_t)) * n);
+    encs = PyMem_Malloc(sizeof(Enc) * (2 * (size_t)n + 1));
+    if (!result || !encs) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto fail;
     }
@@ -826,28 +904,65 @@ static PyObject *align_many(PyObject *self, PyObject *const *args, Py_ssize_t na
             goto fail;
     w.a = encs; w.b = encs + n;
     w.out = (int64_t *)PyBytes_AS_STRING(result);
-    if (threads > n) threads = (long)n;
     Py_BEGIN_ALLOW_THREADS
-#ifndef _WIN32
-    if (threads > 1) {
-        pthread_t ids[64];
-        int started = 0;
-        if (threads > 64) threads = 64;
-        pthread_mutex_init(&w.lock, NULL);
-        for (; started < threads - 1; started++)
-            if (pthread_create(&ids[started], NULL, align_worker, &w) != 0) break;
-        align_worker(&w);  /* this thread takes pairs too; a thread that did not start leaves its share to the rest */
-        for (int t = 0; t < started; t++) pthread_join(ids[t], NULL);
-        pthread_mutex_destroy(&w.lock);
-    } else
-#endif
-        for (Py_ssize_t k = 0; k < n; k++) align_one(&w, k);
+    run_batch(&w, threads);
     Py_END_ALLOW_THREADS
     PyMem_Free(encs);
     Py_DECREF(hold1); Py_DECREF(hold2);
     return result;
 fail:
     Py_XDECREF(result); PyMem_Free(encs); Py_XDECREF(hold1); Py_XDECREF(hold2);
+    return NULL;
+}
+
+#define ALIGN_TEXTS_DOC "align_texts(list of text1, list of text2, smatch, seed, restarts, node_budget, " \
+                        "work_budget, threads) -> bytes of int64 (best, optimal, work, ns, triples 1, triples 2) per " \
+                        "pair; best -2: the Python path reads the pair, -1: out of memory"
+
+static const PairReader *pair_reader;
+
+static PyObject *align_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, ALIGN_TEXTS_DOC);
+        return NULL;
+    }
+    if (!pair_reader && !(pair_reader = PyCapsule_Import(PAIR_READER_CAPSULE, 0))) return NULL;
+    Batch w;
+    memset(&w, 0, sizeof(w));
+    PyObject *hold1 = NULL, *hold2 = NULL, *result = NULL;
+    const char **text = NULL;
+    Py_ssize_t *len = NULL, n;
+    long threads;
+    if (batch_lists(args, "align_texts", ALIGN_TEXTS_DOC, &hold1, &hold2, &n) < 0 || (w.smatch = PyObject_IsTrue(args[2])) < 0 ||
+        batch_options(&w, args + 3, &threads) < 0)
+        goto fail;
+    w.n = n;
+    w.width = 6;
+    w.reader = pair_reader;
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(6 * sizeof(int64_t)) * n);
+    text = PyMem_Malloc(sizeof(char *) * (2 * (size_t)n + 1));
+    len = PyMem_Malloc(sizeof(Py_ssize_t) * (2 * (size_t)n + 1));
+    if (!result || !text || !len) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < 2 * n; k++) {  /* str objects are immutable: their ASCII bytes stay as read here */
+        PyObject *t = PyList_GET_ITEM(k % 2 ? hold2 : hold1, k / 2);
+        int ascii = PyUnicode_Check(t) && PyUnicode_IS_ASCII(t);
+        text[k] = ascii ? (const char *)PyUnicode_DATA(t) : NULL;
+        len[k] = ascii ? PyUnicode_GET_LENGTH(t) : 0;
+    }
+    w.text = text;
+    w.len = len;
+    w.out = (int64_t *)PyBytes_AS_STRING(result);
+    Py_BEGIN_ALLOW_THREADS
+    run_batch(&w, threads);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(text); PyMem_Free(len);
+    Py_DECREF(hold1); Py_DECREF(hold2);
+    return result;
+fail:
+    Py_XDECREF(result); PyMem_Free(text); PyMem_Free(len); Py_XDECREF(hold1); Py_XDECREF(hold2);
     return NULL;
 }
 
@@ -864,8 +979,8 @@ static PyMethodDef methods[] = {
     {"align_encoded", (PyCFunction)(void (*)(void))align_encoded, METH_FASTCALL, ALIGN_ENCODED_DOC},
     {"pair_tables", (PyCFunction)(void (*)(void))pair_tables, METH_FASTCALL, PAIR_TABLES_DOC},
     {"align_many", (PyCFunction)(void (*)(void))align_many, METH_FASTCALL,
-     "align_many(encodings 1, encodings 2, seed, restarts, node_budget, work_budget, threads) -> bytes of int64 "
-     "(best, optimal, work, ns) per pair"},
+     ALIGN_MANY_DOC " -> bytes of int64 (best, optimal, work, ns) per pair"},
+    {"align_texts", (PyCFunction)(void (*)(void))align_texts, METH_FASTCALL, ALIGN_TEXTS_DOC},
     {NULL, NULL, 0, NULL},
 };
 

@@ -80,44 +80,39 @@ static int cmp_pos(const void *x, const void *y) {
     const Raw4 *p = x, *q = y;
     return (p->pos > q->pos) - (p->pos < q->pos);
 }
-static const int32_t *sort_roles_binary; /* binary block being sorted by role (qsort has no context argument) */
-static int cmp_role(const void *x, const void *y) {
-    int32_t i = *(const int32_t *)x, j = *(const int32_t *)y;
-    int32_t ri = sort_roles_binary[4 * i + 2], rj = sort_roles_binary[4 * j + 2];
-    if (ri != rj) return ri < rj ? -1 : 1;
-    return (i > j) - (i < j);
+static int cmp_int64(const void *x, const void *y) {
+    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
+    return (p > q) - (p < q);
 }
 
-
-/* The encoding's bytes from a graph's raw features, both arrays sorted and merged here (their .pos fields are
- * scratch): un: (kind or role, label, node) unary features; bi: (node, node, role, k) relations, k their order;
- * concept: each node's concept id or -1; first: the first instance's concept or -1. */
-static PyObject *pack_encoding(Py_ssize_t n, Raw4 *un, Py_ssize_t nu, Raw4 *bi, Py_ssize_t nb, const int32_t *concept,
-                               int32_t first) {
-    /* merge equal unary features (sorted) and equal relations (first occurrence order kept) */
-    qsort(un, nu, sizeof(Raw4), cmp_unary);
+/* A graph's raw features sorted and merged in place (their .pos fields are scratch): un: (kind or role, label,
+ * node) unary features; bi: (node, node, role, k) relations, k their order. Equal unary features merge (sorted),
+ * equal relations merge in order of first occurrence; counts (nb + 1 ints) gets each kept relation's count by its
+ * k. Returns the encoding's length in int32s for n nodes. No Python API: the reader runs it without the GIL. */
+static Py_ssize_t merge_features(Py_ssize_t n, Raw4 *un, Py_ssize_t *nu, Raw4 *bi, Py_ssize_t *nb, int32_t *counts) {
+    qsort(un, *nu, sizeof(Raw4), cmp_unary);
     Py_ssize_t mu = 0;
-    for (Py_ssize_t k = 0; k < nu; k++) {
+    for (Py_ssize_t k = 0; k < *nu; k++) {
         if (mu && !cmp_unary(&un[mu - 1], &un[k])) un[mu - 1].pos++;
         else { un[mu] = un[k]; un[mu].pos = 1; mu++; }
     }
-    qsort(bi, nb, sizeof(Raw4), cmp_binary);
+    qsort(bi, *nb, sizeof(Raw4), cmp_binary);
     Py_ssize_t mb = 0;
-    int32_t *counts = PyMem_Malloc(sizeof(int32_t) * (nb + 1));
-    if (!counts) return PyErr_NoMemory();
-    for (Py_ssize_t k = 0; k < nb; k++) {
+    for (Py_ssize_t k = 0; k < *nb; k++) {
         if (mb && bi[mb - 1].a == bi[k].a && bi[mb - 1].b == bi[k].b && bi[mb - 1].c == bi[k].c)
             counts[bi[mb - 1].pos]++;
         else { bi[mb] = bi[k]; counts[bi[k].pos] = 1; mb++; }
     }
     qsort(bi, mb, sizeof(Raw4), cmp_pos);
-    Py_ssize_t len = H_LEN + 4 * mu + 4 * mb + mb + n;
-    PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * len);
-    if (!result) {
-        PyMem_Free(counts);
-        return NULL;
-    }
-    int32_t *o = (int32_t *)PyBytes_AS_STRING(result);
+    *nu = mu;
+    *nb = mb;
+    return H_LEN + 4 * mu + 4 * mb + mb + n;
+}
+
+/* Writes merged features (merge_features) as the encoding into o; roles: mb int64s of scratch. concept: each node's
+ * concept id or -1; first: the first instance's concept or -1. No Python API. */
+static void write_encoding(int32_t *o, Py_ssize_t n, const Raw4 *un, Py_ssize_t mu, const Raw4 *bi, Py_ssize_t mb,
+                           const int32_t *counts, const int32_t *concept, int32_t first, int64_t *roles) {
     o[H_N] = (int32_t)n; o[H_NU] = (int32_t)mu; o[H_NB] = (int32_t)mb; o[H_FIRST] = first;
     int32_t *ou = o + H_LEN, *ob = ou + 4 * mu, *orole = ob + 4 * mb, *oc = orole + mb;
     for (Py_ssize_t k = 0; k < mu; k++) {
@@ -125,13 +120,43 @@ static PyObject *pack_encoding(Py_ssize_t n, Raw4 *un, Py_ssize_t nu, Raw4 *bi, 
     }
     for (Py_ssize_t k = 0; k < mb; k++) {
         ob[4 * k] = bi[k].a; ob[4 * k + 1] = bi[k].b; ob[4 * k + 2] = bi[k].c; ob[4 * k + 3] = counts[bi[k].pos];
-        orole[k] = (int32_t)k;
+        roles[k] = (int64_t)bi[k].c << 32 | (int64_t)k; /* relations by role, then in their order */
     }
-    PyMem_Free(counts);
-    sort_roles_binary = ob;
-    qsort(orole, mb, sizeof(int32_t), cmp_role);
+    qsort(roles, mb, sizeof(int64_t), cmp_int64);
+    for (Py_ssize_t k = 0; k < mb; k++) orole[k] = (int32_t)(roles[k] & 0xffffffff);
     memcpy(oc, concept, sizeof(int32_t) * n);
+}
+
+/* The encoding's bytes from a graph's raw features (merge_features, then write_encoding). */
+static PyObject *pack_encoding(Py_ssize_t n, Raw4 *un, Py_ssize_t nu, Raw4 *bi, Py_ssize_t nb, const int32_t *concept,
+                               int32_t first) {
+    int32_t *counts = PyMem_Malloc(sizeof(int32_t) * (nb + 1));
+    int64_t *roles = PyMem_Malloc(sizeof(int64_t) * (nb + 1));
+    PyObject *result = NULL;
+    if (!counts || !roles) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t len = merge_features(n, un, &nu, bi, &nb, counts);
+    if ((result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)sizeof(int32_t) * len)))
+        write_encoding((int32_t *)PyBytes_AS_STRING(result), n, un, nu, bi, nb, counts, concept, first, roles);
+done:
+    PyMem_Free(counts);
+    PyMem_Free(roles);
     return result;
 }
+
+/* What _penman_reader exports to _smatch_core (capsule PAIR_READER_CAPSULE) so align_texts reads, encodes and aligns
+ * pairs on its threads without the GIL. read_pair reads both graphs of a pair (ASCII texts) into encodings with one
+ * label table of the pair's own: 1 done (out[0], out[1] valid until the scratch's next use; triples: each graph's
+ * triples counted), 0 refused (the Python path reads the pair), -1 out of memory. Label ids differ from the process
+ * table's, but the search compares them only for equality, so every result is the same. */
+#define PAIR_READER_CAPSULE "amrsim.amr._penman_reader._pair_reader"
+typedef struct {
+    void *(*scratch_new)(void);
+    void (*scratch_free)(void *scratch);
+    int (*read_pair)(void *scratch, const char *text1, Py_ssize_t n1, const char *text2, Py_ssize_t n2, int smatch,
+                     const int32_t *out[2], int32_t triples[2]);
+} PairReader;
 
 #endif

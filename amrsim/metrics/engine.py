@@ -17,8 +17,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import nullcontext
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -28,7 +27,7 @@ import polars as pl
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
 from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
-from amrsim.metrics.smatch import align_many, current_table, text_encoder
+from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
@@ -248,71 +247,74 @@ def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[st
             column.append(row.get(c))
 
 
-SMATCH_SLICE = 256  # pairs read, then aligned in one C call: only one slice's encodings are held at a time
+SMATCH_SLICE = 256  # pairs read, encoded and aligned in one C call (Ctrl-C is seen between slices)
 
 
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                  values: dict[str, list[Any]], threads: int = 1) -> None:
     """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
-    on large files): per slice of pairs, the graphs are read and encoded by the C reader, then every pair of the
-    slice is aligned in one C call (`align_many`: no Python per pair, its searches without the GIL), on other
-    threads while the next slice is read where `threads` > 1. A pair's seconds are its reading plus its search.
-    Only the previous pair's encodings are kept across pairs: reading and encoding a graph in C costs a few
-    microseconds, while a cache of every graph (none repeats in the BAMBOO sets) grows memory by ~1 kB a graph,
-    whose fresh pages cost more than re-reading the few graphs that repeat (a graph shared by consecutive pairs,
-    e.g. a premise, is read once)."""
+    on large files): per slice of pairs, one C call reads, encodes and aligns every pair on `threads` threads without
+    the GIL (`align_texts`). The few pairs it leaves to the Python path (a graph not ASCII or one penman must read,
+    an empty graph) are read by `text_encoder`, which gives their exact error, and aligned by `align_many`. A pair's
+    seconds are its reading plus its search."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
-    clock, encoded, seed = time.perf_counter, text_encoder(scorer.options.convention), scorer.options.seed
-    labels = current_table()
-    recent: dict[str | None, Any] = {}
+    clock, convention, seed = time.perf_counter, scorer.options.convention, scorer.options.seed
+    encoded = text_encoder(convention)
 
-    def graph(text: str | None) -> Any:  # the previous pair's encoding, a new one, or the reading error
-        v = recent.get(text)
-        if v is None:
-            try:
-                v = encoded(text or "", labels)
-            except AMRError as e:
-                v = e
-        return v
+    def graph(text: str | None, labels: Any) -> Any:  # the encoding, or the reading error
+        try:
+            return encoded(text or "", labels)
+        except AMRError as e:
+            return e
 
-    def read_slice(start: int) -> tuple[list[tuple[Any, float]], list[Any], list[Any]]:
-        nonlocal labels, recent
-        if current_table() is not labels:  # the table outgrew MAX_LABELS: memory stays flat, so a new one, and
-            labels, recent = current_table(), {}  # nothing encoded with the old kept
-        read: list[tuple[Any, float]] = []  # per pair: its index among the aligned, or its failed row; read seconds
-        first: list[Any] = []
-        second: list[Any] = []
-        for a, b in zip(amr1[start:start + SMATCH_SLICE], amr2[start:start + SMATCH_SLICE], strict=True):
+    def python_path(a_part: Sequence[str | None], b_part: Sequence[str | None], scored: list[Any],
+                    spent: dict[int, float]) -> None:
+        """The pairs of the slice align_texts left (None) read in Python and aligned, in place; a failed pair's
+        reading time into `spent`."""
+        labels, todo, first, second = current_table(), [], [], []
+        for k, outcome in enumerate(scored):
+            if outcome is not None:
+                continue
             t0 = clock()
             try:
-                v1, v2 = graph(a), graph(b)
-                recent = {a: v1, b: v2}
+                v1, v2 = graph(a_part[k], labels), graph(b_part[k], labels)
                 if isinstance(v1, Exception) or isinstance(v2, Exception):
-                    outcome: Any = _read_errors(v1, v2)
+                    scored[k], spent[k] = _read_errors(v1, v2), clock() - t0
                 else:
-                    outcome = len(first)
+                    todo.append((k, clock() - t0))
                     first.append(v1)
                     second.append(v2)
             except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
-                outcome = f"{type(e).__name__}: {e}"[:500]
+                scored[k], spent[k] = f"{type(e).__name__}: {e}"[:500], clock() - t0
                 del e
-            read.append((outcome, clock() - t0))
-        return read, first, second
+        if todo:
+            for (k, took), result in zip(todo, align_many(first, second, seed=seed), strict=True):
+                if result is None:
+                    scored[k], spent[k] = "MemoryError: the pair's alignment tables do not fit in memory", took
+                else:
+                    scored[k] = (*result[:4], took + result[4])
 
-    def search(first: list[Any], second: list[Any], threads: int) -> list[Any]:
+    for start in range(0, len(amr1), SMATCH_SLICE):
+        a_part, b_part = amr1[start:start + SMATCH_SLICE], amr2[start:start + SMATCH_SLICE]
+        spent: dict[int, float] = {}
         try:
-            return align_many(first, second, seed=seed, threads=threads)
-        except Exception as e:  # (a bug) fails the slice's aligned pairs, not the batch
-            return [f"{type(e).__name__}: {e}"[:500]] * len(first)
-
-    def emit(read: list[tuple[Any, float]], job: Any) -> None:
-        aligned = job.result() if isinstance(job, Future) else job
-        for outcome, took in read:
-            if isinstance(outcome, int):
-                outcome = aligned[outcome]
-                if outcome is None:
-                    outcome = "MemoryError: the pair's alignment tables do not fit in memory"
+            scored: list[Any] = align_texts(a_part, b_part, convention, seed=seed, threads=threads)
+            python_path(a_part, b_part, scored, spent)
+        except Exception as e:  # (a bug) fails the slice's pairs, not the batch
+            scored = [f"{type(e).__name__}: {e}"[:500]] * len(a_part)
+            del e
+        if not any(isinstance(outcome, str) for outcome in scored):  # every pair scored: by column
+            p, r, f, optimal, took = zip(*scored) if scored else ((),) * 5
+            precision.extend(p)
+            recall.extend(r)
+            f1.extend(f)
+            status.extend([OK] * len(scored))
+            error.extend([None] * len(scored))
+            bounded.extend([None if o else "smatch" for o in optimal])
+            seconds.extend(took)
+            continue
+        for k, outcome in enumerate(scored):
             if isinstance(outcome, str):
                 precision.append(None)
                 recall.append(None)
@@ -320,34 +322,16 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
                 status.append(FAILED)
                 error.append(outcome)
                 bounded.append(None)
-                seconds.append(took)
+                seconds.append(spent.get(k, 0.0))
             else:
-                p, r, f, optimal, searched = outcome
+                p, r, f, optimal, took = outcome
                 precision.append(p)
                 recall.append(r)
                 f1.append(f)
                 status.append(OK)
                 error.append(None)
                 bounded.append(None if optimal else "smatch")
-                seconds.append(took + searched)
-
-    # With more than one thread and slice, a slice is aligned (C, without the GIL) on `threads` threads while the
-    # next one is read here: on small graphs reading and searching take about as long each, on large ones this
-    # thread soon waits and the searches have the cores (one search thread fewer made para 1.4x slower).
-    overlap = threads > 1 and len(amr1) > SMATCH_SLICE
-    with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher:
-        pending: tuple[list[tuple[Any, float]], Any] | None = None
-        for start in range(0, len(amr1), SMATCH_SLICE):
-            read, first, second = read_slice(start)
-            if searcher is None or start + SMATCH_SLICE >= len(amr1):
-                job: Any = search(first, second, threads)
-            else:
-                job = searcher.submit(search, first, second, threads)
-            if pending is not None:
-                emit(*pending)
-            pending = (read, job)
-        if pending is not None:
-            emit(*pending)
+                seconds.append(took)
 
 
 def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
