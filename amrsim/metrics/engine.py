@@ -305,7 +305,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
             scored = [f"{type(e).__name__}: {e}"[:500]] * len(a_part)
             del e
         if not any(isinstance(outcome, str) for outcome in scored):  # every pair scored: by column
-            p, r, f, optimal, took = zip(*scored) if scored else ((),) * 5
+            p, r, f, optimal, took = zip(*scored, strict=True) if scored else ((),) * 5
             precision.extend(p)
             recall.extend(r)
             f1.extend(f)
