@@ -6,7 +6,8 @@ Dump with one version of the code, check with another (both read the same shared
     .venv/bin/python benchmarks/metrics_equality.py check /tmp/metrics_ref    # after it: exit 1 on any difference
 
 Two runs per set: all aspects with the default options (convention amr, MiniLM vectors) and Smatch alone with
-convention smatch. Columns must agree to 1e-12, and status/error exactly.
+convention smatch. Columns must agree to 1e-12, and status, error and bounded exactly. `--workers 0` scores in this
+process on two threads (the path of a small file), the default on two worker processes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from pathlib import Path
 
 import polars as pl
 
-from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, aspect_columns, score_pairs_parallel
+from amrsim.metrics.engine import (
+    ALL_ASPECTS,
+    MetricsOptions,
+    _score_columns,
+    _with_keys,
+    aspect_columns,
+    score_pairs_parallel,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "amr_bamboo"
 RUNS = {"all": MetricsOptions(), "smatch": MetricsOptions(aspects=("smatch",), convention="smatch")}
@@ -38,6 +46,10 @@ def read_pairs(path: Path) -> pl.DataFrame:
 
 def score(path: Path, run: str, workers: int) -> pl.DataFrame:
     options = RUNS[run]
+    if workers == 0:  # in this process on two threads (the CLI's path on a small file)
+        frame = read_pairs(path)
+        return _with_keys(frame, _score_columns(frame["amr1"].to_list(), frame["amr2"].to_list(), options, 2),
+                          options).drop("amr1", "amr2", "seconds")
     return score_pairs_parallel(read_pairs(path), options, workers=workers).drop("amr1", "amr2", "seconds")
 
 
@@ -46,7 +58,7 @@ def compare(ref: pl.DataFrame, new: pl.DataFrame, run: str) -> list[str]:
     problems = []
     if ref.height != new.height:
         return [f"{ref.height} rows before, {new.height} now"]
-    for col in ("key", "status", "error"):
+    for col in ("key", "status", "error", "bounded"):
         if col in new.columns and ref[col].to_list() != new[col].to_list():
             problems.append(f"column {col} differs")
     cols = aspect_columns(RUNS[run].aspects if run != "all" else ALL_ASPECTS)
@@ -65,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["dump", "check"])
     ap.add_argument("directory", type=Path)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2, help="worker processes; 0: this process, two threads")
     ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
     args = ap.parse_args()
     args.directory.mkdir(parents=True, exist_ok=True)

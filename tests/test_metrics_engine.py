@@ -456,21 +456,68 @@ def test_smatch_alone_gives_the_same_rows_on_any_threads_and_slices(monkeypatch)
 
 
 def test_all_aspects_give_the_same_rows_on_threads(monkeypatch):
-    """The aspects loop on two threads (slices in turn, searches without the GIL) gives the one-thread rows in input
-    order, on real pairs with failures among them, from a fresh scorer (caches filled by both threads at once)."""
+    """Each slice's Smatch-family searches run at once after its Python scoring, on other threads while later slices
+    are scored (a few slices ahead): the rows are those of scoring each pair in turn (`_Scorer.score`, searches run
+    one by one), in input order, on real pairs with failures among them, whatever the threads, slices and lookahead,
+    from a fresh scorer."""
     from amrsim.metrics import engine
 
     path = shared("amr_bamboo", "bamboo_sts_main_test.jsonl.gz")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f][:60]
-    amr1 = [r["amr1"] for r in rows] + ["(a / b", None, WANT]
-    amr2 = [r["amr2"] for r in rows] + [WANT, WANT, "(x / y :ARG0 z)"]
+    amr1 = [r["amr1"] for r in rows] + ["(a / b", None, WANT, "(a / b)"]
+    amr2 = [r["amr2"] for r in rows] + [WANT, WANT, "(x / y :ARG0 z)", "(a / b)"]
     options = MetricsOptions(vectors="random")
     cols = [c for c in engine._score_columns([], [], options).columns if c != "seconds"]
     engine._SCORERS.clear()
-    expected = engine._score_columns(amr1, amr2, options).select(cols)
+    one_by_one = [engine._scorer(options).score(a, b) for a, b in zip(amr1, amr2, strict=True)]
+    expected = pl.DataFrame({c: [row.get(c) for row in one_by_one] for c in cols},
+                            schema={c: (pl.String if c in ("status", "error", "bounded") else pl.Float64) for c in cols})
     assert expected["status"].to_list().count("failed") == 3
-    monkeypatch.setattr(engine, "ASPECTS_SLICE", 7)
-    for threads in (2, 3):
-        engine._SCORERS.clear()
-        assert engine._score_columns(amr1, amr2, options, threads).select(cols).equals(expected), threads
+    for size, ahead in ((128, 16), (7, 16), (7, 1), (1, 3)):
+        monkeypatch.setattr(engine, "ASPECTS_SLICE", size)
+        monkeypatch.setattr(engine, "SLICES_AHEAD", ahead)
+        for threads in (1, 2, 3):
+            engine._SCORERS.clear()
+            got = engine._score_columns(amr1, amr2, options, threads)
+            assert got.select(cols).equals(expected), (size, ahead, threads)
+            assert got["seconds"].min() >= 0.0
+
+
+def test_aspect_searches_cut_or_failing_in_a_slice(monkeypatch):
+    """A search its budget cut names its aspect in `bounded`, in the aspects' order; a pair whose tables do not fit
+    in memory, or a slice whose batch of searches raises, fails those pairs only (the others and the next slice are
+    scored)."""
+    from amrsim.metrics import engine
+
+    options = MetricsOptions(aspects=("concepts", "srl", "smatch", "unlabeled"), vectors="random")
+    amr1, amr2 = [WANT, WANT_NOT, CAT_DOG, WANT], [WANT_GIRL, WANT, DOG_CAT, "(a / b"]
+    real = engine.align_many
+    monkeypatch.setattr(engine, "ASPECTS_SLICE", 2)
+
+    def cut(first, second, **kw):
+        return [r[:3] + (False,) + r[4:] for r in real(first, second, **kw)]
+
+    monkeypatch.setattr(engine, "align_many", cut)
+    got = engine._score_columns(amr1, amr2, options, 2)
+    assert got["bounded"].to_list()[:3] == ["srl,smatch,unlabeled"] * 3 and got["status"][3] == "failed"
+
+    cat_dog = engine._scorer(options).view(CAT_DOG)[1].encoded("triples").data
+
+    def no_memory_for_cat_dog(first, second, **kw):  # its Smatch search only
+        return [None if e1.data == cat_dog else r for e1, r in zip(first, real(first, second, **kw), strict=True)]
+
+    monkeypatch.setattr(engine, "align_many", no_memory_for_cat_dog)
+    got = engine._score_columns(amr1, amr2, options, 2)
+    assert got["status"].to_list() == ["ok", "ok", "failed", "failed"]
+    assert got["error"][2] == engine.SEARCH_OOM and got["concepts"][2] is None
+
+    def broken(first, second, **kw):
+        if len(first) > 4:  # the first slice's searches (the second has one pair and a failure)
+            raise RuntimeError("search broke")
+        return real(first, second, **kw)
+
+    monkeypatch.setattr(engine, "align_many", broken)
+    got = engine._score_columns(amr1, amr2, options, 2)
+    assert got["error"].to_list()[:2] == ["RuntimeError: search broke"] * 2
+    assert got["status"][2] == "ok" and got["smatch_f1"][2] is not None

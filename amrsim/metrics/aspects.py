@@ -13,11 +13,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
 from amrsim.amr.graph import SmatchTriples
-from amrsim.metrics.smatch import EncodedGraph, encode_graph, smatch
+from amrsim.metrics.smatch import EncodedGraph, encode_graph, same_table, smatch
 
 SENSE = re.compile(r"-\d\d$")
 TOP_ROLES = {"TOP", "top"}
@@ -150,13 +151,26 @@ class GraphView:
         return self._subgraph(rels)
 
 
-def _smatch_f1(g1: GraphView, g2: GraphView, name: str, seed: int, bounded: list[str] | None) -> float:
+class Search(NamedTuple):
+    """A Smatch-family search `aspect_scores` left to its caller: the aspect and the two graphs' encodings (one label
+    table). Its score is `smatch_encoded(first, second, seed)`'s: F1 (smatch: precision, recall, F1)."""
+
+    aspect: str
+    first: EncodedGraph
+    second: EncodedGraph
+
+
+def _smatch_f1(g1: GraphView, g2: GraphView, name: str, seed: int, bounded: list[str] | None,
+               searches: list[Search] | None) -> float | None:
     a, b = getattr(g1, name), getattr(g2, name)
     empty_a, empty_b = not (a.instances or a.relations), not (b.instances or b.relations)
     if empty_a and empty_b:
         return 1.0  # neither graph has the structure
     if empty_a or empty_b:
         return 0.0
+    if searches is not None:
+        searches.append(Search(name, *same_table(a, b, g1.encoded(name), g2.encoded(name))))
+        return None
     s = smatch(a, b, seed=seed, encoded=(g1.encoded(name), g2.encoded(name)))
     if not s.optimal and bounded is not None:
         bounded.append(name)
@@ -184,19 +198,28 @@ def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], n
 
 
 def aspect_scores(g1: GraphView, g2: GraphView, aspects: Iterable[str], vector: Callable[[str], np.ndarray | None],
-                  seed: int = 0, bounded: list[str] | None = None) -> dict[str, float]:
+                  seed: int = 0, bounded: list[str] | None = None,
+                  searches: list[Search] | None = None) -> dict[str, float | None]:
     """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1). Smatch-family aspects whose
     search its budget stopped before proving the optimum (the score is the best alignment found) are appended to
-    `bounded`."""
-    out: dict[str, float] = {}
+    `bounded`. With `searches`, the Smatch-family searches are not run but appended there, in the aspects' order,
+    and their columns left None: the caller runs many at once (`smatch.align_many`)."""
+    out: dict[str, float | None] = {}
     for name in aspects:
-        if name == "smatch":
+        if name == "smatch" and searches is not None:
+            if not g1.triples.variables or not g2.triples.variables:  # as smatch(): no alignment, all 0
+                out |= {"smatch_precision": 0.0, "smatch_recall": 0.0, "smatch_f1": 0.0}
+            else:
+                searches.append(Search(name, *same_table(g1.triples, g2.triples, g1.encoded("triples"),
+                                                         g2.encoded("triples"))))
+                out |= {"smatch_precision": None, "smatch_recall": None, "smatch_f1": None}
+        elif name == "smatch":
             s = smatch(g1.triples, g2.triples, seed=seed, encoded=(g1.encoded("triples"), g2.encoded("triples")))
             if not s.optimal and bounded is not None:
                 bounded.append(name)
             out |= {"smatch_precision": s.precision, "smatch_recall": s.recall, "smatch_f1": s.f1}
         elif name in ("unlabeled", "no_wsd", "reentrancies", "srl"):
-            out[name] = _smatch_f1(g1, g2, name, seed, bounded)
+            out[name] = _smatch_f1(g1, g2, name, seed, bounded, searches)
         elif name == "concepts":
             out[name] = set_f1(g1.v2c.values(), g2.v2c.values())
         elif name == "quant_sim":

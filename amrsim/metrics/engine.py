@@ -16,8 +16,10 @@ import json
 import multiprocessing
 import os
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -26,7 +28,7 @@ import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
-from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, aspect_scores
+from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, Search, aspect_scores
 from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
@@ -129,7 +131,8 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def score(self, amr1: str, amr2: str) -> dict[str, Any]:
+    def score(self, amr1: str, amr2: str, searches: list[Search] | None = None) -> dict[str, Any]:
+        """The pair's row; with `searches`, its Smatch-family searches are left there (see `aspect_scores`)."""
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
             return {"status": FAILED, "error": _read_errors(v1, v2)}
@@ -137,7 +140,7 @@ class _Scorer:
         opts = self.options
         bounded: list[str] = []
         row: dict[str, Any] = aspect_scores(view1, view2, self._graph_aspects, self.vector, seed=opts.seed,
-                                            bounded=bounded)
+                                            bounded=bounded, searches=searches)
         if "wlk" in opts.aspects:
             from amrsim.metrics.wlk import wlk
 
@@ -195,9 +198,9 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(1):
-                _aspects_threads(scorer, amr1, amr2, values, threads)
+                _aspects_slices(scorer, amr1, amr2, values, threads)
         else:
-            _aspects_threads(scorer, amr1, amr2, values, threads)
+            _aspects_slices(scorer, amr1, amr2, values, threads)
     finally:
         if collecting:
             gc.enable()
@@ -206,43 +209,88 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     return pl.DataFrame(values, schema=schema)
 
 
-ASPECTS_SLICE = 128  # pairs a thread of the aspects loop takes at a time
+ASPECTS_SLICE = 128  # pairs scored in Python before their Smatch-family searches run, at once, in C
+SLICES_AHEAD = 16  # slices scored while earlier ones are searched: the rows held stay a few thousand
+SEARCH_OOM = "MemoryError: the pair's alignment tables do not fit in memory"
 
 
-def _aspects_threads(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                     values: dict[str, list[Any]], threads: int = 1) -> None:
-    """`_aspects_loop` on `threads` threads, slices of pairs in turn, rows in input order. The Smatch-family searches
-    (half the time of all aspects) and WWLK's matrix products run without the GIL, so a second thread scores other
-    pairs meanwhile. The scorer's caches only gain entries that are equal whichever thread adds them; node vectors
-    are loaded before the threads start, once. WLK and WWLK alone stay on one thread: mostly Python, they only
-    contend for the GIL (WWLK alone was 10% slower by the clock on two)."""
-    if threads <= 1 or len(amr1) <= ASPECTS_SLICE or not scorer._graph_aspects:
-        _aspects_loop(scorer, amr1, amr2, values)
-        return
-    if scorer.options.needs_vectors:
-        scorer.vector("thing")
+def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
+                    values: dict[str, list[Any]], threads: int = 1) -> None:
+    """Every aspect of every pair, rows in input order: per slice of pairs, the aspects are scored here (views,
+    sets, vectors, WLK, WWLK: Python) with the Smatch-family searches left aside (`aspect_scores`' `searches`), then
+    the slice's searches run in one C call (`align_many`, without the GIL). With more than one thread, that call runs
+    on other threads while this one scores the next slice: the searches (half the time of all aspects, most of it a
+    few Unlabeled searches that reach the work budget) overlap the Python, which holds the GIL either way."""
+    seed = scorer.options.seed
 
-    def piece(start: int) -> dict[str, list[Any]]:
-        part: dict[str, list[Any]] = {c: [] for c in values}
-        _aspects_loop(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE], part)
-        return part
+    def search(searches: list[tuple[int, Search]]) -> list[Any]:
+        try:
+            return align_many([s.first for _, s in searches], [s.second for _, s in searches], seed=seed,
+                              threads=threads)
+        except Exception as e:  # (a bug) fails the pairs with a search in the slice, not the batch
+            return [f"{type(e).__name__}: {e}"[:500]] * len(searches)
 
-    with ThreadPoolExecutor(threads) as pool:
-        for part in pool.map(piece, range(0, len(amr1), ASPECTS_SLICE)):
-            for c, column in values.items():
-                column.extend(part[c])
+    overlap = threads > 1 and len(amr1) > ASPECTS_SLICE
+    with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher:
+        pending: deque[tuple[list[dict[str, Any]], list[tuple[int, Search]], Any]] = deque()
+        for start in range(0, len(amr1), ASPECTS_SLICE):
+            rows, searches = _score_slice(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE])
+            last = start + ASPECTS_SLICE >= len(amr1)
+            job = search(searches) if searcher is None or last or not searches else searcher.submit(search, searches)
+            pending.append((rows, searches, job))
+            # rows leave in input order as their searches end; this thread goes on scoring meanwhile (a few long
+            # searches in one slice would otherwise hold it), up to SLICES_AHEAD slices
+            while pending and (len(pending) > SLICES_AHEAD or not isinstance(pending[0][2], Future)
+                               or pending[0][2].done()):
+                _emit_slice(*pending.popleft(), values)
+        while pending:
+            _emit_slice(*pending.popleft(), values)
 
 
-def _aspects_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                  values: dict[str, list[Any]]) -> None:
+def _score_slice(scorer: _Scorer, amr1: Sequence[str | None],
+                 amr2: Sequence[str | None]) -> tuple[list[dict[str, Any]], list[tuple[int, Search]]]:
+    """Each pair's row, its Smatch-family columns None, and the searches that fill them (by the row's index)."""
+    rows: list[dict[str, Any]] = []
+    searches: list[tuple[int, Search]] = []
     for a, b in zip(amr1, amr2, strict=True):
         t0 = time.perf_counter()
+        mine: list[Search] = []
         try:
-            row = scorer.score(a, b)
+            row = scorer.score(a, b, mine)
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
-            row = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}
+            row, mine = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}, []
             del e
         row["seconds"] = time.perf_counter() - t0
+        searches += [(len(rows), s) for s in mine]
+        rows.append(row)
+    return rows, searches
+
+
+def _emit_slice(rows: list[dict[str, Any]], searches: list[tuple[int, Search]], job: Any,
+                values: dict[str, list[Any]]) -> None:
+    """The slice's rows, their searches' scores filled in (a search that reached its budget named in `bounded`,
+    before WWLK as when run in turn), appended to `values`."""
+    found = job.result() if isinstance(job, Future) else job
+    cut: dict[int, list[str]] = {}
+    for (k, s), result in zip(searches, found, strict=True):
+        row = rows[k]
+        if row["status"] == FAILED:
+            continue
+        if result is None or isinstance(result, str):
+            rows[k] = {"status": FAILED, "error": SEARCH_OOM if result is None else result, "seconds": row["seconds"]}
+            continue
+        p, r, f, optimal, took = result
+        if s.aspect == "smatch":
+            row |= {"smatch_precision": p, "smatch_recall": r, "smatch_f1": f}
+        else:
+            row[s.aspect] = f
+        row["seconds"] += took
+        if not optimal:
+            cut.setdefault(k, []).append(s.aspect)
+    for k, names in cut.items():
+        if rows[k]["status"] != FAILED:
+            rows[k]["bounded"] = ",".join(names + ([rows[k]["bounded"]] if rows[k]["bounded"] else []))
+    for row in rows:
         for c, column in values.items():
             column.append(row.get(c))
 
@@ -252,7 +300,7 @@ SMATCH_SLICE = 256  # pairs read, encoded and aligned in one C call (Ctrl-C is s
 
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                  values: dict[str, list[Any]], threads: int = 1) -> None:
-    """`_aspects_loop` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
+    """`_aspects_slices` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
     on large files): per slice of pairs, one C call reads, encodes and aligns every pair on `threads` threads without
     the GIL (`align_texts`). The few pairs it leaves to the Python path (a graph not ASCII or one penman must read,
     an empty graph) are read by `text_encoder`, which gives their exact error, and aligned by `align_many`. A pair's

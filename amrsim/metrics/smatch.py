@@ -42,8 +42,8 @@ from amrsim.amr.graph import SmatchTriples, read_triples
 from amrsim.metrics import _smatch_core
 
 __all__ = ["DEFAULT_NODE_BUDGET", "DEFAULT_WORK_BUDGET", "MAX_LABELS", "EncodedGraph", "SmatchScore", "current_table",
-           "align_many", "align_texts", "encode_graph", "encode_pair", "encode_text", "has_duplicates", "smatch",
-           "smatch_encoded", "smatch_many", "text_encoder"]
+           "align_many", "align_texts", "encode_graph", "encode_pair", "encode_text", "has_duplicates", "same_table",
+           "smatch", "smatch_encoded", "smatch_many", "text_encoder"]
 
 DEFAULT_NODE_BUDGET = 200_000
 DEFAULT_WORK_BUDGET = 300_000_000
@@ -148,7 +148,10 @@ def has_duplicates(t: SmatchTriples) -> bool:
             or len(set(t.relations)) != len(t.relations))
 
 
-def _same_table(t1: SmatchTriples, t2: SmatchTriples, e1: EncodedGraph, e2: EncodedGraph):
+def same_table(t1: SmatchTriples, t2: SmatchTriples, e1: EncodedGraph,
+               e2: EncodedGraph) -> tuple[EncodedGraph, EncodedGraph]:
+    """The encodings e1, e2 of t1, t2, or both encoded again in one new table where the process's table started over
+    between them: what a search of the pair needs."""
     if e1.labels is e2.labels:
         return e1, e2
     labels = _Labels()  # a table started over between the two: both anew, in one table of their own
@@ -159,7 +162,7 @@ def encode_pair(t1: SmatchTriples, t2: SmatchTriples):
     """(n1, n2, U, quads, concept ids 1, concept ids 2) as `_smatch_core.align` takes them: ``U[i*n2+j]`` counts the
     unary triples matched when node i maps to node j, each quad (i, j, k, l, w) the relation triples matched when
     both i->j and k->l."""
-    e1, e2 = _same_table(t1, t2, encode_graph(t1), encode_graph(t2))
+    e1, e2 = same_table(t1, t2, encode_graph(t1), encode_graph(t2))
     return _smatch_core.pair_tables(e1.data, e2.data)
 
 
@@ -177,7 +180,7 @@ def smatch(t1: SmatchTriples, t2: SmatchTriples, seed: int = 0, restarts: int = 
     graphs' `encode_graph`, where the caller keeps them across pairs."""
     if not t1.variables or not t2.variables:
         return SmatchScore(0.0, 0.0, 0.0, 0, len(t1), len(t2), True)
-    e1, e2 = _same_table(t1, t2, *encoded) if encoded is not None else _same_table(t1, t2, encode_graph(t1),
+    e1, e2 = same_table(t1, t2, *encoded) if encoded is not None else same_table(t1, t2, encode_graph(t1),
                                                                                    encode_graph(t2))
     return smatch_encoded(e1, e2, seed, restarts, node_budget, work_budget)
 
