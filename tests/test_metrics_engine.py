@@ -471,8 +471,9 @@ def test_all_aspects_give_the_same_rows_on_threads(monkeypatch):
     cols = [c for c in engine._score_columns([], [], options).columns if c != "seconds"]
     engine._SCORERS.clear()
     one_by_one = [engine._scorer(options).score(a, b) for a, b in zip(amr1, amr2, strict=True)]
+    text = ("status", "error", "bounded")
     expected = pl.DataFrame({c: [row.get(c) for row in one_by_one] for c in cols},
-                            schema={c: (pl.String if c in ("status", "error", "bounded") else pl.Float64) for c in cols})
+                            schema={c: pl.String if c in text else pl.Float64 for c in cols})
     assert expected["status"].to_list().count("failed") == 3
     for size, ahead in ((128, 16), (7, 16), (7, 1), (1, 3)):
         monkeypatch.setattr(engine, "ASPECTS_SLICE", size)
