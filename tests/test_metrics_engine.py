@@ -522,3 +522,40 @@ def test_aspect_searches_cut_or_failing_in_a_slice(monkeypatch):
     got = engine._score_columns(amr1, amr2, options, 2)
     assert got["error"].to_list()[:2] == ["RuntimeError: search broke"] * 2
     assert got["status"][2] == "ok" and got["smatch_f1"][2] is not None
+
+
+def test_an_interrupted_aspects_loop_cancels_the_searches_queued_ahead(monkeypatch):
+    """Ctrl-C while slices wait for their searches: the searches not yet started are cancelled, so the command stops
+    after the one running, not after every slice queued ahead."""
+    import threading
+    import time as clock
+
+    from amrsim.metrics import engine
+
+    options = MetricsOptions(aspects=("smatch", "concepts"), vectors="random")
+    amr1, amr2 = [WANT, CAT_DOG] * 6, [WANT_GIRL, DOG_CAT] * 6
+    started = []
+    release = threading.Event()
+    real_search, real_slice = engine.align_many, engine._score_slice
+
+    def slow(first, second, **kw):
+        started.append(len(first))
+        release.wait(5)
+        return real_search(first, second, **kw)
+
+    def interrupted(scorer, a, b):  # Ctrl-C while scoring the fifth slice (four searches submitted)
+        slices.append(len(a))
+        if len(slices) == 5:
+            raise KeyboardInterrupt
+        return real_slice(scorer, a, b)
+
+    slices: list[int] = []
+    monkeypatch.setattr(engine, "ASPECTS_SLICE", 2)
+    monkeypatch.setattr(engine, "align_many", slow)
+    monkeypatch.setattr(engine, "_score_slice", interrupted)
+    threading.Timer(0.5, release.set).start()
+    t0 = clock.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        engine._score_columns(amr1, amr2, options, 2)
+    assert len(started) == 1  # the slices queued behind the running search never started
+    assert clock.perf_counter() - t0 < 4

@@ -17,9 +17,9 @@ import multiprocessing
 import os
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -231,8 +231,8 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
             return [f"{type(e).__name__}: {e}"[:500]] * len(searches)
 
     overlap = threads > 1 and len(amr1) > ASPECTS_SLICE
-    with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher:
-        pending: deque[tuple[list[dict[str, Any]], list[tuple[int, Search]], Any]] = deque()
+    pending: deque[tuple[list[dict[str, Any]], list[tuple[int, Search]], Any]] = deque()
+    with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher, _cancelled_on_exit(pending):
         for start in range(0, len(amr1), ASPECTS_SLICE):
             rows, searches = _score_slice(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE])
             last = start + ASPECTS_SLICE >= len(amr1)
@@ -245,6 +245,19 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
                 _emit_slice(*pending.popleft(), values)
         while pending:
             _emit_slice(*pending.popleft(), values)
+
+
+@contextmanager
+def _cancelled_on_exit(pending: deque) -> Iterator[None]:
+    """On an exception (Ctrl-C included), the searches not yet started are cancelled: leaving the executor waits for
+    the one running only, not for every slice queued ahead."""
+    try:
+        yield
+    except BaseException:
+        for _rows, _searches, job in pending:
+            if isinstance(job, Future):
+                job.cancel()
+        raise
 
 
 def _score_slice(scorer: _Scorer, amr1: Sequence[str | None],
