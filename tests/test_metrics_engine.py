@@ -559,3 +559,23 @@ def test_an_interrupted_aspects_loop_cancels_the_searches_queued_ahead(monkeypat
         engine._score_columns(amr1, amr2, options, 2)
     assert len(started) == 1  # the slices queued behind the running search never started
     assert clock.perf_counter() - t0 < 4
+
+
+@pytest.mark.slow
+def test_a_pool_worker_ends_quietly_on_ctrl_c(capfd):
+    """A terminal's Ctrl-C reaches the worker processes too: each ends by the signal's default action, without a
+    KeyboardInterrupt traceback of its own (the command reports the stop once)."""
+    import os
+    import signal
+    import time
+
+    pool = worker_pool(1)
+    try:
+        pool.submit(time.sleep, 0).result()  # the worker has started and run its initializer
+        (pid, process), = pool._processes.items()
+        os.kill(pid, signal.SIGINT)
+        process.join(10)
+        assert process.exitcode == -signal.SIGINT
+    finally:
+        pool.shutdown(cancel_futures=True)
+    assert "Traceback" not in capfd.readouterr().err

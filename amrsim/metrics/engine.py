@@ -15,6 +15,7 @@ import gc
 import json
 import multiprocessing
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -414,7 +415,9 @@ def score_pairs(frame: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
 def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) -> None:
     """Pool worker start-up: tied to the process that started the pool (a SIGKILLed CLI leaves no workers behind),
     one BLAS thread (the processes are the parallelism), then the imports and node vectors the first batch would
-    otherwise pay for."""
+    otherwise pay for. A terminal's Ctrl-C reaches the whole process group: a worker then ends at once and quietly
+    (the default action, not a KeyboardInterrupt traceback per worker); the command reports the stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if parent_pid is not None:
         die_with_parent(parent_pid)
     try:
@@ -560,16 +563,17 @@ class PairScorer:
                                [self.options] * len(starts))
         return pl.concat(list(parts), how="vertical_relaxed")
 
-    def close(self) -> None:
+    def close(self, cancel: bool = False) -> None:
+        """Ends the pool this scorer started; `cancel`: batches not yet started are dropped (waits for the running)."""
         if self._pool is not None and self._own_pool:
-            self._pool.shutdown()
+            self._pool.shutdown(cancel_futures=cancel)
         self._pool, self._own_pool = None, False
 
     def __enter__(self) -> PairScorer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(cancel=exc_type is not None)  # an error or Ctrl-C: the queued batches would only be thrown away
 
 
 def _usable_cores() -> int:
