@@ -353,7 +353,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
         if todo:
             for (k, took), result in zip(todo, align_many(first, second, seed=seed), strict=True):
                 if result is None:
-                    scored[k], spent[k] = "MemoryError: the pair's alignment tables do not fit in memory", took
+                    scored[k], spent[k] = SEARCH_OOM, took
                 else:
                     scored[k] = (*result[:4], took + result[4])
 
