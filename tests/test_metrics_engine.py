@@ -526,7 +526,7 @@ def test_aspect_searches_cut_or_failing_in_a_slice(monkeypatch):
 
 def test_an_interrupted_aspects_loop_cancels_the_searches_queued_ahead(monkeypatch):
     """Ctrl-C while slices wait for their searches: the searches not yet started are cancelled, so the command stops
-    after the one running, not after every slice queued ahead."""
+    after the one running, not after every slice of the window."""
     import threading
     import time as clock
 
@@ -543,13 +543,11 @@ def test_an_interrupted_aspects_loop_cancels_the_searches_queued_ahead(monkeypat
         release.wait(5)
         return real_search(first, second, **kw)
 
-    def interrupted(scorer, a, b):  # Ctrl-C while scoring the fifth slice (four searches submitted)
-        slices.append(len(a))
-        if len(slices) == 5:
+    def interrupted(scorer, a, b, part):  # Ctrl-C in the other aspects of the first slice: six searches submitted
+        if part == "rest":
             raise KeyboardInterrupt
-        return real_slice(scorer, a, b)
+        return real_slice(scorer, a, b, part)
 
-    slices: list[int] = []
     monkeypatch.setattr(engine, "ASPECTS_SLICE", 2)
     monkeypatch.setattr(engine, "align_many", slow)
     monkeypatch.setattr(engine, "_score_slice", interrupted)
@@ -579,3 +577,27 @@ def test_a_pool_worker_ends_quietly_on_ctrl_c(capfd):
     finally:
         pool.shutdown(cancel_futures=True)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
+    """The two parts of a row (Smatch family first, then the rest): a pair whose second part raises is a failed row
+    with that error and no score of the first part, as when the whole row raised; its neighbours are scored."""
+    from amrsim.metrics import engine
+    from amrsim.metrics import wlk as wlk_module
+
+    real = wlk_module.wlk
+
+    def broken_for_cat_dog(g1, g2, **kw):
+        if any(c == "cat" for _, _, c in g1.triples):
+            raise RuntimeError("wlk broke")
+        return real(g1, g2, **kw)
+
+    monkeypatch.setattr(wlk_module, "wlk", broken_for_cat_dog)
+    options = MetricsOptions(aspects=("smatch", "unlabeled", "wlk"), vectors="random")
+    for threads in (1, 2):
+        engine._SCORERS.clear()
+        got = engine._score_columns([WANT, CAT_DOG, WANT], [WANT_GIRL, DOG_CAT, WANT_NOT], options, threads)
+        assert got["status"].to_list() == ["ok", "failed", "ok"]
+        assert got["error"][1] == "RuntimeError: wlk broke"
+        assert got.row(1, named=True)["smatch_f1"] is None and got.row(1, named=True)["unlabeled"] is None
+        assert got["smatch_f1"][0] is not None and got["wlk"][2] is not None

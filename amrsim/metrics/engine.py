@@ -29,7 +29,7 @@ import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
 from amrsim.metrics import wlk
-from amrsim.metrics.aspects import VECTOR_ASPECTS, GraphView, Search, aspect_scores
+from amrsim.metrics.aspects import SMATCH_FAMILY, VECTOR_ASPECTS, GraphView, Search, aspect_scores
 from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
@@ -108,6 +108,7 @@ class _Scorer:
         self._vectors = None
         self._needs_graph = any(a in ("wlk", "wwlk") for a in options.aspects)
         self._graph_aspects = [a for a in options.aspects if a not in ("wlk", "wwlk")]
+        self._family = [a for a in self._graph_aspects if a in SMATCH_FAMILY]  # the aspects that search
 
     def vector(self, label: str):
         if self._vectors is None:
@@ -132,16 +133,22 @@ class _Scorer:
             self._views[text] = v
         return v
 
-    def score(self, amr1: str, amr2: str, searches: list[Search] | None = None) -> dict[str, Any]:
-        """The pair's row; with `searches`, its Smatch-family searches are left there (see `aspect_scores`)."""
+    def score(self, amr1: str, amr2: str, searches: list[Search] | None = None, part: str = "all") -> dict[str, Any]:
+        """The pair's row; with `searches`, its Smatch-family searches are left there (see `aspect_scores`). `part`:
+        "all" the aspects, "family" the Smatch-family ones only, "rest" all but those (WLK, WWLK and `bounded`
+        included): the two parts' columns make the whole row."""
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
             return {"status": FAILED, "error": _read_errors(v1, v2)}
         (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
         bounded: list[str] = []
-        row: dict[str, Any] = aspect_scores(view1, view2, self._graph_aspects, self.vector, seed=opts.seed,
-                                            bounded=bounded, searches=searches)
+        aspects = {"all": self._graph_aspects, "family": self._family,
+                   "rest": [a for a in self._graph_aspects if a not in self._family]}[part]
+        row: dict[str, Any] = aspect_scores(view1, view2, aspects, self.vector, seed=opts.seed, bounded=bounded,
+                                            searches=searches)
+        if part == "family":
+            return row | {"status": OK}
         if "wlk" in opts.aspects:
             from amrsim.metrics.wlk import wlk
 
@@ -211,17 +218,19 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
 
 
 ASPECTS_SLICE = 128  # pairs scored in Python before their Smatch-family searches run, at once, in C
-SLICES_AHEAD = 16  # slices scored while earlier ones are searched: the rows held stay a few thousand
+SLICES_AHEAD = 16  # slices whose searches start before their other aspects: the rows held stay a few thousand
 SEARCH_OOM = "MemoryError: the pair's alignment tables do not fit in memory"
 
 
 def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
                     values: dict[str, list[Any]], threads: int = 1) -> None:
-    """Every aspect of every pair, rows in input order: per slice of pairs, the aspects are scored here (views,
-    sets, vectors, WLK, WWLK: Python) with the Smatch-family searches left aside (`aspect_scores`' `searches`), then
-    the slice's searches run in one C call (`align_many`, without the GIL). With more than one thread, that call runs
-    on other threads while this one scores the next slice: the searches (half the time of all aspects, most of it a
-    few Unlabeled searches that reach the work budget) overlap the Python, which holds the GIL either way."""
+    """Every aspect of every pair, rows in input order, in windows of SLICES_AHEAD slices. First the Smatch-family
+    part of each slice of the window is scored here (the graphs' views and encodings) with its searches left aside
+    (`aspect_scores`' `searches`), and the slice's searches start in one C call (`align_many`, without the GIL).
+    Then the rest of each slice (sets, vectors, WLK, WWLK: Python, which holds the GIL) is scored, and the slice's
+    rows leave as soon as its searches have ended. With more than one thread the searches run on other threads
+    meanwhile: they are half the time of all aspects, most of it a few Unlabeled searches that reach their budget,
+    and starting them all before the Python part keeps the end of the file from waiting for them."""
     seed = scorer.options.seed
 
     def search(searches: list[tuple[int, Search]]) -> list[Any]:
@@ -232,20 +241,30 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
             return [f"{type(e).__name__}: {e}"[:500]] * len(searches)
 
     overlap = threads > 1 and len(amr1) > ASPECTS_SLICE
-    pending: deque[tuple[list[dict[str, Any]], list[tuple[int, Search]], Any]] = deque()
+    pending: deque[tuple[list[dict[str, Any]] | None, list[tuple[int, Search]], Any]] = deque()
     with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher, _cancelled_on_exit(pending):
-        for start in range(0, len(amr1), ASPECTS_SLICE):
-            rows, searches = _score_slice(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE])
-            last = start + ASPECTS_SLICE >= len(amr1)
-            job = search(searches) if searcher is None or last or not searches else searcher.submit(search, searches)
-            pending.append((rows, searches, job))
-            # rows leave in input order as their searches end; this thread goes on scoring meanwhile (a few long
-            # searches in one slice would otherwise hold it), up to SLICES_AHEAD slices
-            while pending and (len(pending) > SLICES_AHEAD or not isinstance(pending[0][2], Future)
-                               or pending[0][2].done()):
-                _emit_slice(*pending.popleft(), values)
-        while pending:
-            _emit_slice(*pending.popleft(), values)
+        for window in range(0, len(amr1), ASPECTS_SLICE * SLICES_AHEAD):
+            starts = range(window, min(window + ASPECTS_SLICE * SLICES_AHEAD, len(amr1)), ASPECTS_SLICE)
+            for start in starts:
+                family, searches = (_score_slice(scorer, amr1[start:start + ASPECTS_SLICE],
+                                                 amr2[start:start + ASPECTS_SLICE], "family")
+                                    if scorer._family else (None, []))
+                job = search(searches) if searcher is None or not searches else searcher.submit(search, searches)
+                pending.append((family, searches, job))
+            for start in starts:
+                rest, _ = _score_slice(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE],
+                                       "rest")
+                family, searches, job = pending.popleft()
+                _emit_slice(rest if family is None else _whole_rows(family, rest), searches, job, values)
+
+
+def _whole_rows(family: list[dict[str, Any]], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each pair's row from its two parts: the first part that failed, or both parts' columns and seconds."""
+    rows = []
+    for one, two in zip(family, rest, strict=True):
+        whole = one if one["status"] == FAILED else two if two["status"] == FAILED else one | two
+        rows.append(whole | {"seconds": one["seconds"] + two["seconds"]})
+    return rows
 
 
 @contextmanager
@@ -261,16 +280,17 @@ def _cancelled_on_exit(pending: deque) -> Iterator[None]:
         raise
 
 
-def _score_slice(scorer: _Scorer, amr1: Sequence[str | None],
-                 amr2: Sequence[str | None]) -> tuple[list[dict[str, Any]], list[tuple[int, Search]]]:
-    """Each pair's row, its Smatch-family columns None, and the searches that fill them (by the row's index)."""
+def _score_slice(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
+                 part: str = "all") -> tuple[list[dict[str, Any]], list[tuple[int, Search]]]:
+    """Each pair's row (`part` of it: see `_Scorer.score`), its searched columns None, and the searches that fill
+    them (by the row's index)."""
     rows: list[dict[str, Any]] = []
     searches: list[tuple[int, Search]] = []
     for a, b in zip(amr1, amr2, strict=True):
         t0 = time.perf_counter()
         mine: list[Search] = []
         try:
-            row = scorer.score(a, b, mine)
+            row = scorer.score(a, b, mine, part)
         except Exception as e:  # a bug or a pathological graph fails this pair, not the batch
             row, mine = {"status": FAILED, "error": f"{type(e).__name__}: {e}"[:500]}, []
             del e
