@@ -240,7 +240,7 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
         except Exception as e:  # (a bug) fails the pairs with a search in the slice, not the batch
             return [f"{type(e).__name__}: {e}"[:500]] * len(searches)
 
-    overlap = threads > 1 and len(amr1) > ASPECTS_SLICE
+    overlap = threads > 1 and bool(scorer._family)  # even one slice: its searches run while the rest is scored
     pending: deque[tuple[list[dict[str, Any]] | None, list[tuple[int, Search]], Any]] = deque()
     with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher, _cancelled_on_exit(pending):
         for window in range(0, len(amr1), ASPECTS_SLICE * SLICES_AHEAD):
