@@ -784,7 +784,7 @@ static void label_cache_free(PyObject *capsule) {
         PyErr_Clear();
         return;
     }
-    PyMem_Free(c->slots);
+    free(c->slots);
     PyMem_Free(c->arena);
     PyMem_Free(c);
 }
@@ -797,23 +797,29 @@ static PyObject *label_cache_new(PyObject *self, PyObject *unused) {
     return capsule;
 }
 
+/* The open-addressing table (*slots, *cap) moved into `cap` slots (a power of two); -1 out of memory (no exception:
+ * the pair reader runs without the GIL). One table kind for read_encoded's cache and the pair reader's labels. */
+static int slots_rehash(LabelSlot **slots, Py_ssize_t *cap, Py_ssize_t new_cap) {
+    LabelSlot *moved = malloc(sizeof(LabelSlot) * (size_t)new_cap);
+    if (!moved) return -1;
+    for (Py_ssize_t k = 0; k < new_cap; k++) moved[k].id = -1;
+    for (Py_ssize_t k = 0; k < *cap; k++) {
+        if ((*slots)[k].id < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)((*slots)[k].hash & (uint64_t)(new_cap - 1));
+        while (moved[j].id >= 0) j = (j + 1) & (new_cap - 1);
+        moved[j] = (*slots)[k];
+    }
+    free(*slots);
+    *slots = moved;
+    *cap = new_cap;
+    return 0;
+}
+
 static int label_cache_grow(LabelCache *c) {
-    Py_ssize_t cap = c->cap ? 2 * c->cap : 1024;
-    LabelSlot *slots = PyMem_Malloc(sizeof(LabelSlot) * (size_t)cap);
-    if (!slots) {
+    if (slots_rehash(&c->slots, &c->cap, c->cap ? 2 * c->cap : 1024) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t k = 0; k < cap; k++) slots[k].id = -1;
-    for (Py_ssize_t k = 0; k < c->cap; k++) {
-        if (c->slots[k].id < 0) continue;
-        Py_ssize_t j = (Py_ssize_t)(c->slots[k].hash & (uint64_t)(cap - 1));
-        while (slots[j].id >= 0) j = (j + 1) & (cap - 1);
-        slots[j] = c->slots[k];
-    }
-    PyMem_Free(c->slots);
-    c->slots = slots;
-    c->cap = cap;
     return 0;
 }
 
@@ -952,13 +958,7 @@ done:
  * there), each pair with a label table of its own: ids in order of first sight, as a fresh table gives them. */
 
 typedef struct {
-    uint64_t hash;
-    Py_ssize_t off, len;
-    int32_t id; /* -1: empty */
-} KeySlot;
-
-typedef struct {
-    KeySlot *slots;
+    LabelSlot *slots; /* eq unused: the '=' is part of a value's key */
     Py_ssize_t cap, used;
     char *arena;
     Py_ssize_t len, cap_arena;
@@ -976,35 +976,19 @@ typedef struct {
 
 static int is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
 
-static int labels_rehash(PairLabels *t, Py_ssize_t cap) {
-    KeySlot *slots = malloc(sizeof(KeySlot) * (size_t)cap);
-    if (!slots) return -1;
-    for (Py_ssize_t k = 0; k < cap; k++) slots[k].id = -1;
-    for (Py_ssize_t k = 0; k < t->cap; k++) {
-        if (t->slots[k].id < 0) continue;
-        Py_ssize_t j = (Py_ssize_t)(t->slots[k].hash & (uint64_t)(cap - 1));
-        while (slots[j].id >= 0) j = (j + 1) & (cap - 1);
-        slots[j] = t->slots[k];
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->cap = cap;
-    return 0;
-}
-
 /* The id of the key just written at the arena's end (kept if new, dropped if known); -1 out of memory. */
 static int32_t key_id(PairLabels *t, Py_ssize_t off, Py_ssize_t len) {
     uint64_t h = 1469598103934665603ULL;
     for (Py_ssize_t i = 0; i < len; i++) h = (h ^ (unsigned char)t->arena[off + i]) * 1099511628211ULL;
-    if (2 * (t->used + 1) > t->cap && labels_rehash(t, t->cap ? 2 * t->cap : 256) < 0) return -1;
+    if (2 * (t->used + 1) > t->cap && slots_rehash(&t->slots, &t->cap, t->cap ? 2 * t->cap : 256) < 0) return -1;
     Py_ssize_t mask = t->cap - 1, k = (Py_ssize_t)(h & (uint64_t)mask);
     for (;; k = (k + 1) & mask) {
-        KeySlot *slot = &t->slots[k];
+        LabelSlot *slot = &t->slots[k];
         if (slot->id < 0) break;
         if (slot->hash == h && slot->len == len && !memcmp(t->arena + slot->off, t->arena + off, (size_t)len))
             return slot->id;
     }
-    t->slots[k] = (KeySlot){h, off, len, (int32_t)t->used};
+    t->slots[k] = (LabelSlot){h, (int32_t)t->used, 0, off, len};
     t->len = off + len;
     return (int32_t)t->used++;
 }
