@@ -27,12 +27,14 @@ typedef struct {
     const int32_t *U;
     const int32_t *conc1, *conc2;
     int *adj_start, *adj_k, *adj_l, *adj_w;  /* per cell i*n2+j: entries (k, l, w) */
+    int *adj_later;                          /* per cell: where its entries with k later in the order start */
+    int *matched;                            /* branch and bound: per cell (i, j), the pair matches of i -> j with
+                                              * the nodes mapped so far (kept as they are mapped and unmapped) */
     int *grp_start, *grp_k, *grp_w;          /* per cell: (k, max_l w) */
     int *cand_start, *cand;                  /* per i: candidate j (ascending) */
     int *m, *used;                           /* current mapping; used[j] = i or -1 */
     /* branch and bound */
     int *order, *pos, *asg, *bm, *bbuf;
-    int *kbest, *touched;                    /* cell_value's scratch: best weight per node k (zero between calls) */
     int *held;                               /* climb: each node's current contribution */
     int *nbv;                                /* per depth d, node_bound of each node later in the order */
     uint64_t *touched_by;                    /* per node j of graph 2, the nodes whose node_bound taking j changes */
@@ -177,24 +179,31 @@ static void random_init(Ctx *c) {
 
 /* optimistic value of mapping unassigned node i to free node j: its unary matches, the exact pair matches with
  * assigned nodes (also stored in *exact), and for each unassigned node k later in the order (each such pair is
- * charged to one side only) the best weight towards a node l that k can still take: free, and not j */
+ * charged to one side only) the best weight towards a node l that k can still take: free, and not j.
+ * The exact matches are kept per cell as nodes are mapped (`map_matches`); a cell's entries with k later in the
+ * order, all unassigned (nodes are assigned in order, and i is not yet), come last in the cell, sorted by k (see
+ * `search`), so the best weight per k is a running maximum. The same sums as testing each entry's state, so the
+ * same search, and the same work counted. */
 static inline int cell_value(Ctx *c, int i, int j, int *exact) {
-    int cell = i * c->n2 + j, s = c->U[cell], extra = 0, nt = 0, pi = c->pos[i];
-    int e0 = c->adj_start[cell], e1 = c->adj_start[cell + 1];
-    c->work += 1 + (e1 - e0);
-    for (int e = e0; e < e1; e++) {
-        int k = c->adj_k[e], l = c->adj_l[e];
-        if (c->asg[k]) {
-            if (c->m[k] == l) s += c->adj_w[e];
-        } else if (c->pos[k] > pi && l != j && c->used[l] < 0) {
-            int w = c->adj_w[e];
-            if (c->kbest[k] == 0) c->touched[nt++] = k;
-            if (w > c->kbest[k]) c->kbest[k] = w;
-        }
+    int cell = i * c->n2 + j, s = c->U[cell] + c->matched[cell], extra = 0;
+    int later = c->adj_later[cell], e1 = c->adj_start[cell + 1];
+    const int *ak = c->adj_k, *al = c->adj_l, *aw = c->adj_w, *used = c->used;
+    c->work += 1 + (e1 - c->adj_start[cell]);
+    int k = -1, kbest = 0;
+    for (int e = later; e < e1; e++) {  /* without branches on the entries' states: they are unpredictable */
+        int l = al[e], w = aw[e] & -((l != j) & (used[l] < 0));
+        if (ak[e] != k) { extra += kbest; k = ak[e]; kbest = 0; }
+        kbest = w > kbest ? w : kbest;
     }
-    for (int t = 0; t < nt; t++) { extra += c->kbest[c->touched[t]]; c->kbest[c->touched[t]] = 0; }
     *exact = s;
-    return s + extra;
+    return s + extra + kbest;
+}
+
+/* i -> j mapped (sign 1) or unmapped (-1): each cell paired with (i, j) by a quad gains or loses its weight */
+static inline void map_matches(Ctx *c, int i, int j, int sign) {
+    int cell = i * c->n2 + j, n2 = c->n2;
+    for (int e = c->adj_start[cell]; e < c->adj_start[cell + 1]; e++)
+        c->matched[c->adj_k[e] * n2 + c->adj_l[e]] += sign * c->adj_w[e];
 }
 
 /* optimistic value of unassigned node i: its best free candidate */
@@ -259,9 +268,9 @@ static void bb(Ctx *c, int d, int cur) {
         opt[bt] = -1;
         if (ub + o <= c->best) break;
         int j = c->cand[c->cand_start[i] + bt];
-        c->asg[i] = 1; set_map(c, i, j);
+        c->asg[i] = 1; set_map(c, i, j); map_matches(c, i, j, 1);
         bb(c, d + 1, cur + gain[bt]);
-        set_map(c, i, -1); c->asg[i] = 0;
+        map_matches(c, i, j, -1); set_map(c, i, -1); c->asg[i] = 0;
         if (c->aborted) return;
     }
     if (ub > c->best) {
@@ -292,19 +301,20 @@ static int search(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t
     c.work_budget = work_budget > 0 ? work_budget : 1;
     c.words = (n1 + 63) / 64;
     size_t bitsets = ((size_t)n2 + 1) * (size_t)c.words;
-    /* ints: adj_start, grp_start, fill (cells+1 each); adj k/l/w, grp k/w (quads each); cand (cells+1);
-     * cand_start, m, order, pos, asg, bm, kbest, touched, held, keys (n1+1 each); used (n2+1); nbv; bbuf */
-    size_t ints = 4 * (cells + 1) + 5 * quads + 10 * a1 + ((size_t)n2 + 1) + a1 * a1 + a1 * ((size_t)n2 + 1) * 2;
+    /* ints: adj_start, adj_later, matched, grp_start, fill, cand (cells+1 each); adj k/l/w, grp k/w (quads each);
+     * cand_start, m, order, pos, asg, bm, held, keys (n1+1 each); used (n2+1); nbv; bbuf */
+    size_t ints = 6 * (cells + 1) + 5 * quads + 8 * a1 + ((size_t)n2 + 1) + a1 * a1 + a1 * ((size_t)n2 + 1) * 2;
     uint64_t *arena = calloc(bitsets + (ints + 1) / 2 + 1, sizeof(uint64_t));
     if (!arena) return -1;
     c.touched_by = arena;
     int *at = (int *)(arena + bitsets);
 #define CARVE(field, count) do { field = at; at += (count); } while (0)
     int *fill, *keys;
-    CARVE(c.adj_start, cells + 1); CARVE(c.grp_start, cells + 1); CARVE(fill, cells + 1); CARVE(c.cand, cells + 1);
+    CARVE(c.adj_start, cells + 1); CARVE(c.adj_later, cells + 1); CARVE(c.matched, cells + 1);
+    CARVE(c.grp_start, cells + 1); CARVE(fill, cells + 1); CARVE(c.cand, cells + 1);
     CARVE(c.adj_k, quads); CARVE(c.adj_l, quads); CARVE(c.adj_w, quads); CARVE(c.grp_k, quads); CARVE(c.grp_w, quads);
     CARVE(c.cand_start, a1); CARVE(c.m, a1); CARVE(c.order, a1); CARVE(c.pos, a1); CARVE(c.asg, a1); CARVE(c.bm, a1);
-    CARVE(c.kbest, a1); CARVE(c.touched, a1); CARVE(c.held, a1); CARVE(keys, a1);
+    CARVE(c.held, a1); CARVE(keys, a1);
     CARVE(c.used, (size_t)n2 + 1); CARVE(c.nbv, a1 * a1); CARVE(c.bbuf, a1 * ((size_t)n2 + 1) * 2);
 #undef CARVE
     /* adjacency (both directions) in CSR */
@@ -373,6 +383,22 @@ static int search(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t
     }
     for (int i = 0; i < n1; i++) { c.pos[i] = n1 + 1; c.asg[i] = 1; }
     for (int t = 0; t < c.norder; t++) { c.pos[c.order[t]] = t; c.asg[c.order[t]] = 0; }
+    /* each cell's entries for cell_value: those with k later than i in the order last, by k (an insertion sort on
+     * that key, 0 for the others: a few entries per cell). A node outside the order never maps: never among them. */
+    for (size_t x = 0; x < cells; x++) {
+        int i = (int)(x / (size_t)n2), e1 = c.adj_start[x + 1], later = c.adj_start[x];
+#define LATER_KEY(k) (!c.asg[k] && c.pos[k] > c.pos[i] ? (k) + 1 : 0)
+        for (int e = c.adj_start[x] + 1; e < e1; e++) {
+            int tk = c.adj_k[e], tl = c.adj_l[e], tw = c.adj_w[e], key = LATER_KEY(tk), y = e - 1;
+            for (; y >= c.adj_start[x] && LATER_KEY(c.adj_k[y]) > key; y--) {
+                c.adj_k[y + 1] = c.adj_k[y]; c.adj_l[y + 1] = c.adj_l[y]; c.adj_w[y + 1] = c.adj_w[y];
+            }
+            c.adj_k[y + 1] = tk; c.adj_l[y + 1] = tl; c.adj_w[y + 1] = tw;
+        }
+        while (later < e1 && !LATER_KEY(c.adj_k[later])) later++;
+#undef LATER_KEY
+        c.adj_later[x] = later;
+    }
 
     /* hill-climbing: smart init, then seeded random restarts (while work is left) */
     c.best = -1;
