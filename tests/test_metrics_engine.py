@@ -310,6 +310,25 @@ def test_small_input_runs_in_process_and_the_choice_follows_the_measured_cost():
         assert not busy.pool_pays_off(10 * many)  # other jobs hold the second core: a worker would only share it
 
 
+def test_a_pilot_that_finds_the_pool_pays_off_sends_the_rest_there(monkeypatch):
+    """The automatic choice scores the first slice here, timed; when the rest pays off on the pool, only the rest
+    goes there, and the rows are those of scoring every pair here."""
+    from amrsim.metrics import engine
+
+    frame = pl.DataFrame({"amr1": [WANT, CAT_DOG, DOGS3, MERKEL] * 10,
+                          "amr2": [WANT_NOT, DOG_CAT, DOGS2, SIEMENS] * 10})
+    options = MetricsOptions(aspects=("smatch", "concepts"), vectors="random")
+    for name in ("PILOT_S", "POOL_START_S", "VECTORS_LOAD_S"):  # a pool that costs nothing to start: it pays off
+        monkeypatch.setattr(engine, name, 0.0)
+    sent, real = [], engine.PairScorer._on_pool
+    monkeypatch.setattr(engine.PairScorer, "_on_pool", lambda self, a, b: sent.append(len(a)) or real(self, a, b))
+    with engine.PairScorer(options, cores=2, idle_cores=2.0) as scorer:
+        rows = scorer(frame)
+        assert scorer.used_pool
+    assert sent == [40 - engine.PILOT_SLICE]
+    assert rows.drop("seconds").equals(score_pairs(frame, options).drop("seconds"))
+
+
 def test_given_workers_use_one_pool_for_every_call():
     from amrsim.metrics.engine import PairScorer
 
@@ -483,6 +502,44 @@ def test_all_aspects_give_the_same_rows_on_threads(monkeypatch):
             got = engine._score_columns(amr1, amr2, options, threads)
             assert got.select(cols).equals(expected), (size, ahead, threads)
             assert got["seconds"].min() >= 0.0
+
+
+def test_a_pilot_is_asked_between_slices_and_ends_scoring_where_it_says(monkeypatch):
+    """`decide` is asked after each slice (a pilot's slices grow from PILOT_SLICE pairs): True ends scoring there,
+    with the rows out so far, which are the first rows of the whole run; False goes on to the end and is not asked
+    again. While it has not answered, no slice starts before the one before it is out (the process's CPU time is
+    then the cost of the rows out); once it has, slices start ahead again. Both loops."""
+    from amrsim.metrics import engine
+
+    amr1 = [WANT, WANT_NOT, CAT_DOG, "(a / b", MERKEL, WANT, DOG_CAT, WANT_GIRL] * 5
+    amr2 = [WANT_GIRL, WANT, DOG_CAT, WANT, SIEMENS, "(x / y :ARG0 z)", CAT_DOG, WANT] * 5
+    monkeypatch.setattr(engine, "PILOT_SLICE", 2)
+    monkeypatch.setattr(engine, "ASPECTS_SLICE", 8)
+    monkeypatch.setattr(engine, "SMATCH_SLICE", 4)
+    for options, sizes in ((MetricsOptions(aspects=("smatch", "concepts", "wlk"), vectors="random"),
+                            [2, 6, 14, 22, 30, 38, 40]),
+                           (MetricsOptions(aspects=("smatch",), convention="smatch"), list(range(4, 41, 4)))):
+        whole = engine._score_columns(amr1, amr2, options, 2).drop("seconds")
+        for answers in ([True], [None, None, True], [None, False], [False]):
+            asked: list[int] = []
+
+            def decide(done: int, answers=answers, asked=asked) -> bool | None:
+                asked.append(done)
+                return answers[len(asked) - 1]
+
+            got = engine._score_columns(amr1, amr2, options, 2, decide).drop("seconds")
+            assert asked == sizes[:len(answers)], (options.aspects, answers)
+            assert got.equals(whole.head(sizes[len(answers) - 1] if answers[-1] else len(amr1)))
+    # the order of the aspects loop's parts: one slice at a time while undecided, then SLICES_AHEAD ahead
+    options = MetricsOptions(aspects=("smatch", "concepts"), vectors="random")
+    parts, real = [], engine._score_slice
+    monkeypatch.setattr(engine, "SLICES_AHEAD", 2)
+    monkeypatch.setattr(engine, "_score_slice", lambda scorer, a, b, part: parts.append((part, len(a)))
+                        or real(scorer, a, b, part))
+    answers = iter([None, False])
+    engine._score_columns(amr1, amr2, options, 2, lambda done: next(answers))
+    assert parts[:8] == [("family", 2), ("rest", 2), ("family", 4), ("rest", 4), ("family", 8), ("family", 8),
+                         ("family", 8), ("rest", 8)]
 
 
 def test_aspect_searches_cut_or_failing_in_a_slice(monkeypatch):

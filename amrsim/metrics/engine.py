@@ -18,7 +18,7 @@ import os
 import signal
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
@@ -186,10 +186,16 @@ def _scorer(options: MetricsOptions) -> _Scorer:
     return scorer
 
 
+Decide = Callable[[int], "bool | None"]
+
+
 def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], options: MetricsOptions,
-                   threads: int = 1) -> pl.DataFrame:
+                   threads: int = 1, decide: Decide | None = None) -> pl.DataFrame:
     """Aspect columns + status, error, seconds for aligned lists of graphs (what a pool worker returns); `threads`:
-    threads this process may score on (no score depends on them)."""
+    threads this process may score on (no score depends on them). `decide(rows out)`, where given, is asked after
+    each slice of pairs until it answers: True ends scoring there (the frame holds the first rows only), False goes
+    on to the end without asking again, None asks again after the next slice. While it has not answered, no slice
+    starts before the rows before it are out, so the CPU time the process has spent is these rows' cost."""
     scorer = _scorer(options)
     cols = aspect_columns(options.aspects)
     values: dict[str, list[Any]] = {c: [] for c in (*cols, "status", "error", "seconds", "bounded")}
@@ -199,16 +205,16 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     gc.disable()
     try:
         if options.aspects == ("smatch",):
-            _smatch_loop(scorer, amr1, amr2, values, threads)
+            _smatch_loop(scorer, amr1, amr2, values, threads, decide)
         elif "wwlk" in options.aspects:
             # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
             # machine), so one, as in the worker processes
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(1):
-                _aspects_slices(scorer, amr1, amr2, values, threads)
+                _aspects_slices(scorer, amr1, amr2, values, threads, decide)
         else:
-            _aspects_slices(scorer, amr1, amr2, values, threads)
+            _aspects_slices(scorer, amr1, amr2, values, threads, decide)
     finally:
         if collecting:
             gc.enable()
@@ -218,19 +224,21 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
 
 
 ASPECTS_SLICE = 128  # pairs scored in Python before their Smatch-family searches run, at once, in C
-SLICES_AHEAD = 16  # slices whose searches start before their other aspects: the rows held stay a few thousand
+PILOT_SLICE = 8  # a pilot's first slice of pairs (see `_score_columns`' `decide`); then twice as many each time
+SLICES_AHEAD = 16  # slices whose searches start before this one's other aspects: the rows held stay a few thousand
 SEARCH_OOM = "MemoryError: the pair's alignment tables do not fit in memory"
 
 
 def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                    values: dict[str, list[Any]], threads: int = 1) -> None:
-    """Every aspect of every pair, rows in input order, in windows of SLICES_AHEAD slices. First the Smatch-family
-    part of each slice of the window is scored here (the graphs' views and encodings) with its searches left aside
-    (`aspect_scores`' `searches`), and the slice's searches start in one C call (`align_many`, without the GIL).
-    Then the rest of each slice (sets, vectors, WLK, WWLK: Python, which holds the GIL) is scored, and the slice's
-    rows leave as soon as its searches have ended. With more than one thread the searches run on other threads
-    meanwhile: they are half the time of all aspects, most of it a few Unlabeled searches that reach their budget,
-    and starting them all before the Python part keeps the end of the file from waiting for them."""
+                    values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None) -> None:
+    """Every aspect of every pair, rows in input order, by slices of ASPECTS_SLICE pairs. The Smatch-family part of
+    each slice is scored here (the graphs' views and encodings) with its searches left aside (`aspect_scores`'
+    `searches`), and the slice's searches start in one C call (`align_many`, without the GIL), SLICES_AHEAD slices
+    ahead of the rest (sets, vectors, WLK, WWLK: Python, which holds the GIL) of the slice whose rows leave next, as
+    soon as its searches have ended. With more than one thread the searches run on other threads meanwhile: they are
+    half the time of all aspects, most of it a few Unlabeled searches that reach their budget, and starting them
+    well ahead of the Python part keeps any slice, the last ones included, from waiting for them. While `decide`
+    (see `_score_columns`) has not answered, nothing starts ahead."""
     seed = scorer.options.seed
 
     def search(searches: list[tuple[int, Search]]) -> list[Any]:
@@ -241,21 +249,38 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
             return [f"{type(e).__name__}: {e}"[:500]] * len(searches)
 
     overlap = threads > 1 and bool(scorer._family)  # even one slice: its searches run while the rest is scored
+    # a pilot's first slices are small, so that a costly input is decided on early
+    slices = _slices(len(amr1), ASPECTS_SLICE, PILOT_SLICE if decide is not None else ASPECTS_SLICE)
+    ahead = SLICES_AHEAD if decide is None else 0
     pending: deque[tuple[list[dict[str, Any]] | None, list[tuple[int, Search]], Any]] = deque()
+    started = 0  # slices whose family part is scored and searches started
     with ThreadPoolExecutor(1) if overlap else nullcontext() as searcher, _cancelled_on_exit(pending):
-        for window in range(0, len(amr1), ASPECTS_SLICE * SLICES_AHEAD):
-            starts = range(window, min(window + ASPECTS_SLICE * SLICES_AHEAD, len(amr1)), ASPECTS_SLICE)
-            for start in starts:
-                family, searches = (_score_slice(scorer, amr1[start:start + ASPECTS_SLICE],
-                                                 amr2[start:start + ASPECTS_SLICE], "family")
+        for n, (start, stop) in enumerate(slices):
+            while started < len(slices) and started <= n + ahead:
+                first, last = slices[started]
+                family, searches = (_score_slice(scorer, amr1[first:last], amr2[first:last], "family")
                                     if scorer._family else (None, []))
                 job = search(searches) if searcher is None or not searches else searcher.submit(search, searches)
                 pending.append((family, searches, job))
-            for start in starts:
-                rest, _ = _score_slice(scorer, amr1[start:start + ASPECTS_SLICE], amr2[start:start + ASPECTS_SLICE],
-                                       "rest")
-                family, searches, job = pending.popleft()
-                _emit_slice(rest if family is None else _whole_rows(family, rest), searches, job, values)
+                started += 1
+            rest, _ = _score_slice(scorer, amr1[start:stop], amr2[start:stop], "rest")
+            family, searches, job = pending.popleft()
+            _emit_slice(rest if family is None else _whole_rows(family, rest), searches, job, values)
+            if decide is not None:
+                answer = decide(len(values["status"]))
+                if answer:
+                    return  # (nothing was started ahead)
+                if answer is not None:
+                    decide, ahead = None, SLICES_AHEAD
+
+
+def _slices(n: int, size: int, first: int) -> list[tuple[int, int]]:
+    """(start, stop) of slices covering n items: `first` items, then twice as many each time, up to `size`."""
+    out, start, step = [], 0, min(first, size)
+    while start < n:
+        out.append((start, min(start + step, n)))
+        start, step = start + step, min(2 * step, size)
+    return out
 
 
 def _whole_rows(family: list[dict[str, Any]], rest: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -333,12 +358,12 @@ SMATCH_SLICE = 256  # pairs read, encoded and aligned in one C call (Ctrl-C is s
 
 
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                 values: dict[str, list[Any]], threads: int = 1) -> None:
+                 values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None) -> None:
     """`_aspects_slices` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
     on large files): per slice of pairs, one C call reads, encodes and aligns every pair on `threads` threads without
     the GIL (`align_texts`). The few pairs it leaves to the Python path (a graph not ASCII or one penman must read,
     an empty graph) are read by `text_encoder`, which gives their exact error, and aligned by `align_many`. A pair's
-    seconds are its reading plus its search."""
+    seconds are its reading plus its search. `decide`: see `_score_columns` (each slice ends before the next)."""
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
     clock, convention, seed = time.perf_counter, scorer.options.convention, scorer.options.seed
@@ -377,7 +402,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
                 else:
                     scored[k] = (*result[:4], took + result[4])
 
-    for start in range(0, len(amr1), SMATCH_SLICE):
+    for start in range(0, len(amr1), SMATCH_SLICE):  # (one slice is milliseconds: a pilot's too)
         a_part, b_part = amr1[start:start + SMATCH_SLICE], amr2[start:start + SMATCH_SLICE]
         spent: dict[int, float] = {}
         try:
@@ -395,25 +420,38 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
             error.extend([None] * len(scored))
             bounded.extend([None if o else "smatch" for o in optimal])
             seconds.extend(took)
-            continue
-        for k, outcome in enumerate(scored):
-            if isinstance(outcome, str):
-                precision.append(None)
-                recall.append(None)
-                f1.append(None)
-                status.append(FAILED)
-                error.append(outcome)
-                bounded.append(None)
-                seconds.append(spent.get(k, 0.0))
-            else:
-                p, r, f, optimal, took = outcome
-                precision.append(p)
-                recall.append(r)
-                f1.append(f)
-                status.append(OK)
-                error.append(None)
-                bounded.append(None if optimal else "smatch")
-                seconds.append(took)
+        else:
+            _extend_by_row(values, scored, spent)
+        if decide is not None:
+            answer = decide(len(status))
+            if answer:
+                return
+            if answer is not None:
+                decide = None
+
+
+def _extend_by_row(values: dict[str, list[Any]], scored: list[Any], spent: dict[int, float]) -> None:
+    """`_smatch_loop`'s rows of a slice with a failed pair, one by one."""
+    precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
+    status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
+    for k, outcome in enumerate(scored):
+        if isinstance(outcome, str):
+            precision.append(None)
+            recall.append(None)
+            f1.append(None)
+            status.append(FAILED)
+            error.append(outcome)
+            bounded.append(None)
+            seconds.append(spent.get(k, 0.0))
+        else:
+            p, r, f, optimal, took = outcome
+            precision.append(p)
+            recall.append(r)
+            f1.append(f)
+            status.append(OK)
+            error.append(None)
+            bounded.append(None if optimal else "smatch")
+            seconds.append(took)
 
 
 def _with_keys(frame: pl.DataFrame, scores: pl.DataFrame, options: MetricsOptions) -> pl.DataFrame:
@@ -525,10 +563,8 @@ class PairScorer:
         done = 0
         if self.workers is None and self._pool is None:
             if self._seconds_per_pair is None or not self.pool_pays_off(n):
-                done = self._pilot(amr1, amr2, parts)
-            if not self.pool_pays_off(n - done):
-                parts.append(self._here(amr1[done:], amr2[done:]))
-                done = n
+                parts.append(self._here(amr1, amr2, piloted=True))
+                done = parts[-1].height
         elif self.pool_size() <= 1:
             parts.append(self._here(amr1, amr2))
             done = n
@@ -543,32 +579,28 @@ class PairScorer:
         at no cost beyond the share, while the load average lags a minute behind other jobs."""
         return self.cores if self.workers is None else 1
 
-    def _here(self, amr1: list, amr2: list) -> pl.DataFrame:
+    def _here(self, amr1: list, amr2: list, piloted: bool = False) -> pl.DataFrame:
+        """The pairs scored here. `piloted`: the first pairs are timed until PILOT_S of CPU time has passed, and
+        scoring stops there if the rest pays off on the pool (the frame then holds the pairs scored). CPU time, not
+        wall time: other jobs on the machine do not make the pairs look dearer than they are. One call, one loop:
+        the pilot's slices are the loop's first ones, so nothing waits between the pilot and the rest."""
         t0 = time.process_time()
-        out = _score_columns(amr1, amr2, self.options, self._threads_here())
-        if amr1:
+
+        def decide(done: int) -> bool | None:
+            spent = time.process_time() - t0
+            if spent < PILOT_S and done < len(amr1):
+                return None
+            self._learn(done, spent)
+            return self.pool_pays_off(len(amr1) - done)
+
+        out = _score_columns(amr1, amr2, self.options, self._threads_here(), decide if piloted else None)
+        if amr1 and out.height == len(amr1):  # (all of them here: the whole call's rate too)
             self._learn(len(amr1), time.process_time() - t0)
         return out
 
     def _learn(self, pairs: int, seconds: float) -> None:
         rate = seconds / pairs
         self._seconds_per_pair = rate if self._seconds_per_pair is None else (self._seconds_per_pair + rate) / 2
-
-    def _pilot(self, amr1: list, amr2: list, parts: list[pl.DataFrame]) -> int:
-        """Score pairs here in doubling slices until PILOT_S of CPU time has passed; returns how many. CPU time, not
-        wall time: other jobs on the machine do not make the pairs look dearer than they are."""
-        # Smatch alone costs microseconds a pair: slices of a few hundred, so its search overlaps reading from the
-        # first (`_smatch_loop`); other aspects up to milliseconds, so a handful first
-        first = 2 * SMATCH_SLICE if self.options.aspects == ("smatch",) else 8
-        done, step, t0 = 0, first, time.process_time()
-        while done < len(amr1) and time.process_time() - t0 < PILOT_S:
-            parts.append(_score_columns(amr1[done:done + step], amr2[done:done + step], self.options,
-                                        self._threads_here()))
-            done += min(step, len(amr1) - done)
-            step *= 2
-        if done:
-            self._learn(done, time.process_time() - t0)
-        return done
 
     def _on_pool(self, amr1: list, amr2: list) -> pl.DataFrame:
         if self._pool is None:
