@@ -11,7 +11,7 @@ export TOKENIZERS_PARALLELISM ?= false
 .PHONY: run test test-fast lint bench clean
 
 # the C extensions are built by the editable install: a changed .c file reinstalls
-$(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c amrsim/warehouse/_keys.c
+$(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c amrsim/metrics/_wwlk_core.c amrsim/warehouse/_keys.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)

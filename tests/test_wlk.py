@@ -222,3 +222,35 @@ def test_emd_cost_is_pots_emd2():
         for dist in (rng.uniform(0, 2, (n1, n2)), np.round(rng.uniform(0, 2, (n1, n2)), 1), np.zeros((n1, n2))):
             a, b = np.full(n1, 1.0 / n1), np.full(n2, 1.0 / n2)
             assert _emd_cost(a, b, np.ascontiguousarray(dist)) == float(ot.emd2(a, b, dist))
+
+
+def test_diag_quad_is_numpys_einsum_to_the_last_bit():
+    """WWLK's squared norms in C repeat einsum's order of sums: every graph size it takes (3 to 90 nodes), shared or
+    per-run Gram matrices, a bounded pair's fewer runs and more runs than the default; outside that range, and for
+    arrays it does not take, `_diag_quad` is einsum itself. Bad arguments are refused, naming the rule."""
+    from amrsim.metrics import _wwlk_core
+    from amrsim.metrics.wlk import _DIAG_QUAD_NODES, _diag_quad
+
+    rng = np.random.default_rng(0)
+    low, high = _DIAG_QUAD_NODES
+    for n in range(1, high + 3):
+        for runs in ((1, 16) if n % 7 else (1, 2, 5, 16, 33)):
+            for g_runs in sorted({1, runs}):
+                a = rng.standard_normal((runs, n, n)) * rng.uniform(0.01, 10)
+                g = rng.standard_normal((g_runs, n, n))
+                expected = np.einsum("rij,rjk,rik->ri", a, g, a)
+                assert np.array_equal(_diag_quad(a, g), expected), (n, runs, g_runs)
+                if low <= n <= high:
+                    out = np.empty((runs, n))
+                    _wwlk_core.diag_quad(a, g, out)
+                    assert np.array_equal(out, expected), (n, runs, g_runs)
+    a = rng.standard_normal((4, 6, 6))
+    g = rng.standard_normal((4, 6, 6))
+    strided = a.transpose(0, 2, 1)  # not C-contiguous: einsum's own path
+    assert np.array_equal(_diag_quad(strided, g), np.einsum("rij,rjk,rik->ri", strided, g, strided))
+    with pytest.raises(ValueError, match="shapes must be"):
+        _wwlk_core.diag_quad(a, g[:, :5, :5].copy(), np.empty((4, 6)))
+    with pytest.raises(TypeError, match="float64"):
+        _wwlk_core.diag_quad(a.astype(np.float32), g, np.empty((4, 6)))
+    with pytest.raises(TypeError, match="3 arrays"):
+        _wwlk_core.diag_quad(a, g)

@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 import penman
 
+from amrsim.metrics import _wwlk_core
 from amrsim.metrics.vectors import NodeVectors, seeded_uniform, stable_seed
 
 # ot is imported inside the functions: importing this module must stay cheap
@@ -387,6 +388,22 @@ def _emd_cost(a: np.ndarray, b: np.ndarray, dist: np.ndarray) -> float:
     return float(cost)
 
 
+_DIAG_QUAD_NODES = (3, 90)  # graph sizes where einsum's sums run in the order `_wwlk_core.diag_quad` repeats
+
+
+def _diag_quad(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """`np.einsum("rij,rjk,rik->ri", a, g, a)` to the last bit, in C where its sums run in einsum's order (3 to 90
+    nodes: below, numpy's iterator orders a 2x2 sum its own way; above, its buffer splits the sum): a fifth of the
+    time. (A faster formula, `((a @ g) * a).sum(-1)`, moves WWLK scores by up to 3e-12.)"""
+    n = a.shape[1]
+    if (_DIAG_QUAD_NODES[0] <= n <= _DIAG_QUAD_NODES[1] and a.dtype == g.dtype == np.float64
+            and a.flags.c_contiguous and g.flags.c_contiguous):
+        out = np.empty(a.shape[:2])
+        _wwlk_core.diag_quad(a, g, out)
+        return out
+    return np.einsum("rij,rjk,rik->ri", a, g, a)
+
+
 def _cached_links(graph: GraphLike) -> _Links:
     return _CACHE.get(graph, ("links",), lambda: _links(_built(graph)))
 
@@ -416,8 +433,8 @@ def _wwlk(
     # the squared norms of the other levels stay one einsum each (a reordered sum moves scores by up to 1e-12)
     # (summed from level 0 up, as before: floating-point sums in another order differ in the last bits)
     cross = sum((a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1[1:], p2[1:], strict=True)), g12)
-    sq1 = sum((np.einsum("rij,rjk,rik->ri", a, g11, a) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
-    sq2 = sum((np.einsum("rij,rjk,rik->ri", a, g22, a) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
+    sq1 = sum((_diag_quad(a, g11) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
+    sq2 = sum((_diag_quad(a, g22) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
     n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
     inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
                                                                                      where=n2 > 0)
