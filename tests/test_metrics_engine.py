@@ -329,6 +329,34 @@ def test_a_pilot_that_finds_the_pool_pays_off_sends_the_rest_there(monkeypatch):
     assert rows.drop("seconds").equals(score_pairs(frame, options).drop("seconds"))
 
 
+def test_a_pilot_times_pairs_not_the_processs_first_loading(monkeypatch):
+    """The node vectors (seconds to load) and POT's import are loaded before the pilot's clock starts: counted as the
+    first pairs' cost, in a fresh process they made every file look dear enough for worker processes (a 1,379-pair
+    file went to a pool at a third of the in-process rate)."""
+    import functools
+    import time
+
+    from amrsim.metrics import engine
+    from amrsim.metrics.vectors import load_node_vectors
+
+    @functools.cache
+    def slow_vectors(source: str, seed: int):  # loading costs half a CPU second, as MiniLM's matrix does
+        t0 = time.process_time()
+        while time.process_time() - t0 < 0.5:
+            pass
+        return load_node_vectors("random", seed=seed)
+
+    monkeypatch.setattr(engine, "_node_vectors", slow_vectors)
+    engine._SCORERS.clear()
+    options = MetricsOptions(aspects=("concepts", "root_sim"), vectors="random")
+    frame = pl.DataFrame({"amr1": [WANT, CAT_DOG] * 8, "amr2": [DOG_CAT, WANT] * 8})  # other roots: vectors read
+    with engine.PairScorer(options, cores=2, idle_cores=2.0) as scorer:
+        rows = scorer(frame)
+        assert not scorer.used_pool and rows["root_sim"].is_not_null().all()
+        assert scorer._seconds_per_pair < 0.5 / frame.height  # the loading is in no pair's cost
+    engine._SCORERS.clear()
+
+
 def test_given_workers_use_one_pool_for_every_call():
     from amrsim.metrics.engine import PairScorer
 

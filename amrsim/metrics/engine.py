@@ -485,7 +485,14 @@ def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) 
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
         pass
 
-    wlk._pot()
+    warm_up(options)
+
+
+def warm_up(options: MetricsOptions | None) -> None:
+    """What the first pairs would otherwise pay for, once per process: POT's import (WWLK) and the node vectors
+    (seconds). A pool worker does it at start-up; a pilot before it times pairs, so that it times pairs only."""
+    if options is None or "wwlk" in options.aspects:
+        wlk._pot()
     if options is not None and options.needs_vectors:
         _node_vectors(options.vectors, options.seed).vector("thing")
 
@@ -584,6 +591,8 @@ class PairScorer:
         scoring stops there if the rest pays off on the pool (the frame then holds the pairs scored). CPU time, not
         wall time: other jobs on the machine do not make the pairs look dearer than they are. One call, one loop:
         the pilot's slices are the loop's first ones, so nothing waits between the pilot and the rest."""
+        if piloted:
+            warm_up(self.options)  # not a cost per pair: in a fresh process it made every input look worth a pool
         t0 = time.process_time()
 
         def decide(done: int) -> bool | None:
