@@ -667,6 +667,29 @@ def test_a_pool_worker_ends_quietly_on_ctrl_c(capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_pool_worker_ignores_sigint_where_the_command_does():
+    """A command started in the background by a shell (or under nohup) ignores SIGINT and goes on; its workers
+    inherit that and go on too, instead of dying under it (which failed the command with BrokenProcessPool)."""
+    import os
+    import signal
+    import time
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        pool = worker_pool(1)
+        try:
+            pool.submit(time.sleep, 0).result()
+            (pid, process), = pool._processes.items()
+            os.kill(pid, signal.SIGINT)
+            time.sleep(0.3)
+            assert process.exitcode is None
+            assert pool.submit(sum, [1, 2]).result(timeout=30) == 3  # the same worker, still serving
+        finally:
+            pool.shutdown(cancel_futures=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
     """The two parts of a row (Smatch family first, then the rest): a pair whose second part raises is a failed row
     with that error and no score of the first part, as when the whole row raised; its neighbours are scored."""

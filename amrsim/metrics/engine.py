@@ -474,8 +474,11 @@ def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) 
     """Pool worker start-up: tied to the process that started the pool (a SIGKILLed CLI leaves no workers behind),
     one BLAS thread (the processes are the parallelism), then the imports and node vectors the first batch would
     otherwise pay for. A terminal's Ctrl-C reaches the whole process group: a worker then ends at once and quietly
-    (the default action, not a KeyboardInterrupt traceback per worker); the command reports the stop."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    (the default action, not a KeyboardInterrupt traceback per worker); the command reports the stop. Where the
+    command ignores SIGINT (started in the background by a shell, or under nohup), the worker, which inherits that,
+    ignores it too: the pool must not die under a command that goes on."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     if parent_pid is not None:
         die_with_parent(parent_pid)
     try:
