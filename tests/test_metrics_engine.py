@@ -329,7 +329,7 @@ def test_a_pilot_that_finds_the_pool_pays_off_sends_the_rest_there(monkeypatch):
     assert rows.drop("seconds").equals(score_pairs(frame, options).drop("seconds"))
 
 
-def test_a_pilot_times_pairs_not_the_processs_first_loading(monkeypatch):
+def test_a_pilot_times_pairs_not_the_processs_first_loading(monkeypatch, tmp_path):
     """The node vectors (seconds to load) and POT's import are loaded before the pilot's clock starts: counted as the
     first pairs' cost, in a fresh process they made every file look dear enough for worker processes (a 1,379-pair
     file went to a pool at a third of the in-process rate)."""
@@ -354,6 +354,20 @@ def test_a_pilot_times_pairs_not_the_processs_first_loading(monkeypatch):
         rows = scorer(frame)
         assert not scorer.used_pool and rows["root_sim"].is_not_null().all()
         assert scorer._seconds_per_pair < 0.5 / frame.height  # the loading is in no pair's cost
+        assert scorer.loading_seconds >= 0.5  # and is reported apart
+    # the command's summary line gives the pairs' rate, and the loading apart
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    slow_vectors.cache_clear()
+    engine._SCORERS.clear()
+    path, out = tmp_path / "pairs.jsonl", tmp_path / "scores.parquet"
+    path.write_text("".join(json.dumps({"amr1": a, "amr2": b}) + "\n" for a, b in frame.iter_rows()), encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out), "--aspects",
+                                      "concepts,root_sim", "--vectors", "random"])
+    assert result.exit_code == 0, result.output
+    assert "16 computed (" in result.output and "s loading node vectors and libraries first)" in result.output
     engine._SCORERS.clear()
 
 

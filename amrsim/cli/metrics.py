@@ -64,7 +64,8 @@ def metrics_score(
         # keys computed above, not again
         scored = (scorer(todo, graphs if todo.height == frame.height else None) if todo.height else None)
         where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
-    seconds = time.perf_counter() - t0
+        loading = scorer.loading_seconds  # node vectors and imports, once per process: not the pairs' rate
+    seconds = time.perf_counter() - t0 - loading
     if done is None and scored is not None and frame["key"].n_unique() == frame.height:
         result = scored.select("key", "line", pl.exclude("key", "line"))  # every row scored once, in file order
     else:  # rows of earlier results, or a pair given twice: each row gets its key's one row of scores
@@ -82,7 +83,9 @@ def metrics_score(
     if means.height:
         console.print(frame_table(means.transpose(include_header=True, header_name="aspect",
                                                   column_names=["mean"]), "mean over ok pairs", 4))
-    rate = f"{todo.height / seconds:.0f} pairs/s, {where}" if todo.height and seconds else "nothing to compute"
+    rate = f"{todo.height / seconds:.0f} pairs/s, {where}" if todo.height and seconds > 0 else "nothing to compute"
+    if todo.height and loading >= 0.05:
+        rate += f"; {loading:.1f} s loading node vectors and libraries first"
     console.print(f"{frame.height} pairs: {todo.height} computed ({rate}), {frame.height - todo.height} reused, "
                   f"{failed} failed -> {out}")
 

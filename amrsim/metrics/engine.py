@@ -531,6 +531,7 @@ class PairScorer:
         self._pool, self._own_pool = pool, False
         self._seconds_per_pair: float | None = None  # measured here, in this process
         self.used_pool = False  # whether any pairs went to worker processes (reported and tested)
+        self.loading_seconds = 0.0  # spent here loading what the process loads once (`warm_up`; reported)
 
     # -- the choice ---------------------------------------------------------------------------------------------
     def pool_size(self) -> int:
@@ -595,7 +596,9 @@ class PairScorer:
         wall time: other jobs on the machine do not make the pairs look dearer than they are. One call, one loop:
         the pilot's slices are the loop's first ones, so nothing waits between the pilot and the rest."""
         if piloted:
+            loading = time.perf_counter()
             warm_up(self.options)  # not a cost per pair: in a fresh process it made every input look worth a pool
+            self.loading_seconds += time.perf_counter() - loading
         t0 = time.process_time()
 
         def decide(done: int) -> bool | None:
