@@ -220,6 +220,7 @@ pipelines:
     datasets:
       toy_train: {{path: train.tsv, kind: pairs, split: train, score_range: [0, 5], columns: {{lang: lang}}}}
       toy_dev: {{path: dev.tsv, kind: pairs, split: dev, score_range: [0, 5], columns: {{lang: lang}}}}
+      toy_other: {{path: test.tsv, kind: pairs, split: test, score_range: [0, 5], columns: {{lang: lang}}}}
     train:
       - method: pear
         params: {params}
@@ -247,7 +248,7 @@ def project(tmp_path, write_config, tiny_bert):
                   **overrides}
         cfg = load_config(write_config(CONFIG.format(params=json.dumps(params))))
         wh = Warehouse(cfg.warehouse_root)
-        for ds in ("toy_train", "toy_dev"):
+        for ds in ("toy_train", "toy_dev", *overrides.get("distill_datasets", [])):
             ingest_dataset(wh, cfg, "toy", ds, "r0")
         return cfg, wh, method_params("pear", cfg.project.pipelines["toy"].train[0].params)
 
@@ -455,3 +456,36 @@ def test_knowledge_preserving_training_records_the_base_target(project):
     meta = find_trained("pear:kp", wh.models_root).meta
     assert meta["base_target"]["model"] == "minilm" and meta["base_target"]["weight"] == 0.3
     assert meta["base_target"]["slope"] != 0
+
+
+def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
+    """`distill_pairs` pairs from another dataset's sentences, none of them a gold or dev pair's: half nearest
+    neighbours, half random partners, each targeted at the bi-encoder's cosine on the gold scale (the line fitted on
+    the gold pairs); trained with the gold pairs and recorded in model.json."""
+    from amrsim.methods.pear.run import distill_pairs, gold_pairs
+    from amrsim.methods.pear.train import base_cosines, gold_scale_line, on_gold_scale
+
+    cfg, wh, params = project(distill_datasets=["toy_other"], distill_pairs=12)
+    ranges = {"toy_train": (0.0, 5.0), "toy_dev": (0.0, 5.0)}
+    gold, _ = gold_pairs(wh, ["toy_train"], "train", ["en"], ranges)
+    dev, _ = gold_pairs(wh, ["toy_dev"], "dev", ["en"], ranges)
+    frame, info = distill_pairs(wh, params, ["en"], gold, dev)
+    assert frame.height == 12 and info["pairs"] == 12
+    used = set(frame["sentence1"].to_list()) | set(frame["sentence2"].to_list())
+    known = set(pl.concat([gold, dev]).select(pl.concat_list("sentence1", "sentence2").explode())
+                .to_series().to_list())
+    other = set(wh.read("toy_other", "sentences").filter(pl.col("lang") == "en")["text"].to_list())
+    assert used <= other and not used & known
+    assert (frame["sentence1"] != frame["sentence2"]).all()
+    line = gold_scale_line(gold["target"].to_numpy(), base_cosines(params.biencoder, gold["sentence1"].to_list(),
+                                                                   gold["sentence2"].to_list(), device="cpu"))
+    assert info["slope"] == pytest.approx(line["slope"])
+    cos = base_cosines(params.biencoder, frame["sentence1"].to_list(), frame["sentence2"].to_list(), device="cpu")
+    assert np.allclose(frame["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
+    summary = get_method("pear")(cfg, "toy", params, "distilled")
+    assert summary["models"] == ["pear:distilled"]
+    meta = find_trained("pear:distilled", wh.models_root).meta
+    assert meta["distill"]["pairs"] == 12 and meta["distill"]["datasets"] == ["toy_other"]
+    assert meta["metrics"]["gold_pairs"] == gold.height and meta["metrics"]["train_rows"] == gold.height + 12
+    with pytest.raises(ValueError, match="distill_pairs and distill_datasets go together"):
+        type(params)(datasets=["toy_train"], distill_pairs=10)

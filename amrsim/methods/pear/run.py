@@ -41,7 +41,9 @@ from amrsim.methods.pear.train import (
     base_targets,
     fit_fusion,
     fit_pear,
+    gold_scale_line,
     normalise_scores,
+    on_gold_scale,
     save_fused,
     save_run,
     spearman,
@@ -102,6 +104,12 @@ class Params(MethodParams):
     # base), put on the gold scale by a line fitted on the training pairs; base_target_weight is the cosine's share
     base_target: str | None = None
     base_target_weight: StrictFloat = Field(default=0.5, ge=0, lt=1)
+    # knowledge-preserving pairs from other text: `distill_pairs` pairs of sentences from these datasets (their
+    # sentences, no gold needed), half a sentence and its nearest neighbour by `biencoder`, half a sentence and a
+    # random one, each targeted at that bi-encoder's cosine put on the gold scale (a line fitted on the training
+    # pairs), trained with the gold pairs: the base's judgement on genres the gold does not cover
+    distill_datasets: list[str] = []
+    distill_pairs: StrictInt = Field(default=0, ge=0)
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
@@ -138,14 +146,20 @@ class Params(MethodParams):
             raise ValueError("datasets: give at least one pairs dataset (or ood_split)")
         if self.search is not None and not self.dev_datasets and self.ood_split is None:
             raise ValueError("search needs dev_datasets: the Optuna objective is Spearman on the dev pairs")
+        if bool(self.distill_pairs) != bool(self.distill_datasets):
+            raise ValueError("distill_pairs and distill_datasets go together: how many pairs, from which datasets")
         return self
 
     def dataset_refs(self) -> list[tuple[str, str]]:
         if self.ood_split is not None:  # the configured source files its derived dataset is built from
             from amrsim.evaluate.ood import split_sources
 
-            return [("ood_split", d) for d in split_sources(self.ood_split)]
-        return [("datasets", d) for d in self.datasets] + [("dev_datasets", d) for d in self.dev_datasets]
+            return [("ood_split", d) for d in split_sources(self.ood_split)] + self._distill_refs()
+        return ([("datasets", d) for d in self.datasets] + [("dev_datasets", d) for d in self.dev_datasets]
+                + self._distill_refs())
+
+    def _distill_refs(self) -> list[tuple[str, str]]:
+        return [("distill_datasets", d) for d in self.distill_datasets]
 
     def on_ood_split(self) -> Params:
         """These params with datasets and splits pointing at the protocol split's derived dataset."""
@@ -202,6 +216,50 @@ def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
     return frame, left
 
 
+def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.DataFrame, dev: pl.DataFrame,
+                  models_root: Path | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """`params.distill_pairs` knowledge-preserving pairs (sentence1, sentence2, target) from the `sentences` of
+    `params.distill_datasets` in `langs`, none of them a sentence of the gold or dev pairs (seeded): half are a
+    sentence and its nearest neighbour by `params.biencoder`, half a sentence and a random other one, so targets
+    span the scale; each target is the bi-encoder's cosine on the gold scale (`gold_scale_line`, fitted on `gold`).
+    Also returns what model.json records of them."""
+    from amrsim.augment.knn import knn
+    from amrsim.encoders import load_encoder
+
+    seen = set(gold["sentence1_key"].to_list() + gold["sentence2_key"].to_list())
+    if dev.height:
+        seen |= set(dev["sentence1_key"].to_list() + dev["sentence2_key"].to_list())
+    parts = [wh.read(d, "sentences").filter((pl.col("status") == OK) & pl.col("lang").is_in(langs))
+             .select("key", "text") for d in params.distill_datasets]
+    pool = (pl.concat(parts).unique("key").filter(~pl.col("key").is_in(list(seen))).sort("key")
+            .filter(pl.col("text").str.strip_chars() != ""))
+    half = params.distill_pairs // 2
+    pool = _sample(pool, 4 * max(half, 1), params.seed)  # neighbours among four times the anchors: close, not equal
+    if pool.height < 4:
+        raise ConfigError(f"pear: distill_datasets {params.distill_datasets} hold {pool.height} usable sentences in "
+                          f"{langs} (not in the gold or dev pairs); ingest them first")
+    texts = pool["text"].to_list()
+    encoder = load_encoder(params.biencoder, device=params.device, models_root=models_root)
+    vectors = np.asarray(encoder.encode(texts), np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    rng = np.random.default_rng(params.seed)
+    anchors = rng.choice(pool.height, size=min(half, pool.height), replace=False)
+    _, nearest = knn(vectors, 1)
+    others = (anchors + rng.integers(1, pool.height, size=len(anchors))) % pool.height  # never the anchor itself
+    first = np.concatenate([anchors, anchors])
+    second = np.concatenate([nearest[anchors, 0], others])
+    keep = second >= 0
+    first, second = first[keep], second[keep]
+    cos = np.einsum("ij,ij->i", vectors[first], vectors[second])
+    gold_cos = base_cosines(params.biencoder, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
+                            device=params.device, models_root=models_root)
+    line = gold_scale_line(gold["target"].to_numpy(), gold_cos)
+    frame = pl.DataFrame({"sentence1": [texts[i] for i in first], "sentence2": [texts[j] for j in second],
+                          "target": on_gold_scale(cos, line).astype(np.float32)})
+    return frame, {"datasets": params.distill_datasets, "pairs": frame.height, "sentences": pool.height,
+                   "biencoder": params.biencoder, **line}
+
+
 def _sample(frame: pl.DataFrame, cap: int | None, seed: int) -> pl.DataFrame:
     return frame.sample(cap, seed=seed, shuffle=True) if cap is not None and frame.height > cap else frame
 
@@ -248,18 +306,23 @@ class KnnSilver:
         return t1, t2, np.clip(np.asarray(labels, dtype=np.float32), 0.0, 1.0)
 
 
-def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int,
-         models_root: Path | None = None) -> tuple[CrossEncoder, dict[str, Any]]:
-
+def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int, models_root: Path | None = None,
+         distill: pl.DataFrame | None = None) -> tuple[CrossEncoder, dict[str, Any]]:
+    """The cross-encoder on `gold` (kNN silver from its sentences), and `distill`'s pairs (`distill_pairs`) trained
+    as gold pairs where given."""
     silver = KnnSilver(gold, params.biencoder, params.device, params.max_silver, seed) if hp.k > 0 else None
     targets, line = gold["target"].to_numpy(), None
     if params.base_target is not None:
         cos = base_cosines(params.base_target, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
                            device=params.device, models_root=models_root)
         targets, line = base_targets(targets, cos, params.base_target_weight)
-    model, fit = fit_pear(base_model_path(params.base_model), gold["sentence1"].to_list(),
-                          gold["sentence2"].to_list(), targets, hp, augment=silver, seed=seed, device=params.device,
-                          max_length=params.max_length)
+    texts1, texts2 = gold["sentence1"].to_list(), gold["sentence2"].to_list()
+    if distill is not None and distill.height:
+        texts1, texts2 = texts1 + distill["sentence1"].to_list(), texts2 + distill["sentence2"].to_list()
+        targets = np.concatenate([np.asarray(targets, np.float32), distill["target"].to_numpy().astype(np.float32)])
+    model, fit = fit_pear(base_model_path(params.base_model), texts1, texts2, targets, hp, augment=silver, seed=seed,
+                          device=params.device, max_length=params.max_length)
+    fit["gold_pairs"] = gold.height  # (fit_pear counts the distilled pairs with them)
     if line is not None:
         fit["base_target"] = {"model": params.base_target, "weight": params.base_target_weight, **line}
     return model, fit
@@ -445,7 +508,9 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                  max_grad_norm=b["max_grad_norm"])
             t0 = time.perf_counter()
             log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
-            model, fit = _fit(params, gold, hp, params.seed, wh.models_root)
+            distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root) if params.distill_pairs
+                                  else (None, None))
+            model, fit = _fit(params, gold, hp, params.seed, wh.models_root, distill)
             train_seconds = time.perf_counter() - t0
             # dev predictions serve the dev Spearman and the fusion's scaling (gold pairs when there is no dev)
             fit_on = dev if dev.height >= 2 else gold if params.fused_with else None
@@ -463,7 +528,7 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                       "symmetric": params.symmetric,
                                       "device": model.device, "biencoder": params.biencoder, "metrics": metrics,
                                       "history": fit["history"], "search": search, "data": data,
-                                      "base_target": fit.get("base_target")})
+                                      "base_target": fit.get("base_target"), "distill": distilled})
             models.append(f"pear:{name}")
             if params.fused_with is not None and fit_on is not None and fit_pred is not None:
                 try:

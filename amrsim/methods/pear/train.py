@@ -412,10 +412,20 @@ def base_targets(gold: np.ndarray, cosine: np.ndarray, weight: float) -> tuple[n
         raise ValueError(f"base targets: {len(gold)} gold scores and {len(cosine)} cosines (need 2 or more, as many)")
     if cosine.std() <= 1e-9:
         raise ValueError("base targets: the base's cosine is constant on the training pairs")
-    slope, intercept = np.polyfit(cosine, gold, 1)
-    c = np.clip(slope * cosine + intercept, 0.0, 1.0)
-    mixed = np.clip((1 - weight) * gold + weight * c, 0.0, 1.0).astype(np.float32)
-    return mixed, {"slope": float(slope), "intercept": float(intercept)}
+    line = gold_scale_line(gold, cosine)
+    mixed = np.clip((1 - weight) * gold + weight * on_gold_scale(cosine, line), 0.0, 1.0).astype(np.float32)
+    return mixed, line
+
+
+def gold_scale_line(gold: np.ndarray, cosine: np.ndarray) -> dict[str, float]:
+    """The least-squares line from a bi-encoder's cosine to the 0-1 gold scale, fitted on the training pairs."""
+    slope, intercept = np.polyfit(np.asarray(cosine, np.float64), np.asarray(gold, np.float64), 1)
+    return {"slope": float(slope), "intercept": float(intercept)}
+
+
+def on_gold_scale(cosine: np.ndarray, line: Mapping[str, float]) -> np.ndarray:
+    """Cosines put on the gold scale by `gold_scale_line`'s line, clipped to [0, 1] (the ranking is the cosine's)."""
+    return np.clip(line["slope"] * np.asarray(cosine, np.float64) + line["intercept"], 0.0, 1.0)
 
 
 def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
