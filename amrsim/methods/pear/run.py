@@ -223,8 +223,9 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     sentence and its nearest neighbour by `params.biencoder`, half a sentence and a random other one, so targets
     span the scale; each target is the bi-encoder's cosine on the gold scale (`gold_scale_line`, fitted on `gold`).
     Also returns what model.json records of them."""
-    from amrsim.augment.knn import knn
+    from amrsim.augment.knn import knn  # (it normalises the vectors itself)
     from amrsim.encoders import load_encoder
+    from amrsim.evaluate.sts import cosine
 
     seen = set(gold["sentence1_key"].to_list() + gold["sentence2_key"].to_list())
     if dev.height:
@@ -241,7 +242,6 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     texts = pool["text"].to_list()
     encoder = load_encoder(params.biencoder, device=params.device, models_root=models_root)
     vectors = np.asarray(encoder.encode(texts), np.float32)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     rng = np.random.default_rng(params.seed)
     anchors = rng.choice(pool.height, size=min(half, pool.height), replace=False)
     _, nearest = knn(vectors, 1)
@@ -250,7 +250,7 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     second = np.concatenate([nearest[anchors, 0], others])
     keep = second >= 0
     first, second = first[keep], second[keep]
-    cos = np.einsum("ij,ij->i", vectors[first], vectors[second])
+    cos = cosine(vectors[first], vectors[second])
     gold_cos = base_cosines(params.biencoder, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
                             device=params.device, models_root=models_root)
     line = gold_scale_line(gold["target"].to_numpy(), gold_cos)
