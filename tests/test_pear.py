@@ -484,8 +484,11 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     assert np.allclose(frame["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
     summary = get_method("pear")(cfg, "toy", params, "distilled")
     assert summary["models"] == ["pear:distilled"]
-    meta = find_trained("pear:distilled", wh.models_root).meta
+    trained = find_trained("pear:distilled", wh.models_root)
+    meta = trained.meta
     assert meta["distill"]["pairs"] == 12 and meta["distill"]["datasets"] == ["toy_other"]
+    assert meta["distill"]["table_versions"] == {"toy_other.sentences": wh.version("toy_other", "sentences")}
+    assert "| toy_other.sentences |" in (trained.path / "README.md").read_text()  # the card's training data
     assert meta["metrics"]["gold_pairs"] == gold.height and meta["metrics"]["train_rows"] == gold.height + 12
     with pytest.raises(ValueError, match="distill_pairs and distill_datasets go together"):
         type(params)(datasets=["toy_train"], distill_pairs=10)

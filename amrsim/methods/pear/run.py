@@ -230,7 +230,8 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     seen = set(gold["sentence1_key"].to_list() + gold["sentence2_key"].to_list())
     if dev.height:
         seen |= set(dev["sentence1_key"].to_list() + dev["sentence2_key"].to_list())
-    parts = [wh.read(d, "sentences").filter((pl.col("status") == OK) & pl.col("lang").is_in(langs))
+    versions = table_versions(wh, params.distill_datasets, ["sentences"])
+    parts = [wh.read(d, "sentences", version=versions.get(f"{d}.sentences")).filter((pl.col("status") == OK) & pl.col("lang").is_in(langs))
              .select("key", "text") for d in params.distill_datasets]
     pool = (pl.concat(parts).unique("key").filter(~pl.col("key").is_in(list(seen))).sort("key")
             .filter(pl.col("text").str.strip_chars() != ""))
@@ -257,7 +258,7 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     frame = pl.DataFrame({"sentence1": [texts[i] for i in first], "sentence2": [texts[j] for j in second],
                           "target": on_gold_scale(cos, line).astype(np.float32)})
     return frame, {"datasets": params.distill_datasets, "pairs": frame.height, "sentences": pool.height,
-                   "biencoder": params.biencoder, **line}
+                   "biencoder": params.biencoder, **line, "table_versions": versions}
 
 
 def _sample(frame: pl.DataFrame, cap: int | None, seed: int) -> pl.DataFrame:
