@@ -34,7 +34,7 @@ from amrsim.methods.pear.train import (
 )
 from amrsim.stages.ingest import ingest_dataset
 from amrsim.warehouse import Warehouse
-from tests.helpers import build_tiny_bert
+from tests.helpers import ROOT, build_tiny_bert
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -492,3 +492,12 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     assert meta["metrics"]["gold_pairs"] == gold.height and meta["metrics"]["train_rows"] == gold.height + 12
     with pytest.raises(ValueError, match="distill_pairs and distill_datasets go together"):
         type(params)(datasets=["toy_train"], distill_pairs=10)
+
+
+def test_the_shipped_recipes_also_save_pear_fused_at_the_measured_weight():
+    """pipelines.yaml's PEAR recipes (pipeline `pear`, and `ood` per split) save pear_fused with MiniLM at weight 0.3:
+    the setting whose STSb test and held-out rows docs/methods/pear.md reports."""
+    cfg = load_config(ROOT / "pipelines.yaml")
+    for pipeline in ("pear", "ood"):
+        params = method_params("pear", cfg.project.pipelines[pipeline].train[0].params)
+        assert (params.fused_with, params.fused_weight) == ("minilm", 0.3), pipeline
