@@ -501,3 +501,43 @@ def test_the_shipped_recipes_also_save_pear_fused_at_the_measured_weight():
     for pipeline in ("pear", "ood"):
         params = method_params("pear", cfg.project.pipelines[pipeline].train[0].params)
         assert (params.fused_with, params.fused_weight) == ("minilm", 0.3), pipeline
+
+
+def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_loading(project, tiny_bert):
+    """`residual_on`: the score is σ(network logit + logit of the bi-encoder's cosine on the gold scale), the head
+    zeroed. Untrained it scores every pair as the base's line does; trained, model.json keeps the line, the loaded
+    model adds the base again, and the run root does not pose as a plain CrossEncoder (that would drop the base)."""
+    from amrsim.encoders import load_encoder
+    from amrsim.methods.pear.run import gold_pairs
+    from amrsim.methods.pear.train import (BaseOffset, base_cosines, gold_scale_line, on_gold_scale,
+                                           start_from_base)
+
+    biencoder = f"hf:{tiny_bert}#mean"
+    cfg, wh, params = project(residual_on=biencoder, epochs=3, lr=5e-3)  # a zeroed head starts slowly
+    gold, _ = gold_pairs(wh, ["toy_train"], "train", ["en"], {"toy_train": (0.0, 5.0)})
+    t1, t2 = gold["sentence1"].to_list(), gold["sentence2"].to_list()
+    cos = base_cosines(biencoder, t1, t2, device="cpu")
+    line = gold_scale_line(gold["target"].to_numpy(), cos)
+    offset = BaseOffset(biencoder, **line, device="cpu")
+    base_scores = np.clip(on_gold_scale(cos, line), offset.eps, 1 - offset.eps)
+
+    fresh = CrossEncoder(str(tiny_bert), device="cpu")
+    assert not np.allclose(fresh.predict(t1, t2), base_scores, atol=1e-3)
+    start_from_base(fresh, offset)
+    np.testing.assert_allclose(fresh.predict(t1, t2), base_scores, atol=1e-6)
+
+    summary = get_method("pear")(cfg, "toy", params, "res")
+    assert summary["models"] == ["pear:res"]
+    trained = find_trained("pear:res", wh.models_root)
+    kept = trained.meta["residual"]
+    assert (kept["base"], kept["eps"]) == (biencoder, offset.eps)
+    assert (kept["slope"], kept["intercept"]) == pytest.approx((line["slope"], line["intercept"]))
+    assert not (trained.path / "modules.json").exists()
+    assert "load_encoder(" in (trained.path / "README.md").read_text()
+    loaded = load_encoder("pear:res", device="cpu", models_root=wh.models_root).score(t1, t2)
+    network = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    bare = network.predict(t1, t2, symmetric=trained.meta["symmetric"])
+    network.offset = BaseOffset(**trained.meta["residual"], device="cpu")
+    np.testing.assert_allclose(loaded, network.predict(t1, t2, symmetric=trained.meta["symmetric"]), atol=1e-6)
+    assert not np.allclose(loaded, bare, atol=1e-3)  # the base is part of the score
+    assert not np.allclose(loaded, base_scores, atol=1e-3)  # and training corrected it

@@ -33,6 +33,7 @@ from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SPLITS
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
 from amrsim.methods.pear.train import (
+    BaseOffset,
     FUSED_METHOD,
     CrossEncoderScorer,
     Hyper,
@@ -101,6 +102,9 @@ class Params(MethodParams):
     fused_with: str | None = None
     # the cross-encoder's share; at 0.3 the fusion scored at or above the base on 4 of 5 held-out splits (pear.md)
     fused_weight: StrictFloat = Field(default=0.3, ge=0, le=1)
+    # a residual cross-encoder: its score is σ(network + logit of this bi-encoder's cosine on the gold scale), the
+    # head zeroed, so training starts from the bi-encoder's scores and learns a correction (needs it to score)
+    residual_on: str | None = None
     # knowledge-preserving training: each gold pair's target mixes in this bi-encoder's cosine (e.g. minilm, PEAR's
     # base), put on the gold scale by a line fitted on the training pairs; base_target_weight is the cosine's share
     base_target: str | None = None
@@ -322,9 +326,17 @@ def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int, models_root: 
     if distill is not None and distill.height:
         texts1, texts2 = texts1 + distill["sentence1"].to_list(), texts2 + distill["sentence2"].to_list()
         targets = np.concatenate([np.asarray(targets, np.float32), distill["target"].to_numpy().astype(np.float32)])
+    offset = None
+    if params.residual_on is not None:
+        cos = base_cosines(params.residual_on, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
+                           device=params.device, models_root=models_root)
+        offset = BaseOffset(params.residual_on, **gold_scale_line(gold["target"].to_numpy(), cos),
+                            device=params.device, models_root=None if models_root is None else str(models_root))
     model, fit = fit_pear(base_model_path(params.base_model), texts1, texts2, targets, hp, augment=silver, seed=seed,
-                          device=params.device, max_length=params.max_length)
+                          device=params.device, max_length=params.max_length, offset=offset)
     fit["gold_pairs"] = gold.height  # (fit_pear counts the distilled pairs with them)
+    if offset is not None:
+        fit["residual"] = offset.record()
     if line is not None:
         fit["base_target"] = {"model": params.base_target, "weight": params.base_target_weight, **line}
     return model, fit
@@ -530,7 +542,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                       "symmetric": params.symmetric,
                                       "device": model.device, "biencoder": params.biencoder, "metrics": metrics,
                                       "history": fit["history"], "search": search, "data": data,
-                                      "base_target": fit.get("base_target"), "distill": distilled})
+                                      "base_target": fit.get("base_target"), "distill": distilled,
+                                      "residual": fit.get("residual")})
             models.append(f"pear:{name}")
             if params.fused_with is not None and fit_on is not None and fit_pred is not None:
                 try:

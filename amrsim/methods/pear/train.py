@@ -113,6 +113,7 @@ class CrossEncoder:
 
         self.path, self.max_length = str(path), max_length
         self.device = resolve_device(device)
+        self.offset: BaseOffset | None = None  # a residual model's starting point, added to every logit
         kwargs: dict[str, Any] = {"num_labels": 1}
         if safetensors_only:  # a trained model from the warehouse: never a pickled pytorch_model.bin
             kwargs["use_safetensors"] = True
@@ -142,6 +143,7 @@ class CrossEncoder:
         out = np.zeros(len(texts1), dtype=np.float32)
         if not len(texts1):
             return out
+        offsets = None if self.offset is None else self.offset(texts1, texts2)
         order = np.argsort([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)], kind="stable")
         was_training = self.model.training
         self.model.eval()
@@ -150,6 +152,8 @@ class CrossEncoder:
                 for start in range(0, len(order), batch_size):
                     rows = order[start:start + batch_size]
                     z = self.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+                    if offsets is not None:
+                        z = z + torch.as_tensor(offsets[rows], device=z.device)
                     out[rows] = torch.sigmoid(z).cpu().numpy()
         finally:
             self.model.train(was_training)
@@ -252,12 +256,15 @@ def train_epochs(model: CrossEncoder, texts1: Sequence[str], texts2: Sequence[st
     torch.manual_seed(seed)
     model.model.train()
     params = [p for p in model.model.parameters() if p.requires_grad]
+    offsets = None if model.offset is None else torch.as_tensor(model.offset(texts1, texts2), device=model.device)
     history, step = [], 0
     lengths = np.array([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)])
     for epoch in range(epochs):
         running, count = 0.0, 0
         for rows in length_batches(lengths, batch_size, np.random.default_rng([seed, epoch])):
             z = model.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+            if offsets is not None:
+                z = z + offsets[torch.as_tensor(rows, device=model.device)]
             loss = bce_loss(z, torch.as_tensor(y[rows], device=model.device))
             if not torch.isfinite(loss):
                 raise NonFiniteLossError("PEAR", "non-finite loss", step + 1, rows,
@@ -281,13 +288,16 @@ Augmenter = Callable[[CrossEncoder | None, int], tuple[list[str], list[str], np.
 
 def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, hp: Hyper, *,
              augment: Augmenter | None = None, seed: int = 0, device: str = "auto",
-             max_length: int = MAX_LENGTH) -> tuple[CrossEncoder, dict[str, Any]]:
+             max_length: int = MAX_LENGTH, offset: BaseOffset | None = None) -> tuple[CrossEncoder, dict[str, Any]]:
     """PEAR's augmented re-sampling: E_weak epochs on gold; then, with k > 0, `augment(model, k)` returns kNN
     silver pairs weak-labelled by that model (None when E_weak = 0: nothing trained yet, the augmenter falls back
     to the bi-encoder cosine); then E epochs on gold + silver, continuing from the weak model. With
-    `hp.both_orders`, every gold and silver pair is trained in both sentence orders (twice the rows)."""
+    `hp.both_orders`, every gold and silver pair is trained in both sentence orders (twice the rows). With `offset`
+    the model is residual (`start_from_base`): it learns a correction to the base bi-encoder's score."""
     y = _check_pairs(texts1, texts2, targets)
     model = CrossEncoder(base, device=device, max_length=max_length)
+    if offset is not None:
+        start_from_base(model, offset)
     common = {"lr": hp.lr, "batch_size": hp.batch_size, "max_grad_norm": hp.max_grad_norm,
               "weight_decay": hp.weight_decay, "warmup_ratio": hp.warmup_ratio, "seed": seed}
     orders = both_orders if hp.both_orders else (lambda a, b, t: (list(a), list(b), np.asarray(t, np.float32)))
@@ -324,9 +334,10 @@ def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Pat
         add_cross_encoder_files(directory, model.max_length)
 
     swap_dir(out_dir / MODEL_SUBDIR, write)
-    # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
-    link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
-                                                   "max_length": model.max_length}})
+    if model.offset is None:  # a residual model's score needs its base: amrsim loads it, a bare CrossEncoder cannot
+        # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
+        link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
+                                                       "max_length": model.max_length}})
     write_model_json(out_dir, "pear", {"kind": KIND, "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta})
     return out_dir
 
@@ -340,6 +351,7 @@ class TrainedCrossEncoder:
     path: str
     batch_size: int = 64
     device: str = "auto"
+    models_root: str | None = None  # where a residual model's base is found, when it is a trained run
     dim: int = 0
 
     def __post_init__(self) -> None:
@@ -349,6 +361,8 @@ class TrainedCrossEncoder:
             raise ValueError(f"{Path(self.path) / 'model.json'}: model directory '{sub.name}' not found")
         self._model = CrossEncoder(str(sub), self.device, int(meta.get("max_length", MAX_LENGTH)),
                                    safetensors_only=True)
+        if meta.get("residual"):
+            self._model.offset = BaseOffset(**meta["residual"], device=self.device, models_root=self.models_root)
         self._symmetric = bool(meta.get("symmetric", False))
 
     def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
@@ -362,7 +376,7 @@ class TrainedCrossEncoder:
 def load_trained(name: str, mid: str, path: str, batch_size: int, device: str,
                  models_root: str | None = None) -> TrainedCrossEncoder:
     """The TRAINED_LOADERS entry of amrsim.encoders for method `pear`."""
-    return TrainedCrossEncoder(name, mid, path, batch_size, device)
+    return TrainedCrossEncoder(name, mid, path, batch_size, device, models_root)
 
 
 # ---------------------------------------------------------------------------------------------------- fusion
@@ -435,6 +449,45 @@ def base_cosines(base: str, texts1: Sequence[str], texts2: Sequence[str], batch_
     encoder = load_encoder(base, batch_size=batch_size, device=device, models_root=models_root)
     return cosine(np.asarray(encoder.encode(list(texts1)), np.float32),
                   np.asarray(encoder.encode(list(texts2)), np.float32))
+
+
+@dataclass
+class BaseOffset:
+    """A residual cross-encoder's starting point: logit of the bi-encoder `base`'s cosine put on the gold scale (the
+    line fitted on the training pairs), clipped to [eps, 1 - eps] so it stays finite at 0 and 1."""
+
+    base: str
+    slope: float
+    intercept: float
+    eps: float = 0.02
+    device: str = "auto"
+    models_root: str | None = None
+
+    def __call__(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        cos = base_cosines(self.base, texts1, texts2, device=self.device, models_root=self.models_root)
+        p = np.clip(on_gold_scale(cos, {"slope": self.slope, "intercept": self.intercept}), self.eps, 1 - self.eps)
+        return np.log(p / (1 - p)).astype(np.float32)
+
+    def record(self) -> dict[str, Any]:
+        """What model.json keeps (`residual`): enough to score with the saved network again."""
+        return {"base": self.base, "slope": self.slope, "intercept": self.intercept, "eps": self.eps}
+
+
+def start_from_base(model: CrossEncoder, offset: BaseOffset) -> None:
+    """Make `model` residual: its score becomes σ(network logit + offset) and its head is zeroed, so before any
+    training it scores every pair as the base does and training learns only what the base gets wrong."""
+    import torch
+
+    head = getattr(model.model, "classifier", None)
+    head = getattr(head, "out_proj", head)  # RoBERTa-style heads end in out_proj
+    if not isinstance(head, torch.nn.Linear) or head.out_features != 1:
+        raise ValueError(f"{model.path}: residual training needs a one-logit linear classifier head, found "
+                         f"{type(head).__name__}")
+    with torch.no_grad():
+        head.weight.zero_()
+        if head.bias is not None:
+            head.bias.zero_()
+    model.offset = offset
 
 
 def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
