@@ -533,7 +533,8 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     assert (kept["base"], kept["eps"]) == (biencoder, offset.eps)
     assert (kept["slope"], kept["intercept"]) == pytest.approx((line["slope"], line["intercept"]))
     assert not (trained.path / "modules.json").exists()
-    assert "load_encoder(" in (trained.path / "README.md").read_text()
+    card = (trained.path / "README.md").read_text()
+    assert "load_encoder(" in card and "This model is residual" in card
     loaded = load_encoder("pear:res", device="cpu", models_root=wh.models_root).score(t1, t2)
     network = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
     bare = network.predict(t1, t2, symmetric=trained.meta["symmetric"])
