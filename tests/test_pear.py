@@ -509,8 +509,7 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     model adds the base again, and the run root does not pose as a plain CrossEncoder (that would drop the base)."""
     from amrsim.encoders import load_encoder
     from amrsim.methods.pear.run import gold_pairs
-    from amrsim.methods.pear.train import (BaseOffset, base_cosines, gold_scale_line, on_gold_scale,
-                                           start_from_base)
+    from amrsim.methods.pear.train import BaseOffset, base_cosines, gold_scale_line, on_gold_scale, start_from_base
 
     biencoder = f"hf:{tiny_bert}#mean"
     cfg, wh, params = project(residual_on=biencoder, epochs=3, lr=5e-3)  # a zeroed head starts slowly

@@ -33,8 +33,8 @@ from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SPLITS
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
 from amrsim.methods.pear.train import (
-    BaseOffset,
     FUSED_METHOD,
+    BaseOffset,
     CrossEncoderScorer,
     Hyper,
     NonFiniteLossError,
@@ -236,8 +236,9 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     if dev.height:
         seen |= set(dev["sentence1_key"].to_list() + dev["sentence2_key"].to_list())
     versions = table_versions(wh, params.distill_datasets, ["sentences"])
-    parts = [wh.read(d, "sentences", version=versions.get(f"{d}.sentences")).filter((pl.col("status") == OK) & pl.col("lang").is_in(langs))
-             .select("key", "text") for d in params.distill_datasets]
+    parts = [wh.read(d, "sentences", version=versions.get(f"{d}.sentences"))
+             .filter((pl.col("status") == OK) & pl.col("lang").is_in(langs)).select("key", "text")
+             for d in params.distill_datasets]
     pool = (pl.concat(parts).unique("key").filter(~pl.col("key").is_in(list(seen))).sort("key")
             .filter(pl.col("text").str.strip_chars() != ""))
     half = params.distill_pairs // 2
