@@ -143,8 +143,9 @@ def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> st
                   else f"embeddings = model.encode({texts})"]
     lines += ["```", "", f"In amrsim: `amrsim evaluate sts --encoder {name} --file ...` (or `{method}:latest`, the "
               "newest run)."]
-    if meta.get("residual"):
-        lines += ["", f"This model is residual: its score adds the bi-encoder `{meta['residual']['base']}`'s cosine "
+    residual = meta.get("residual") if method == "pear" else None  # (S3BERT's `residual` is its free dimensions)
+    if residual:
+        lines += ["", f"This model is residual: its score adds the bi-encoder `{residual['base']}`'s cosine "
                   "(as a logit on the gold scale, `residual` in model.json) to the network in `cross_encoder/`, so it "
                   "loads through amrsim, which scores with both; the network alone is not the model."]
     if method == "s3bert":
