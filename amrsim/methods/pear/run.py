@@ -115,6 +115,10 @@ class Params(MethodParams):
     # pairs), trained with the gold pairs: the base's judgement on genres the gold does not cover
     distill_datasets: list[str] = []
     distill_pairs: StrictInt = Field(default=0, ge=0)
+    # and this many pairs of a sentence of those datasets and an edited copy of it (English: negated, subject and
+    # object swapped, or a modifier dropped; amrsim.augment.edits), targeted the same way: the base's judgement where
+    # the words overlap but the meaning differs
+    distill_edits: StrictInt = Field(default=0, ge=0)
     train_split: str = "train"
     dev_datasets: list[str] = []  # dev pairs: reported Spearman, the Optuna objective
     dev_split: str = "dev"
@@ -151,8 +155,9 @@ class Params(MethodParams):
             raise ValueError("datasets: give at least one pairs dataset (or ood_split)")
         if self.search is not None and not self.dev_datasets and self.ood_split is None:
             raise ValueError("search needs dev_datasets: the Optuna objective is Spearman on the dev pairs")
-        if bool(self.distill_pairs) != bool(self.distill_datasets):
-            raise ValueError("distill_pairs and distill_datasets go together: how many pairs, from which datasets")
+        if bool(self.distill_pairs or self.distill_edits) != bool(self.distill_datasets):
+            raise ValueError("distill_pairs (or distill_edits) and distill_datasets go together: how many pairs, "
+                             "from which datasets")
         return self
 
     def dataset_refs(self) -> list[tuple[str, str]]:
@@ -226,23 +231,28 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     """`params.distill_pairs` knowledge-preserving pairs (sentence1, sentence2, target) from the `sentences` of
     `params.distill_datasets` in `langs`, none of them a sentence of the gold or dev pairs (seeded): half are a
     sentence and its nearest neighbour by `params.biencoder`, half a sentence and a random other one, so targets
-    span the scale; each target is the bi-encoder's cosine on the gold scale (`gold_scale_line`, fitted on `gold`).
-    Also returns what model.json records of them."""
+    span the scale; then `params.distill_edits` pairs of an English sentence (not one of those anchors) and an edited
+    copy of it (amrsim.augment.edits). Each target is the bi-encoder's cosine on the gold scale (`gold_scale_line`,
+    fitted on `gold`). Also returns what model.json records of them."""
     from amrsim.augment.knn import knn  # (it normalises the vectors itself)
     from amrsim.encoders import load_encoder
     from amrsim.evaluate.sts import cosine
 
+    if params.distill_edits and "en" not in langs:
+        raise ConfigError(f"pear: distill_edits edits English sentences; langs {langs} has no 'en' "
+                          "(set distill_edits: 0)")
     seen = set(gold["sentence1_key"].to_list() + gold["sentence2_key"].to_list())
     if dev.height:
         seen |= set(dev["sentence1_key"].to_list() + dev["sentence2_key"].to_list())
     versions = table_versions(wh, params.distill_datasets, ["sentences"])
     parts = [wh.read(d, "sentences", version=versions.get(f"{d}.sentences"))
-             .filter((pl.col("status") == OK) & pl.col("lang").is_in(langs)).select("key", "text")
+             .filter((pl.col("status") == OK) & pl.col("lang").is_in(langs)).select("key", "text", "lang")
              for d in params.distill_datasets]
     pool = (pl.concat(parts).unique("key").filter(~pl.col("key").is_in(list(seen))).sort("key")
             .filter(pl.col("text").str.strip_chars() != ""))
     half = params.distill_pairs // 2
-    pool = _sample(pool, 4 * max(half, 1), params.seed)  # neighbours among four times the anchors: close, not equal
+    # neighbours among four times the anchors (close, not equal); twice the edits' sentences, as not every one edits
+    pool = _sample(pool, 4 * max(half, 1) + 2 * params.distill_edits, params.seed)
     if pool.height < 4:
         raise ConfigError(f"pear: distill_datasets {params.distill_datasets} hold {pool.height} usable sentences in "
                           f"{langs} (not in the gold or dev pairs); ingest them first")
@@ -251,20 +261,48 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     vectors = np.asarray(encoder.encode(texts), np.float32)
     rng = np.random.default_rng(params.seed)
     anchors = rng.choice(pool.height, size=min(half, pool.height), replace=False)
-    _, nearest = knn(vectors, 1)
-    others = (anchors + rng.integers(1, pool.height, size=len(anchors))) % pool.height  # never the anchor itself
-    first = np.concatenate([anchors, anchors])
-    second = np.concatenate([nearest[anchors, 0], others])
-    keep = second >= 0
-    first, second = first[keep], second[keep]
-    cos = cosine(vectors[first], vectors[second])
+    first, second = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if half:
+        _, nearest = knn(vectors, 1)
+        others = (anchors + rng.integers(1, pool.height, size=len(anchors))) % pool.height  # never the anchor
+        pair1, pair2 = np.concatenate([anchors, anchors]), np.concatenate([nearest[anchors, 0], others])
+        keep = pair2 >= 0
+        first.append(pair1[keep])
+        second.append(pair2[keep])
+    first_idx, second_idx = np.concatenate(first), np.concatenate(second)
+    s1, s2 = [texts[i] for i in first_idx], [texts[j] for j in second_idx]
+    cos = cosine(vectors[first_idx], vectors[second_idx]) if len(first_idx) else np.zeros(0, np.float32)
+    edited: dict[str, int] = {}
+    if params.distill_edits:
+        s1e, s2e, edited = _edited_pairs(pool, set(anchors.tolist()), params)
+        if s1e:
+            cos = np.concatenate([cos, base_cosines(params.biencoder, s1e, s2e, device=params.device,
+                                                    models_root=models_root)])
+            s1, s2 = s1 + s1e, s2 + s2e
     gold_cos = base_cosines(params.biencoder, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
                             device=params.device, models_root=models_root)
     line = gold_scale_line(gold["target"].to_numpy(), gold_cos)
-    frame = pl.DataFrame({"sentence1": [texts[i] for i in first], "sentence2": [texts[j] for j in second],
-                          "target": on_gold_scale(cos, line).astype(np.float32)})
+    frame = pl.DataFrame({"sentence1": s1, "sentence2": s2, "target": on_gold_scale(cos, line).astype(np.float32)},
+                         schema={"sentence1": pl.String, "sentence2": pl.String, "target": pl.Float32})
     return frame, {"datasets": params.distill_datasets, "pairs": frame.height, "sentences": pool.height,
-                   "biencoder": params.biencoder, **line, "table_versions": versions}
+                   "biencoder": params.biencoder, **line, "table_versions": versions,
+                   **({"edits": edited} if params.distill_edits else {})}
+
+
+def _edited_pairs(pool: pl.DataFrame, anchors: set[int], params: Params) -> tuple[list[str], list[str], dict[str, int]]:
+    """`params.distill_edits` (sentence, edited copy) pairs from the English sentences of `pool` that are not
+    `anchors`, and how many of each edit."""
+    from amrsim.amr.ud import load_spacy
+    from amrsim.augment.edits import edited_copies
+
+    candidates = [t for i, (t, lang) in enumerate(zip(pool["text"], pool["lang"], strict=True))
+                  if lang == "en" and i not in anchors]
+    edits = edited_copies(candidates, load_spacy("en"), params.distill_edits, params.seed)
+    if not edits:
+        raise ConfigError(f"pear: no sentence of distill_datasets {params.distill_datasets} could be edited "
+                          "(amrsim.augment.edits needs a clause with a verb); set distill_edits: 0")
+    counts = {name: sum(1 for _, e, _ in edits if e == name) for name in sorted({e for _, e, _ in edits})}
+    return [candidates[i] for i, _, _ in edits], [text for _, _, text in edits], counts
 
 
 def _sample(frame: pl.DataFrame, cap: int | None, seed: int) -> pl.DataFrame:
@@ -523,8 +561,8 @@ def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict
                                  max_grad_norm=b["max_grad_norm"])
             t0 = time.perf_counter()
             log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
-            distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root) if params.distill_pairs
-                                  else (None, None))
+            distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root)
+                                  if params.distill_datasets else (None, None))
             model, fit = _fit(params, gold, hp, params.seed, wh.models_root, distill)
             train_seconds = time.perf_counter() - t0
             # dev predictions serve the dev Spearman and the fusion's scaling (gold pairs when there is no dev)
