@@ -268,6 +268,18 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
     got = load_encoder("pear_fused:p1", device="cpu", models_root=wh.models_root).score(t1, t2)
     assert np.asarray(got) == pytest.approx(expected, abs=1e-4)
 
+    # the fusion scores with the loaded PEAR model, which remembers its last pairs: evaluating pear and pear_fused
+    # runs the network once; other pairs run it again, and a caller changing a result changes no later one
+    shared = load_encoder("pear:p1", device="cpu", models_root=wh.models_root)
+    calls, predict = [], shared._model.predict
+    shared._model.predict = lambda *a, **k: calls.append(len(a[0])) or predict(*a, **k)
+    first = shared.score(t1, t2)
+    first[:] = 99.0
+    assert load_encoder("pear_fused:p1", device="cpu", models_root=wh.models_root).score(t1, t2) == pytest.approx(
+        got) and calls == []
+    assert shared.score(t1, t2) == pytest.approx(pear) and calls == []
+    assert shared.score(t2, t1) == pytest.approx(pear, abs=1e-5) and set(calls) == {len(t2)}  # symmetric: same
+
 
 def test_fusion_needs_two_varying_scores():
     import numpy as np

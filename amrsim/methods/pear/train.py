@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import math
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,6 +343,9 @@ def save_run(model: CrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Pat
     return out_dir
 
 
+_RECENT_SCORES = 4  # score() calls a loaded PEAR model remembers: an evaluation's test sets
+
+
 @dataclass
 class TrainedCrossEncoder:
     """A trained PEAR model loaded by name: `score(texts1, texts2)`; it has no sentence embedding."""
@@ -364,9 +368,20 @@ class TrainedCrossEncoder:
         if meta.get("residual"):
             self._model.offset = BaseOffset(**meta["residual"], device=self.device, models_root=self.models_root)
         self._symmetric = bool(meta.get("symmetric", False))
+        self._recent: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = OrderedDict()
 
     def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
-        return self._model.predict(texts1, texts2, self.batch_size, symmetric=self._symmetric)
+        """Scores of the pairs; the last few calls' are kept, as the loaded model is shared within a process and
+        `pear_fused` of this run scores the same pairs again (an evaluation of both runs the network once)."""
+        key = (tuple(texts1), tuple(texts2))
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return self._recent[key].copy()
+        scores = self._model.predict(texts1, texts2, self.batch_size, symmetric=self._symmetric)
+        self._recent[key] = scores.copy()
+        if len(self._recent) > _RECENT_SCORES:
+            self._recent.popitem(last=False)
+        return scores
 
     def encode(self, texts: list[str]) -> np.ndarray:
         raise ValueError(f"'{self.name}' is a cross-encoder: it scores sentence pairs and has no sentence "
