@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -217,23 +217,6 @@ def tiny_bert(root: Path, words: Sequence[str], seed: int = 0, hidden: int = 32,
     BertModel(config).save_pretrained(root)
     tokenizer.save_pretrained(root)
     return root
-
-
-def tensors_digest(tensors: Mapping[str, object]) -> str:
-    """sha256 over the names, dtypes, shapes and bytes of a state dict's tensors (sorted by name): equal digests,
-    bit-identical weights."""
-    import hashlib
-
-    import torch
-
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name]
-        assert isinstance(t, torch.Tensor), name
-        t = t.detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------- toy sentences, a tiny S3BERT base model
