@@ -274,11 +274,10 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     cos = cosine(vectors[first_idx], vectors[second_idx]) if len(first_idx) else np.zeros(0, np.float32)
     edited: dict[str, int] = {}
     if params.distill_edits:
-        s1e, s2e, edited = _edited_pairs(pool, set(anchors.tolist()), params)
-        if s1e:
-            cos = np.concatenate([cos, base_cosines(params.biencoder, s1e, s2e, device=params.device,
-                                                    models_root=models_root)])
-            s1, s2 = s1 + s1e, s2 + s2e
+        rows, s2e, edited = _edited_pairs(pool, set(anchors.tolist()), params)
+        # the sentences are the pool's, already encoded: only their edited copies are new
+        cos = np.concatenate([cos, cosine(vectors[rows], np.asarray(encoder.encode(s2e), np.float32))])
+        s1, s2 = s1 + [texts[i] for i in rows], s2 + s2e
     gold_cos = base_cosines(params.biencoder, gold["sentence1"].to_list(), gold["sentence2"].to_list(),
                             device=params.device, models_root=models_root)
     line = gold_scale_line(gold["target"].to_numpy(), gold_cos)
@@ -289,20 +288,20 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
                    **({"edits": edited} if params.distill_edits else {})}
 
 
-def _edited_pairs(pool: pl.DataFrame, anchors: set[int], params: Params) -> tuple[list[str], list[str], dict[str, int]]:
+def _edited_pairs(pool: pl.DataFrame, anchors: set[int], params: Params) -> tuple[list[int], list[str], dict[str, int]]:
     """`params.distill_edits` (sentence, edited copy) pairs from the English sentences of `pool` that are not
-    `anchors`, and how many of each edit."""
+    `anchors`: the sentences' rows in `pool`, their edited copies, and how many of each edit."""
     from amrsim.amr.ud import load_spacy
     from amrsim.augment.edits import edited_copies
 
-    candidates = [t for i, (t, lang) in enumerate(zip(pool["text"], pool["lang"], strict=True))
-                  if lang == "en" and i not in anchors]
-    edits = edited_copies(candidates, load_spacy("en"), params.distill_edits, params.seed)
+    rows = [i for i, lang in enumerate(pool["lang"]) if lang == "en" and i not in anchors]
+    texts = pool["text"].to_list()
+    edits = edited_copies([texts[i] for i in rows], load_spacy("en"), params.distill_edits, params.seed)
     if not edits:
         raise ConfigError(f"pear: no sentence of distill_datasets {params.distill_datasets} could be edited "
                           "(amrsim.augment.edits needs a clause with a verb); set distill_edits: 0")
     counts = {name: sum(1 for _, e, _ in edits if e == name) for name in sorted({e for _, e, _ in edits})}
-    return [candidates[i] for i, _, _ in edits], [text for _, _, text in edits], counts
+    return [rows[i] for i, _, _ in edits], [text for _, _, text in edits], counts
 
 
 def _sample(frame: pl.DataFrame, cap: int | None, seed: int) -> pl.DataFrame:
