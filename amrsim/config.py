@@ -295,6 +295,7 @@ class MetricsConfig(_Strict):
     parser: str = "provided"  # which parser's graphs to compare (`amr.parser`)
     aspects: list[str] | None = None  # default: all
     convention: Literal["amr", "smatch"] = "amr"  # Smatch triples: root concept in TOP (amr) or smatch 1.0.4's
+    dereify: bool = False  # collapse reified nodes (have-mod-91 -> :mod) before the Smatch family and set aspects
     vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
     seed: StrictInt = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
     commit_rows: StrictInt = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
@@ -310,7 +311,8 @@ class MetricsConfig(_Strict):
     def options(self) -> Any:
         """The engine's MetricsOptions for this config (part of every amr_metrics row's key)."""
         return MetricsOptions(aspects=tuple(self.aspects or ALL_ASPECTS), convention=self.convention,
-                              vectors=self.vectors, seed=self.seed, extra={"parser": self.parser})
+                              dereify=self.dereify, vectors=self.vectors, seed=self.seed,
+                              extra={"parser": self.parser})
 
 
 PARSER_LANGS = {"ud": ("en", "fr"), "amrlib": ("en",), "provided": ()}

@@ -138,3 +138,42 @@ def test_same_triples_as_smatch_reference():
         assert sorted((v, norm(r), c.lower().rstrip("_")) for r, v, c in att) == \
             sorted((v, r.lower(), c) for v, r, c in ours.attributes)
         assert sorted((s, r.lower(), o) for r, s, o in rel) == sorted((s, r.lower(), o) for s, r, o in ours.relations)
+
+
+def test_quoted_concept_compares_without_its_quotes():
+    for conv in ("smatch", "amr"):
+        quoted, plain = smatch_triples('(x / "Foo")', conv), smatch_triples("(x / foo)", conv)
+        assert quoted.instances == plain.instances == (("x", "foo"),)
+        assert quoted == plain
+
+
+@pytest.mark.parametrize("aligned", [
+    "(a / alpha~e.1 :ARG0~e.3 (b / beta~e.2) :op1 \"Bob\"~e.4 :polarity -~e.5)",
+    "(a / alpha ~1 :ARG0 ~e.3 (b / beta ~e.2,3) :op1 \"Bob\" ~4 :polarity - ~5)",
+])
+def test_alignments_are_dropped_as_penman_does(aligned):
+    plain = '(a / alpha :ARG0 (b / beta) :op1 "Bob" :polarity -)'
+    for conv in ("smatch", "amr"):
+        assert smatch_triples(aligned, conv) == smatch_triples(plain, conv)
+        assert smatch_triples(parse(aligned), conv) == smatch_triples(plain, conv)
+    assert parse(aligned).triples == penman.decode(plain).triples
+
+
+def test_a_tilde_that_is_no_alignment_is_refused_with_penmans_message():
+    with pytest.raises(AMRError, match="penman could not read the graph"):
+        parse("(a / alpha~x)")
+
+
+def test_of_of_roles_read_the_same_from_text_and_from_a_decoded_graph():
+    text = "(a / alpha :ARG1-of-of (b / beta) :ARG0-of (c / gamma) :consist-of (d / delta))"
+    for conv in ("smatch", "amr"):
+        from_text = smatch_triples(text, conv)
+        assert ("b", "ARG1-of", "a") in from_text.relations  # one -of taken off, as smatch 1.0.4
+        assert smatch_triples(penman.decode(text), conv) == from_text
+
+
+def test_dereify_matches_role_names_in_any_case():
+    upper = smatch_triples("(s / sing-01 :ARG1-of (h / have-mod-91 :ARG2 (l / loud)))", "amr", dereify=True)
+    lower = smatch_triples("(s / sing-01 :arg1-of (h / have-mod-91 :arg2 (l / loud)))", "amr", dereify=True)
+    assert "h" not in lower.variables and ("l", "domain", "s") in lower.relations
+    assert upper == lower

@@ -42,7 +42,11 @@ __all__ = ["AMRError", "SmatchTriples", "parse", "read_triples", "smatch_triples
 logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every duplicated triple
 
 INVERSION_EXCEPTIONS = frozenset({"prep-on-behalf-of", "prep-out-of", "consist-of"})
-_TOKEN = re.compile(r'\s+|"(?:[^"\\]|\\.)*"|[()/]|:[^\s()"/:]*|[^\s()"/:]+(?::[^\s()"/:]+)*|"')
+# an alignment (``~e.3``, ``~1,2``) is a token of its own, as in penman's lexer, glued to its label or not
+_ALIGNMENT = r"~(?:[a-z]\.?)?\d+(?:,\d+)*"
+_TOKEN = re.compile(
+    r'\s+|"(?:[^"\\]|\\.)*"|[()/]|' + _ALIGNMENT + r'|:[^\s()"/:~]*|[^\s()"/:~]+(?::[^\s()"/:~]+)*|"|~')
+_IS_ALIGNMENT = re.compile(_ALIGNMENT + "$")
 _VARIABLE_LIKE = re.compile(r"^[a-z]{1,3}\d*$|^[a-z]+\d+$")
 _CONSTANT_WORDS = frozenset({"imperative", "expressive", "interrogative"})
 
@@ -86,7 +90,9 @@ def _read_surface(text: str) -> _Surface:
     body = _strip_metadata(text)
     if not body.strip():
         raise AMRError("only metadata, no graph")
-    tokens = [t for t in _TOKEN.findall(body) if not t.isspace()]
+    # alignments are annotation, not meaning: dropped, as penman keeps them out of the triples (a stray '~' is kept,
+    # and refused below)
+    tokens = [t for t in _TOKEN.findall(body) if not t.isspace() and not _IS_ALIGNMENT.match(t)]
     variables: list[str] = []
     concepts: list[str] = []
     defined: set[str] = set()
@@ -140,6 +146,12 @@ def _read_surface(text: str) -> _Surface:
             raise AMRError("unexpected '/'")
         elif tok == '"':
             raise AMRError("unterminated quote")
+        elif tok == "~":  # not an alignment: penman's own message says where
+            try:
+                penman.decode(text)
+            except Exception as e:
+                raise AMRError(f"penman could not read the graph: {e}") from e
+            raise AMRError("'~' that is not an alignment (~e.N)")
         else:  # a constant or a variable reference
             if pending_role is None or not stack:
                 raise AMRError(f"unexpected token {tok!r}")
@@ -169,6 +181,17 @@ def _surface_from_penman(graph: penman.Graph) -> _Surface:
     concepts: list[str] = []
     edges: list[tuple[str, str, str, bool]] = []
     defined = set(graph.variables())
+    triples = set(graph.triples)
+
+    def written_role(var: str, role: str, child: str) -> str:
+        """The role as the text wrote it. The layout writes a triple (child, R, var) under var as `invert(R)`, which
+        for R = ``:X-of`` is ``:X``: that would read back as (var, X, child), not the triple. It was written
+        ``:X-of-of``, which `_smatch_triples` turns into (child, X-of, var), as from text."""
+        if (var, role, child) in triples or role.endswith("-of"):
+            return role[1:]
+        if (child, role + "-of", var) in triples:
+            return role[1:] + "-of-of"
+        return role[1:]
 
     def walk(node) -> None:
         var, branches = node
@@ -179,7 +202,7 @@ def _surface_from_penman(graph: penman.Graph) -> _Surface:
             if role == "/":
                 continue
             if isinstance(tgt, tuple):
-                edges.append((var, role[1:], tgt[0], False))
+                edges.append((var, written_role(var, role, tgt[0]), tgt[0], False))
                 walk(tgt)
             else:
                 edges.append((var, role[1:], str(tgt), str(tgt) not in defined))
@@ -232,11 +255,13 @@ def _parse_python(text: str) -> penman.Graph:
     return graph
 
 
-def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr") -> SmatchTriples:
-    """`smatch_triples(parse(text), convention)` without building the penman.Graph where the C reader takes the text;
-    otherwise exactly that call, so errors are the same."""
+def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr", dereify: bool = False) -> SmatchTriples:
+    """`smatch_triples(parse(text), convention, dereify)` without building the penman.Graph where the C reader takes
+    the text (not dereified); otherwise exactly that call, so errors are the same."""
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
+    if dereify:
+        return smatch_triples(parse(text), convention, dereify=True)
     read = _penman_reader.read_smatch(text, Push, POP, 2, convention == "smatch")  # what `parse` reads in C
     if read is None:
         return smatch_triples(parse(text), convention)
@@ -259,6 +284,13 @@ def _surface(graph: penman.Graph | str) -> _Surface:
 def _normalize(item: str) -> str:
     """What smatch compares: lower-cased, trailing '_' (its quote marker) removed."""
     return item.lower().rstrip("_")
+
+
+def _concept(concept: str) -> str:
+    """A concept as smatch compares it: a quoted concept (``(x / "foo")``) without its quotes, as smatch 1.0.4."""
+    if len(concept) >= 2 and concept[0] == '"' and concept[-1] == '"':
+        concept = concept[1:-1]
+    return _normalize(concept)
 
 
 def _constant(value: str, quoted: bool, convention: str) -> str:
@@ -292,7 +324,7 @@ def smatch_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr
 def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> SmatchTriples:
     if not s.variables:
         raise AMRError("empty graph")
-    concept_of = {v: _normalize(c) for v, c in zip(s.variables, s.concepts, strict=True)}
+    concept_of = {v: _concept(c) for v, c in zip(s.variables, s.concepts, strict=True)}
     attributes: list[tuple[str, str, str]] = []
     relations: list[tuple[str, str, str]] = []
     smatch_conv = convention == "smatch"
@@ -336,9 +368,9 @@ def _dereify(variables, concept_of, relations, attributes, convention):
         edges = out_edges.get(v, [])
         if not rules or len(edges) != 2 or in_count.get(v, 0) or v in with_attributes:
             continue
-        roles = {r: t for _, r, t in edges}
+        roles = {r.lower(): t for _, r, t in edges}  # roles as written: `:arg1` is `:ARG1` (smatchpp lower-cases)
         for role, src_role, tgt_role in rules:
-            src, tgt = roles.get(src_role[1:]), roles.get(tgt_role[1:])
+            src, tgt = roles.get(src_role[1:].lower()), roles.get(tgt_role[1:].lower())
             if src is not None and tgt is not None and src != v and tgt != v:
                 name = role[1:]
                 if name == "mod":

@@ -25,6 +25,8 @@ def metrics_score(
         aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all)")] = None,
         convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
         = "amr",
+        dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) before the "
+                                                   "Smatch family and set aspects")] = False,
         vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
         keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
         workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
@@ -39,7 +41,7 @@ def metrics_score(
     refuse_out_over_input(out, file=file)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
-        options = MetricsOptions(aspects=chosen, convention=convention, vectors=vectors, seed=seed)
+        options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
     fmt = file_format(file, default="jsonl")
@@ -96,6 +98,7 @@ def metrics_corpus(
         test_col: Annotated[str, typer.Option(help="column of the graphs scored (a parser's output)")] = "amr1",
         gold_col: Annotated[str, typer.Option(help="column of the gold graphs")] = "amr2",
         convention: Annotated[str, typer.Option(help="Smatch triples: smatch (1.0.4's, default) | amr")] = "smatch",
+        dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) first")] = False,
         samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
         confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
         seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0) -> None:
@@ -113,7 +116,7 @@ def metrics_corpus(
         raise InputError(str(file), "no graph pairs")
     try:
         result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
-                               seed=seed, samples=samples, confidence=confidence)
+                               seed=seed, samples=samples, confidence=confidence, dereify=dereify)
     except GoldGraphError as e:
         raise InputError(str(file), f"gold graph ({gold_col}) cannot be read: {e}", line=lines[e.index]) from None
     interval = (f", {100 * confidence:g}% bootstrap interval [{result.f1_low:.4f}, {result.f1_high:.4f}] "

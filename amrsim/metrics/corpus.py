@@ -59,18 +59,18 @@ class GoldGraphError(ValueError):
 
 
 def pair_counts(test: Sequence[str | None], gold: Sequence[str], convention: str = "smatch", seed: int = 0,
-                ) -> PairCounts:
+                dereify: bool = False) -> PairCounts:
     """Our Smatch on every (test, gold) pair; raises GoldGraphError on an unreadable gold graph."""
     n = len(gold)
     matched, n1, n2 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     failed = []
     for i, (t, g) in enumerate(zip(test, gold, strict=True)):
         try:
-            gold_triples = read_triples(g or "", convention)  # type: ignore[arg-type]
+            gold_triples = read_triples(g or "", convention, dereify)  # type: ignore[arg-type]
         except AMRError as e:
             raise GoldGraphError(i, str(e)) from None
         try:
-            test_triples = read_triples(t or "", convention)  # type: ignore[arg-type]
+            test_triples = read_triples(t or "", convention, dereify)  # type: ignore[arg-type]
         except AMRError:
             failed.append(i)
             n2[i] = len(gold_triples)
@@ -106,11 +106,11 @@ def bootstrap_interval(counts: PairCounts, samples: int = 1000, seed: int = 0, c
 
 
 def corpus_smatch(test: Sequence[str | None], gold: Sequence[str], convention: str = "smatch", seed: int = 0,
-                  samples: int = 1000, confidence: float = 0.95) -> CorpusSmatch:
+                  samples: int = 1000, confidence: float = 0.95, dereify: bool = False) -> CorpusSmatch:
     """Micro-averaged Smatch of a corpus of (test, gold) graphs with a bootstrap interval of its F1."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie between 0 and 1, not {confidence}")
-    counts = pair_counts(test, gold, convention, seed)
+    counts = pair_counts(test, gold, convention, seed, dereify)
     m, a, b = int(counts.matched.sum()), int(counts.n1.sum()), int(counts.n2.sum())
     p, r, f = micro_prf(m, a, b)
     low, high = bootstrap_interval(counts, samples, seed, confidence)

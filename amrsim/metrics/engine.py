@@ -38,6 +38,10 @@ from amrsim.warehouse.store import FAILED, OK
 
 # threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
 
+# Part of every row's key: a change of what the metrics compute (here: quoted concepts, alignments, WLK labels and
+# constants, the TOP triple of Damonte's subgraphs) makes earlier rows stale, so a refresh computes them again.
+METRICS_VERSION = 2
+
 ALL_ASPECTS: tuple[str, ...] = (
     "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",
     "reentrancies", "srl", "quant_sim", "root_sim", "max_indegree_sim", "max_outdegree_sim", "max_degree_sim",
@@ -62,6 +66,7 @@ class MetricsOptions:
     seed: int = 0
     wlk_iterations: int = 2
     wwlk_stability: int = 15
+    dereify: bool = False  # collapse reified nodes (`have-mod-91` -> `:mod`) before the Smatch family and set aspects
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,12 +80,16 @@ class MetricsOptions:
     def needs_vectors(self) -> bool:
         return any(a in (*VECTOR_ASPECTS, "wwlk") for a in self.aspects)
 
+    def key_fields(self) -> dict[str, Any]:
+        """What a row's key holds besides the graphs: the options and the metrics' version."""
+        return asdict(self) | {"metrics_version": METRICS_VERSION}
+
     def pair_key(self, amr1: str, amr2: str) -> str:
-        return content_key("amr_metrics", amr1, amr2, asdict(self))
+        return content_key("amr_metrics", amr1, amr2, self.key_fields())
 
     def pair_keys(self, amr1: Iterable[str | None], amr2: Iterable[str | None]) -> list[str]:
         """`pair_key` of every pair (None read as ""), the options encoded once."""
-        return text_keys((_texts(amr1), _texts(amr2)), prefix=("amr_metrics",), suffix=(asdict(self),))
+        return text_keys((_texts(amr1), _texts(amr2)), prefix=("amr_metrics",), suffix=(self.key_fields(),))
 
 
 def _texts(values: Iterable[str | None]) -> list[str]:
@@ -124,10 +133,12 @@ class _Scorer:
             try:
                 if self._needs_graph:
                     graph = parse(text)
-                    triples = smatch_triples(graph, convention=self.options.convention)  # read, so errors are the same
+                    triples = smatch_triples(graph, convention=self.options.convention,  # read: the same errors
+                                             dereify=self.options.dereify)
                     v = (graph, GraphView(triples) if self._graph_aspects else None)  # (WLK/WWLK alone need none)
                 else:
-                    v = (None, GraphView(read_triples(text, convention=self.options.convention)))
+                    v = (None, GraphView(read_triples(text, convention=self.options.convention,
+                                                      dereify=self.options.dereify)))
             except AMRError as e:
                 v = e
             self._views[text] = v
@@ -367,7 +378,8 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
     precision, recall, f1 = values["smatch_precision"], values["smatch_recall"], values["smatch_f1"]
     status, error, seconds, bounded = values["status"], values["error"], values["seconds"], values["bounded"]
     clock, convention, seed = time.perf_counter, scorer.options.convention, scorer.options.seed
-    encoded = text_encoder(convention)
+    dereify = scorer.options.dereify
+    encoded = text_encoder(convention, dereify)
 
     def graph(text: str | None, labels: Any) -> Any:  # the encoding, or the reading error
         try:
@@ -406,7 +418,7 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
         a_part, b_part = amr1[start:start + SMATCH_SLICE], amr2[start:start + SMATCH_SLICE]
         spent: dict[int, float] = {}
         try:
-            scored: list[Any] = align_texts(a_part, b_part, convention, seed=seed, threads=threads)
+            scored: list[Any] = align_texts(a_part, b_part, convention, seed=seed, threads=threads, dereify=dereify)
             python_path(a_part, b_part, scored, spent)
         except Exception as e:  # (a bug) fails the slice's pairs, not the batch
             scored = [f"{type(e).__name__}: {e}"[:500]] * len(a_part)

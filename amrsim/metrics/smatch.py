@@ -116,22 +116,24 @@ def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGrap
     return _encode(_table(labels), t.variables, t.instances, t.attributes, t.relations)
 
 
-def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None) -> EncodedGraph:
-    """`encode_graph(read_triples(text, convention), labels)`: where the C reader takes the text, its triples go
-    straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
-    return text_encoder(convention)(text, _table(labels))
+def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None,
+                dereify: bool = False) -> EncodedGraph:
+    """`encode_graph(read_triples(text, convention, dereify), labels)`: where the C reader takes the text, its triples
+    go straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
+    return text_encoder(convention, dereify)(text, _table(labels))
 
 
-def text_encoder(convention: str = "amr"):
+def text_encoder(convention: str = "amr", dereify: bool = False):
     """`encode_text` for a loop over many graphs: a function of (text, label table) with the lookups bound once, the
-    same encodings and the same errors (a graph the C reader leaves to penman goes through `read_triples`)."""
-    read = _penman_reader.read_encoded if convention in ("smatch", "amr") else None
+    same encodings and the same errors (a graph the C reader leaves to penman goes through `read_triples`; so does
+    every graph to dereify)."""
+    read = _penman_reader.read_encoded if convention in ("smatch", "amr") and not dereify else None
     as_smatch = convention == "smatch"
 
     def encoded(text: str, labels: _Labels) -> EncodedGraph:
         r = read(text, as_smatch, labels.ids, labels.norm, labels.eq, labels.spans) if read is not None else None
         if r is None:
-            return encode_graph(read_triples(text, convention), labels)
+            return encode_graph(read_triples(text, convention, dereify), labels)
         return EncodedGraph(r[0], labels, r[1], r[2])
 
     return encoded
@@ -232,7 +234,7 @@ def align_many(first: Sequence[EncodedGraph], second: Sequence[EncodedGraph], se
 
 def align_texts(texts1: Sequence[str | None], texts2: Sequence[str | None], convention: str = "amr", seed: int = 0,
                 restarts: int = 4, node_budget: int = DEFAULT_NODE_BUDGET, work_budget: int = DEFAULT_WORK_BUDGET,
-                threads: int = 1) -> list[tuple[float, float, float, bool, float] | None]:
+                threads: int = 1, dereify: bool = False) -> list[tuple[float, float, float, bool, float] | None]:
     """`align_many` of each pair of PENMAN texts encoded by `encode_text`, as (precision, recall, f1, optimal,
     seconds its reading and search took), in one C call: the C reader reads and encodes each pair and the search
     aligns it, without the GIL, on `threads` threads. Each pair gets a label table of its own; the search compares
@@ -241,7 +243,7 @@ def align_texts(texts1: Sequence[str | None], texts2: Sequence[str | None], conv
     that did not fit in memory; `encode_text` and `align_many` give those pairs their result or their exact error."""
     if len(texts1) != len(texts2):
         raise ValueError("align_texts: the two lists differ in length")
-    if convention not in ("smatch", "amr") or not len(texts1):
+    if convention not in ("smatch", "amr") or dereify or not len(texts1):  # (dereifying is the Python path's)
         return [None] * len(texts1)
     found = memoryview(_smatch_core.align_texts(
         list(texts1), list(texts2), convention == "smatch", seed & (2**64 - 1), max(0, restarts), max(0, node_budget),
