@@ -26,9 +26,9 @@ TWO_WOMEN = """# ::id 2
 SWAPPED = "(xv0 / measure-01 :ARG0 (xv1 / ankle :part-of (xv3 / woman :mod (xv4 / another))) :ARG1 (xv2 / woman))"
 
 
-def test_build_reifies_constants_and_lowercases_concepts():
+def test_build_reifies_constants_and_normalises_labels():
     b = build('# ::snt Paris.\n(c / City :name (n / name :op1 "Paris") :polarity -)')
-    assert b.labels == ("city", "name", '"Paris"', "-")
+    assert b.labels == ("city", "name", "paris", "-")  # as Smatch compares them: lower-cased, no quotes
     assert set(b.edges) == {(0, ":name", 1), (1, ":op1", 2), (0, ":polarity", 3)}
 
 
@@ -38,6 +38,8 @@ def test_wlk_hand_computed():
     assert wlk(WANT_BOY, WANT_GIRL) == pytest.approx(3 / (6 + 3 / 4 + 3 / 9), abs=1e-12)
     assert wlk("(a / dog)", "(b / cat)") == 0.0
     assert wlk("(a / dog)", "(b / Dog)") == 1.0  # single node: only the node-label and iteration blocks
+    assert wlk("(i / i)", "(j / i)") == 1.0  # a concept equal to its variable is no other concept
+    assert wlk('(n / name :op1 "William")', "(n / name :op1 william)") == 1.0
 
 
 def test_wlk_identity_symmetry_and_variable_renaming():

@@ -13,15 +13,19 @@ Conventions (`convention=`):
   inverted except ``consist-of``, ``prep-on-behalf-of``, ``prep-out-of`` (case-sensitive, as the reference); a
   written ``:mod`` becomes ``domain`` in the other direction; inverted or ``:mod`` edges to a *constant* are dropped
   (the reference files them under the constant and never reads them); a quoted constant keeps only its first
-  whitespace-separated word (the reference drops spaces); the TOP triple is ``(root, "TOP", "top")``.
+  whitespace-separated word (the reference drops spaces); the TOP triple is ``(root, "TOP", "top")``; ``:X-of-of``
+  loses one ``-of`` (``(b, X-of, a)``).
 * ``"amr"`` -- the same inversions and ``mod``->``domain`` rewrite, but whole quoted strings, edges to constants
-  kept, and a TOP triple that keeps the root concept ``(root, "TOP", concept)``, as smatchpp's AMR standardiser and
-  BAMBOO's published Smatch row do. Measured Pearson x100 on BAMBOO main test (sts / sick / para): 58.42 / 59.70 /
-  41.31 (published 58.39 / 59.75 / 41.32); without the ``mod`` rewrite 58.52 / 59.70 / 41.34; truncating quoted
-  strings as smatch does changes nothing measurable.
+  kept, a TOP triple that keeps the root concept ``(root, "TOP", concept)``, as smatchpp's AMR standardiser and
+  BAMBOO's published Smatch row do, and an even number of ``-of`` cancelling (``:X-of-of`` is ``:X``), as
+  smatchpp. Measured Pearson x100 on BAMBOO main test (sts / sick / para): 58.42 / 59.70 / 41.31 (published 58.39 /
+  59.75 / 41.32); without the ``mod`` rewrite 58.52 / 59.70 / 41.34; truncating quoted strings as smatch does changes
+  nothing measurable.
 
 Concepts and constants are stored lower-cased without quotes (what smatch compares); roles keep their spelling
 without the colon (the scorer compares them lower-cased). Duplicated triples are kept: the reference counts them.
+Alignments (``~e.3``, glued to a label or not) are dropped in both conventions, as penman does (smatch 1.0.4 keeps a
+glued one as part of the label: ``alpha~e.1`` is not ``alpha`` there).
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every dup
 INVERSION_EXCEPTIONS = frozenset({"prep-on-behalf-of", "prep-out-of", "consist-of"})
 # an alignment (``~e.3``, ``~1,2``) is a token of its own, as in penman's lexer, glued to its label or not
 _ALIGNMENT = r"~(?:[a-z]\.?)?\d+(?:,\d+)*"
+# whitespace is penman's (space, tab, CR, LF, VT, FF): a no-break space is part of a symbol, as penman reads it
 _TOKEN = re.compile(
-    r'\s+|"(?:[^"\\]|\\.)*"|[()/]|' + _ALIGNMENT + r'|:[^\s()"/:~]*|[^\s()"/:~]+(?::[^\s()"/:~]+)*|"|~')
+    r'[ \t\r\n\v\f]+|"(?:[^"\\]|\\.)*"|[()/]|' + _ALIGNMENT
+    + r'|:[^ \t\r\n\v\f()"/:~]*|[^ \t\r\n\v\f()"/:~]+(?::[^ \t\r\n\v\f()"/:~]+)*|"|~')
 _IS_ALIGNMENT = re.compile(_ALIGNMENT + "$")
 _VARIABLE_LIKE = re.compile(r"^[a-z]{1,3}\d*$|^[a-z]+\d+$")
 _CONSTANT_WORDS = frozenset({"imperative", "expressive", "interrogative"})
@@ -92,7 +98,7 @@ def _read_surface(text: str) -> _Surface:
         raise AMRError("only metadata, no graph")
     # alignments are annotation, not meaning: dropped, as penman keeps them out of the triples (a stray '~' is kept,
     # and refused below)
-    tokens = [t for t in _TOKEN.findall(body) if not t.isspace() and not _IS_ALIGNMENT.match(t)]
+    tokens = [t for t in _TOKEN.findall(body) if t.strip(" \t\r\n\v\f") and not _IS_ALIGNMENT.match(t)]
     variables: list[str] = []
     concepts: list[str] = []
     defined: set[str] = set()
@@ -329,6 +335,9 @@ def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> Smat
     relations: list[tuple[str, str, str]] = []
     smatch_conv = convention == "smatch"
     for src, role, tgt, const in s.edges:
+        if not smatch_conv and not const:
+            while len(role) > 6 and role.endswith("-of-of"):  # as smatchpp: an even number of -of cancels
+                role = role[:-6]
         if role.endswith("-of") and role not in INVERSION_EXCEPTIONS:
             if const:
                 if smatch_conv:

@@ -131,16 +131,32 @@ class GraphView:
                              tuple((v, r, SENSE.sub("", c) if r in TOP_ROLES else c) for v, r, c in t.attributes),
                              t.relations)
 
-    def _subgraph(self, relations: list[tuple[str, str, str]]) -> SmatchTriples:
+    @cached_property
+    def _order(self) -> dict[str, int]:
+        return {v: i for i, v in enumerate(self.triples.variables)}
+
+    def _subgraph(self, relations: list[tuple[str, str, str]], top: str | None) -> SmatchTriples:
+        """The relations, their nodes' instances, and the TOP triple that Damonte's scorer gives every subgraph
+        (`smatch_fromlists.parse_relations`): on its first node, with that node's concept."""
         keep = {x for s, _, o in relations for x in (s, o)}
         variables = tuple(v for v in self.triples.variables if v in keep)
-        return SmatchTriples(variables, tuple((v, c) for v, c in self.triples.instances if v in keep), (),
+        attributes = () if top is None else ((top, "TOP", self.v2c[top]),)
+        return SmatchTriples(variables, tuple((v, c) for v, c in self.triples.instances if v in keep), attributes,
                              tuple(relations))
+
+    def _first_source(self, relations: list[tuple[str, str, str]]) -> str | None:
+        """The subgraph's first node in the reference: the source of its first relation, relations listed by their
+        source in graph order (as smatch stores them)."""
+        return min((s for s, _, _ in relations), key=self._order.__getitem__, default=None)
 
     @cached_property
     def reentrancies(self) -> SmatchTriples:
         indeg, _ = self.degrees
-        return self._subgraph([t for t in self.triples.relations if indeg[t[2]] > 1])
+        rels = [t for t in self.triples.relations if indeg[t[2]] > 1]
+        # the reference lists them by reentrant node (graph order), then by parent: its first node is the first
+        # parent of the first reentrant node
+        first = min((t[2] for t in rels), key=self._order.__getitem__, default=None)
+        return self._subgraph(rels, self._first_source([t for t in rels if t[2] == first]))
 
     @cached_property
     def srl(self) -> SmatchTriples:
@@ -148,7 +164,7 @@ class GraphView:
         for s, role, o in self.triples.relations:
             if role.startswith("ARG"):
                 rels.append((o, role[:-3], s) if role.endswith("-of") else (s, role, o))
-        return self._subgraph(rels)
+        return self._subgraph(rels, self._first_source(rels))
 
 
 class Search(NamedTuple):

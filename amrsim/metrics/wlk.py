@@ -1,7 +1,9 @@
 """Weisfeiler-Leman AMR metrics (Opitz, Daza & Frank 2021): symbolic WLK and Wasserstein WWLK.
 
 Graph construction follows the reference (flipz357/weisfeiler-leman-amr-metrics): penman triples, lower-cased
-concepts, attribute constants reified into their own nodes, edges in both directions. WLK relabelling is keyed by
+concepts, attribute constants reified into their own nodes, edges in both directions. Labels are compared as Smatch
+compares them (constants lower-cased, without quotes), and a concept equal to its variable is not renamed
+(docs/metrics.md, conventions, has the reference's values beside ours). WLK relabelling is keyed by
 label as in the reference (`wl_gather_nodes` builds a dict label -> neighbourhood, so nodes sharing a label share one
 WL label), but where the reference lets the last such node overwrite the others, the shared label here is built from
 the multiset union of all their neighbourhoods, which depends on no iteration order. Every random draw (WWLK) is seeded
@@ -51,14 +53,22 @@ class Built:
     edges: tuple[tuple[int, str, int], ...]
 
 
+def _label(value: str) -> str:
+    """A node's label as the metrics compare it: lower-cased, without the quotes of a string (``"William"`` is
+    ``william``, as in Smatch; penman has already dropped alignments)."""
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        value = value[1:-1]
+    return value.lower()
+
+
 def build(graph: GraphLike) -> Built:
-    """Nodes keyed by variable, labelled by (lower-cased) concept; constants become nodes of their own."""
+    """Nodes keyed by variable, labelled by concept; constants become nodes of their own; labels normalised by
+    `_label`. A concept equal to its variable (``(i / i)``) keeps its label: nodes are keyed by index here, so the
+    reference's suffix for that case (``i-``, which made ``(i / i)`` and ``(j / i)`` differ) has no job to do."""
     triples = []
     for s, r, t in _graph(graph).triples:
         if r == _INSTANCE:
             t = "" if t is None else str(t).lower()
-            if t == s:  # a concept equal to its own variable
-                t += "-"
         triples.append((s, r, t))
     sources = {s for s, r, _ in triples if r == _INSTANCE}
     targets = {t for _, r, t in triples if r == _INSTANCE}
@@ -77,7 +87,7 @@ def build(graph: GraphLike) -> Built:
             if s not in index:
                 index[s] = len(index)
             concept[s] = t  # a variable instantiated twice keeps its last concept, as in the reference
-    labels = tuple(concept[v] for v in index)
+    labels = tuple(concept[v] for v in index)  # as read: a constant equal to one of them is linked to it (below)
     edges = []
     for s, r, t in triples:
         if r == _INSTANCE or s not in index:
@@ -90,7 +100,7 @@ def build(graph: GraphLike) -> Built:
             if j == 0:
                 continue
         edges.append((index[s], r, j))
-    return Built(labels, tuple(edges))
+    return Built(tuple(_label(lab) for lab in labels), tuple(edges))
 
 
 # --------------------------------------------------------------------------------------------------------- WLK ---
