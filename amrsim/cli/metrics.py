@@ -18,10 +18,30 @@ from amrsim.files import file_format
 metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
 
 
+def _graph_pairs(file: Path, file2: Path | None, columns: tuple[str, str], keep: list[str]):
+    """The graph pairs of one table (`columns` + `keep`), or of two PENMAN files paired graph by graph (`__line`:
+    the pair's number)."""
+    from amrsim.ingest.readers import read_graph_pairs, read_rows
+
+    if file2 is None:
+        return read_rows(file, file_format(file, default="jsonl"), [*columns, *keep], text_columns=list(columns))
+    for path in (file, file2):
+        if file_format(path) is not None:
+            raise ConfigError(f"--file2 pairs two PENMAN files graph by graph; {path} is a {file_format(path)} "
+                              "table: give one table with both graph columns as --file, without --file2")
+    if keep:
+        raise ConfigError("--keep names columns of a table; two PENMAN files have none")
+    return read_graph_pairs(file, file2, columns)  # (+ __start1/__start2: where each graph starts)
+
+
 @metrics_app.command("score")
 def metrics_score(
-        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with amr1/amr2 columns")],
+        file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with amr1/amr2 columns; with "
+                                                "--file2, a PENMAN file of the first graphs")],
         out: Annotated[Path, typer.Option(help="Parquet file to write (rows already in it are reused)")],
+        file2: Annotated[Path | None, typer.Option(help="a PENMAN file of the second graphs, paired graph by graph "
+                                                        "with --file (graphs separated by blank lines, as smatch -f)")]
+        = None,
         aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all)")] = None,
         convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
         = "amr",
@@ -35,18 +55,17 @@ def metrics_score(
     """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
     import polars as pl
 
-    from amrsim.ingest.readers import read_rows
     from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
 
-    refuse_out_over_input(out, file=file)
+    refuse_out_over_input(out, file=file, file2=file2)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
-    fmt = file_format(file, default="jsonl")
     extra = [c.strip() for c in keep.split(",") if c.strip()]
-    frame = read_rows(file, fmt, ["amr1", "amr2", *extra], text_columns=["amr1", "amr2"]).rename({"__line": "line"})
+    frame = (_graph_pairs(file, file2, ("amr1", "amr2"), extra).drop("__start1", "__start2", strict=False)
+             .rename({"__line": "line"}))
     unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
                 if frame["__error"].null_count() < frame.height else None)
     frame = frame.drop("__error")
@@ -95,6 +114,9 @@ def metrics_score(
 @metrics_app.command("corpus")
 def metrics_corpus(
         file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with a test and a gold graph column")],
+        file2: Annotated[Path | None, typer.Option(help="a PENMAN file of gold graphs, paired graph by graph with "
+                                                        "--file, a PENMAN file of test graphs (as smatch -f)")]
+        = None,
         test_col: Annotated[str, typer.Option(help="column of the graphs scored (a parser's output)")] = "amr1",
         gold_col: Annotated[str, typer.Option(help="column of the gold graphs")] = "amr2",
         convention: Annotated[str, typer.Option(help="Smatch triples: smatch (1.0.4's, default) | amr")] = "smatch",
@@ -104,13 +126,11 @@ def metrics_corpus(
         seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0) -> None:
     """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1. An unreadable
     test graph counts as empty; an unreadable gold graph is an error naming its line."""
-    from amrsim.ingest.readers import read_rows
     from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
 
     if convention not in ("smatch", "amr"):
         raise ConfigError(f"metrics corpus: --convention must be 'smatch' or 'amr', not '{convention}'")
-    fmt = file_format(file, default="jsonl")
-    frame = read_rows(file, fmt, [test_col, gold_col])
+    frame = _graph_pairs(file, file2, (test_col, gold_col), [])
     lines = frame["__line"].to_list() if "__line" in frame.columns else list(range(1, frame.height + 1))
     if not frame.height:
         raise InputError(str(file), "no graph pairs")
@@ -118,6 +138,9 @@ def metrics_corpus(
         result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
                                seed=seed, samples=samples, confidence=confidence, dereify=dereify)
     except GoldGraphError as e:
+        if file2 is not None:  # the graph's own line in the gold file
+            raise InputError(str(file2), f"gold graph {e.index + 1} cannot be read: {e}",
+                             line=frame["__start2"][e.index]) from None
         raise InputError(str(file), f"gold graph ({gold_col}) cannot be read: {e}", line=lines[e.index]) from None
     interval = (f", {100 * confidence:g}% bootstrap interval [{result.f1_low:.4f}, {result.f1_high:.4f}] "
                 f"({samples} resamples, seed {seed})" if samples else "")

@@ -1,4 +1,4 @@
-"""Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet and Hugging Face datasets.
+"""Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet, Hugging Face datasets and PENMAN files of graphs.
 
 Each yields polars frames of at most `chunk_rows` rows: the requested columns as strings (None where absent) plus
 `__line`, the 1-based line (or row) of the file, so every later error can name it, and `__error`: why the row's
@@ -408,6 +408,52 @@ def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | No
         yield from iter_parquet(path, columns, chunk_rows, text_columns)
     else:
         raise InputError(str(path), f"unknown format '{fmt}'")
+
+
+def read_penman_graphs(path: Path | str) -> list[tuple[int, str]]:
+    """The graphs of a PENMAN file as AMR releases and smatch's `-f` files write them (graphs separated by blank
+    lines, ``#`` lines before a graph kept as its metadata), each with the line it starts on; a block of comment lines
+    alone is no graph. InputError for an unreadable, non-UTF-8 or empty file, or one without a graph."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(str(path), "file not found")
+    graphs: list[tuple[int, str]] = []
+    block: list[str] = []
+    start = 0
+
+    def close() -> None:
+        if any(not line.lstrip().startswith("#") for line in block):
+            graphs.append((start, "\n".join(block)))
+
+    for number, text in _text_lines(path, header=False):
+        if text.strip():
+            if not block:
+                start = number
+            block.append(text.rstrip("\r"))
+        elif block:
+            close()
+            block = []
+    if block:
+        close()
+    if not graphs:
+        raise InputError(str(path), "no PENMAN graph (only comment lines)")
+    return graphs
+
+
+def read_graph_pairs(first: Path | str, second: Path | str, columns: tuple[str, str] = ("amr1", "amr2"),
+                     ) -> pl.DataFrame:
+    """Two PENMAN files paired graph by graph (smatch's `-f a b`): `columns`, `__line` (the pair's number, 1-based:
+    the n-th graph of each file), `__error` (None) and `__start1`/`__start2` (the line each graph starts on).
+    InputError naming the second file where the counts differ."""
+    a, b = read_penman_graphs(first), read_penman_graphs(second)
+    if len(a) != len(b):
+        raise InputError(str(second), f"holds {len(b)} graphs, {first} holds {len(a)}: the two files pair graph by "
+                                      "graph")
+    return pl.DataFrame({columns[0]: [t for _, t in a], columns[1]: [t for _, t in b],
+                         LINE: list(range(1, len(a) + 1)), ERROR: [None] * len(a),
+                         "__start1": [n for n, _ in a], "__start2": [n for n, _ in b]},
+                        schema={columns[0]: pl.String, columns[1]: pl.String, LINE: pl.Int64, ERROR: pl.String,
+                                "__start1": pl.Int64, "__start2": pl.Int64})
 
 
 def read_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | None = None,
