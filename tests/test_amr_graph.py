@@ -165,11 +165,13 @@ def test_a_tilde_that_is_no_alignment_is_refused_with_penmans_message():
 
 
 def test_of_of_roles_read_the_same_from_text_and_from_a_decoded_graph():
-    text = "(a / alpha :ARG1-of-of (b / beta) :ARG0-of (c / gamma) :consist-of (d / delta))"
+    text = ("(a / alpha :ARG1-of-of (b / beta) :ARG0-of (c / gamma) :consist-of (d / delta)"
+            " :consist-of-of (e / epsilon))")
     for conv, relation in (("smatch", ("b", "ARG1-of", "a")),  # one -of taken off, as smatch 1.0.4
                            ("amr", ("a", "ARG1", "b"))):  # two -of cancel, as smatchpp
         from_text = smatch_triples(text, conv)
         assert relation in from_text.relations and ("c", "ARG0", "a") in from_text.relations
+        assert ("e", "consist-of", "a") in from_text.relations  # the inverse of an exception: turned around
         assert smatch_triples(penman.decode(text), conv) == from_text == read_triples(text, conv)
         assert smatch_triples(parse(text), conv) == from_text
 

@@ -599,10 +599,16 @@ static int smatch_edges(Reader *r, Lexer *lx, PyObject *text, int smatch, Edge *
         }
         int is_const = tgt < 0;
         Span name = {it->role.start + 1, it->role.end};
-        if (!smatch && !is_const) /* as smatchpp: an even number of -of cancels (:ARG1-of-of is :ARG1) */
+        if (!smatch && !is_const) /* as smatchpp: an even number of -of cancels (:ARG1-of-of is :ARG1), but
+                                     :consist-of-of is :consist-of inverted */
             while (name.end - name.start > 6 && inverted(lx, name) && CH(lx, name.end - 6) == '-' &&
-                   CH(lx, name.end - 5) == 'o' && CH(lx, name.end - 4) == 'f')
+                   CH(lx, name.end - 5) == 'o' && CH(lx, name.end - 4) == 'f') {
+                Span once = {name.start, name.end - 3};
+                if (span_equals(lx, once, "prep-on-behalf-of") || span_equals(lx, once, "prep-out-of") ||
+                    span_equals(lx, once, "consist-of"))
+                    break;
                 name.end -= 6;
+            }
         int ends_of = inverted(lx, name) && name.end - name.start >= 3;
         int excepted = ends_of && (span_equals(lx, name, "prep-on-behalf-of") || span_equals(lx, name, "prep-out-of") ||
                                    span_equals(lx, name, "consist-of"));

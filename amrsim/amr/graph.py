@@ -336,7 +336,8 @@ def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> Smat
     smatch_conv = convention == "smatch"
     for src, role, tgt, const in s.edges:
         if not smatch_conv and not const:
-            while len(role) > 6 and role.endswith("-of-of"):  # as smatchpp: an even number of -of cancels
+            # as smatchpp: an even number of -of cancels (`:consist-of-of` is `:consist-of` inverted, though)
+            while len(role) > 6 and role.endswith("-of-of") and role[:-3] not in INVERSION_EXCEPTIONS:
                 role = role[:-6]
         if role.endswith("-of") and role not in INVERSION_EXCEPTIONS:
             if const:
