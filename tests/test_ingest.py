@@ -235,7 +235,7 @@ CHUNK_HEADER = ["id", "score", "sentence1", "sentence2", "amr1", "amr2", "de1"]
 
 def chunk_rows_fixture() -> list[list[str]]:
     """Rows that cross chunk boundaries of 3: an id repeated 4 lines later, a sentence repeated in every chunk, a
-    sentence given two different graphs (the first wins), failed rows, translations into German."""
+    sentence given two different graphs (it keeps both), failed rows, translations into German."""
     rows = []
     for i in range(11):
         rows.append([f"p{i}", f"{i % 5}.0", f"Sentence {i}.", "The same sentence.", f"(s{i} / say-01)",
@@ -274,7 +274,12 @@ def test_chunked_ingest_equals_a_whole_file_read(wh, write_tsv):
                                                                                whole.rows_computed)
     graphs = tables_of(wh, "chunked")["amr"].join(tables_of(wh, "chunked")["sentences"],
                                                  left_on="sentence_key", right_on="key")
-    assert graphs.filter(pl.col("text") == "Sentence 0.")["penman"].to_list() == ["(s0 / say-01)"]
+    assert sorted(graphs.filter(pl.col("text") == "Sentence 0.")["penman"].to_list()) == ["(s0 / say-01)",
+                                                                                         "(z / other)"]
+    own = pairs.filter(pl.col("sentence1") == "Sentence 0.").join(
+        tables_of(wh, "chunked")["amr"], left_on="amr1_key", right_on="key").sort("source_line")
+    assert own["penman"].to_list() == ["(s0 / say-01)", "(z / other)"]  # each row names the graph it gave
+    assert graphs.filter(pl.col("text") == "The same sentence.").height == 1  # one row per distinct graph
     assert sorted(p.name for p in wh.root.iterdir()) == [".locks", "chunked", "meta", "whole"]  # the stage is gone
 
 

@@ -272,7 +272,8 @@ def test_a_refresh_skips_done_pairs_by_graphs_but_rescores_a_pair_whose_graph_ch
     rerun = metrics_stage(wh, "p", "syn", options, "r2", score, commit_rows=5)
     assert (rerun.rows_in, rerun.rows_computed) == (12, 1)
     p3 = wh.read("syn", "amr_metrics").filter(pl.col("item_id") == "p3")
-    assert p3.height == 2 and p3["graphs_md5"].n_unique() == 2  # the old graphs' row stays (content-keyed)
+    # the old graphs' row goes: no pair has those graphs any more (readers by split or sentence see one row)
+    assert p3.height == 1 and wh.read("syn", "amr_metrics").height == 12
 
     # a table written before graphs_md5 existed: nothing is skipped by graphs, the content keys still find all done
     old = wh.read("syn", "amr_metrics").drop("graphs_md5")
@@ -726,3 +727,26 @@ def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
         assert got["error"][1] == "RuntimeError: wlk broke"
         assert got.row(1, named=True)["smatch_f1"] is None and got.row(1, named=True)["unlabeled"] is None
         assert got["smatch_f1"][0] is not None and got["wlk"][2] is not None
+
+
+def test_metrics_score_cli_dereifies_on_request(tmp_path):
+    """`--dereify` collapses reified nodes before Smatch (a have-mod-91 graph then equals its :mod form), in the
+    smatch-only C path and the all-aspects path alike; it is part of the rows' key, so an earlier file is not reused."""
+    from typer.testing import CliRunner
+
+    from amrsim.cli import app
+
+    reified = "(s / sing-01 :ARG0 (b / bird) :ARG1-of (h / have-mod-91 :ARG2 (l / loud)))"
+    plain = "(s / sing-01 :ARG0 (b / bird) :mod (l / loud))"
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"amr1": reified, "amr2": plain}) + "\n", encoding="utf-8")
+    for aspects in ("smatch", "smatch,srl,concepts"):
+        f1 = {}
+        for flag in ([], ["--dereify"]):
+            out = tmp_path / f"{aspects}{len(flag)}.parquet"
+            result = CliRunner().invoke(app, ["metrics", "score", "--file", str(path), "--out", str(out),
+                                              "--aspects", aspects, "--vectors", "random", "--workers", "1", *flag])
+            assert result.exit_code == 0, result.output
+            f1[bool(flag)] = pl.read_parquet(out)["smatch_f1"][0]
+        assert f1[True] == 1.0 and f1[False] < 0.8
+    assert MetricsOptions(dereify=True).pair_key(reified, plain) != MetricsOptions().pair_key(reified, plain)

@@ -158,6 +158,9 @@ class Normaliser:
             else:
                 first_line_of_id.setdefault(item_id, line)
 
+            graph_texts = {role: (get(graph_role) or "").strip() for role, graph_role in GRAPH_ROLES.items()
+                           if col.get(graph_role) and role in roles}
+
             # variants: the base language plus each provided translation of every text column
             variants = [(None, langs, base_texts)]
             for tl, mapping in ds.translations.items():
@@ -173,7 +176,10 @@ class Normaliser:
                     v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
                     if any(t is None for t in texts.values()):
                         continue  # a kind whose translation maps only some roles yields parallel rows only
-                key = _row_key(ds.kind, item_id, split, v_langs, texts, score)
+                # graphs given in the row belong to its base variant; they are part of its content (a changed
+                # graph is a changed row), so they join the key only where the file gives graphs
+                graphs = graph_texts if variant is None else {}
+                key = _row_key(ds.kind, item_id, split, v_langs, texts, score, graphs)
                 if not v_reasons and key in first_line_of_key:
                     v_reasons.append(f"duplicate row (same content as line {first_line_of_key[key]})")
                 if v_reasons:
@@ -182,12 +188,10 @@ class Normaliser:
                     first_line_of_key[key] = line
                 status, error = (FAILED, "; ".join(v_reasons)) if v_reasons else (OK, None)
                 sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
+                graph_keys = {role: _add_provided_graph(tables, sent_keys[role], v_langs[role], text)
+                              for role, text in graphs.items()} if status == OK else {}
                 tables.add(_KIND_TABLE[ds.kind], _row(ds.kind, key, item_id, split, v_langs, texts, sent_keys, score,
-                                                       status, error, source_file, line))
-                if variant is None and status == OK:
-                    for role, graph_role in (("sentence1", "amr1"), ("sentence2", "amr2")):
-                        if col.get(graph_role) and role in sent_keys:
-                            _add_provided_graph(tables, sent_keys[role], v_langs[role], get(graph_role))
+                                                       status, error, source_file, line, graph_keys))
 
             if not reasons:  # parallel rows: base text -> each translation, per text column
                 for tl, mapping in ds.translations.items():
@@ -201,21 +205,30 @@ class Normaliser:
         return {t: f for t, f in tables.frames().items() if f.height or t in ("sentences", _KIND_TABLE[ds.kind])}
 
 
-def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | None, penman: str | None) -> None:
-    """A graph given in the input (parser 'provided'); it is validated when a metric reads it."""
-    text = (penman or "").strip()
-    tables.add("amr", {"key": content_key("amr", sentence_key, "provided"), "sentence_key": sentence_key,
+def provided_graph_key(sentence_key: str | None, penman: str) -> str:
+    """Key of a graph the input gives a sentence: of the sentence and the graph's text, so a sentence given different
+    graphs in different rows keeps each (one row per distinct text), and a row's graph is found by its key."""
+    return content_key("amr", sentence_key, "provided", penman)
+
+
+def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | None, text: str) -> str:
+    """A graph given in the input (parser 'provided'), its key returned; it is validated when a metric reads it."""
+    key = provided_graph_key(sentence_key, text)
+    tables.add("amr", {"key": key, "sentence_key": sentence_key,
                        "lang": lang, "penman": text, "parser": "provided", "pivot_lang": None, "parsed_text": None,
                        "linearized": None, "status": OK if text else FAILED,
                        "error": None if text else "empty graph", "seconds": None})
+    return key
 
 
+GRAPH_ROLES = {"sentence1": "amr1", "sentence2": "amr2"}  # the text role each graph column belongs to
 _KIND_TABLE = {"pairs": "pairs", "triples": "triples", "parallel": "parallel", "sentences": "sentences"}
 
 
 def _row_key(kind: str, item_id: str, split: str, langs: dict[str, str | None], texts: dict[str, Any],
-             score: float | None) -> str:
-    return content_key(kind, item_id, split, sorted(langs.items()), sorted(texts.items()), score)
+             score: float | None, graphs: dict[str, str]) -> str:
+    extra = (sorted(graphs.items()),) if graphs else ()  # rows without graphs keep the keys they always had
+    return content_key(kind, item_id, split, sorted(langs.items()), sorted(texts.items()), score, *extra)
 
 
 def _add_parallel(tables: _Tables, item_id: str, split: str, src_lang: str | None, src: str, tgt_lang: str,
@@ -231,13 +244,14 @@ def _add_parallel(tables: _Tables, item_id: str, split: str, src_lang: str | Non
 
 def _row(kind: str, key: str, item_id: str, split: str, langs: dict[str, str | None], texts: dict[str, Any],
          sent_keys: dict[str, str | None], score: float | None, status: str, error: str | None,
-         source_file: str, line: int) -> dict[str, Any]:
+         source_file: str, line: int, graph_keys: dict[str, str]) -> dict[str, Any]:
     common = {"key": key, "item_id": item_id, "split": split, "status": status, "error": error,
               "source_file": source_file, "source_line": line}
     if kind == "pairs":
         return common | {"lang1": langs["sentence1"], "lang2": langs["sentence2"],
                          "sentence1_key": sent_keys["sentence1"], "sentence2_key": sent_keys["sentence2"],
-                         "sentence1": texts["sentence1"], "sentence2": texts["sentence2"], "score": score}
+                         "sentence1": texts["sentence1"], "sentence2": texts["sentence2"], "score": score,
+                         "amr1_key": graph_keys.get("sentence1"), "amr2_key": graph_keys.get("sentence2")}
     if kind == "triples":
         return common | {"lang": langs["premise"], **{f"{r}_key": sent_keys[r] for r in texts},
                          **{r: texts[r] for r in texts}}

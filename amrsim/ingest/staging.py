@@ -14,7 +14,7 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from amrsim.warehouse.query import register_table
-from amrsim.warehouse.schemas import SCHEMAS
+from amrsim.warehouse.schemas import LATER_COLUMNS, SCHEMAS
 from amrsim.warehouse.store import WRITER, Warehouse
 
 SEQ = "__seq"  # file order across chunks: of two staged rows with one key, the first wins (as within a chunk)
@@ -115,13 +115,14 @@ def sync_staged(wh: Warehouse, dataset: str, table: str, stage: Stage, scope: tu
         dt = wh._open(dataset, table)
         if dt is None or not n_removed:  # the common refresh: rows only added, a plain append
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_deltalake_stream(path, _conformed(wh, table, rows))
+            write_deltalake_stream(path, _conformed(wh, table, rows), evolve=bool(LATER_COLUMNS.get(table)))
         else:
             assert gone is not None
             source = _merge_source(wh, table, rows, gone)
             names = SCHEMAS[table].names
+            # a table written before a column joined its schema gains it (its old rows read null)
             (dt.merge(source, predicate="t.key = s.key", source_alias="s", target_alias="t",
-                      writer_properties=WRITER)
+                      merge_schema=bool(LATER_COLUMNS.get(table)), writer_properties=WRITER)
                .when_matched_delete(predicate="s.__delete")
                .when_not_matched_insert(updates={c: f"s.{c}" for c in names}, predicate="NOT s.__delete")
                .execute())
@@ -156,5 +157,7 @@ def _merge_source(wh: Warehouse, table: str, rows: pa.RecordBatchReader, gone: p
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def write_deltalake_stream(path: Path, rows: pa.RecordBatchReader) -> None:
-    write_deltalake(str(path), rows, mode="append", writer_properties=WRITER)
+def write_deltalake_stream(path: Path, rows: pa.RecordBatchReader, evolve: bool = False) -> None:
+    """Append the rows in one commit; `evolve`: columns the table lacks are added to it."""
+    write_deltalake(str(path), rows, mode="append", writer_properties=WRITER,
+                    **({"schema_mode": "merge"} if evolve else {}))

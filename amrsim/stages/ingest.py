@@ -44,7 +44,7 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
                 run.input_versions[f"file_{lang}"] = str(t_path)
                 run.input_versions[f"file_digest_{lang}"] = file_stat_digest(t_path)
         tail = None
-        if _streamable(ds) and append.eligible(ds, path):
+        if _streamable(ds) and append.eligible(ds, path) and not older_graph_layout(wh, dataset, ds):
             tail, state = append.appended_tail(wh, dataset, run.config_hash, Path(str(path)))
             run.input_versions.update(state.record())
             if tail is not None:  # the file only grew: its old rows are in the tables already
@@ -68,6 +68,18 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
                     run.rows_computed = added
                     run.rows_out = run.rows_in
     return run
+
+
+def older_graph_layout(wh: Warehouse, dataset: str, ds: DatasetConfig | None = None) -> bool:
+    """The dataset's pairs table predates per-pair graphs (no `amr1_key`) while it has graphs given in the input
+    (the `amr` table holds provided graphs or `ds` maps graph columns): one graph was kept per sentence, so a pair
+    could read another pair's graph. Reading the whole file again rewrites both tables in the current layout."""
+    if ds is not None and (ds.kind != "pairs" or not (ds.column("amr1") or ds.column("amr2"))):
+        return False
+    if not wh.exists(dataset, "pairs") or "amr1_key" in wh.columns(dataset, "pairs"):
+        return False
+    return ds is not None or wh.read(dataset, "amr", columns=["parser"]).filter(
+        pl.col("parser") == "provided").height > 0
 
 
 def _streamable(ds: DatasetConfig) -> bool:

@@ -6,57 +6,109 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
 from typing import Any
 
 import polars as pl
 
+from amrsim.errors import WarehouseError
+from amrsim.metrics.engine import METRICS_VERSION
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.query import existing_keys, scan_connection
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 from amrsim.warehouse.store import OK, Warehouse
 
+PROVIDED = "provided"  # the parser id of graphs given in the input: each pair names its own (pairs.amr1_key/amr2_key)
+
+
+def check_graph_layout(wh: Warehouse, dataset: str, parser: str) -> None:
+    """Refuse a dataset whose provided graphs were ingested one per sentence (an older amrsim): a pair there may
+    read another pair's graph of the same sentence. Ingesting it again rewrites it in the current layout."""
+    from amrsim.stages.ingest import older_graph_layout
+
+    if parser == PROVIDED and older_graph_layout(wh, dataset):
+        raise WarehouseError(
+            f"{dataset}: its provided graphs were ingested by an older amrsim, one graph per sentence, so a pair "
+            f"could be scored on another pair's graph of the same sentence. Ingest it again (`amrsim run "
+            f"<pipeline>`, or the refresh-dataset flow): the pairs then name their own graphs (amr1_key, amr2_key), "
+            f"and the next metrics run scores the pairs whose graphs changed and drops the rows no pair uses")
+
 
 def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame:
-    """Ok pairs whose two sentences have an ok graph from `parser`: item_id, split, keys, score, amr1, amr2."""
+    """Ok pairs whose two graphs from `parser` are ok: item_id, split, keys, score, amr1, amr2. Provided graphs are
+    the pair's own (its row's `amr1_key`/`amr2_key`); a parser's are its sentences' graphs."""
+    check_graph_layout(wh, dataset, parser)
     pairs = wh.read(dataset, "pairs").filter(pl.col("status") == OK)
     graphs = wh.read(dataset, "amr").filter((pl.col("status") == OK) & (pl.col("parser") == parser))
-    # the graph with the smallest amr key, as GRAPH_PAIRS_SQL's arg_min picks: training looks metrics up by the graphs
-    graphs = graphs.sort("key").unique("sentence_key", keep="first").select("sentence_key", "penman")
+    if parser == PROVIDED:
+        sides = [c for c in ("amr1_key", "amr2_key") if c not in pairs.columns]
+        pairs = pairs.with_columns(pl.lit(None, pl.String).alias(c) for c in sides)
+        graphs, on = graphs.select(graph="key", penman="penman"), ("amr1_key", "amr2_key")
+    else:
+        # the graph with the smallest amr key, as the SQL's arg_min picks: training looks metrics up by the graphs
+        graphs = graphs.sort("key").unique("sentence_key", keep="first").select(graph="sentence_key",
+                                                                               penman="penman")
+        on = ("sentence1_key", "sentence2_key")
     return (pairs.select(pair_key="key", item_id="item_id", split="split", sentence1_key="sentence1_key",
-                         sentence2_key="sentence2_key", score="score")
-            .join(graphs.rename({"sentence_key": "sentence1_key", "penman": "amr1"}), on="sentence1_key")
-            .join(graphs.rename({"sentence_key": "sentence2_key", "penman": "amr2"}), on="sentence2_key"))
+                         sentence2_key="sentence2_key", score="score", g1=on[0], g2=on[1])
+            .join(graphs.rename({"graph": "g1", "penman": "amr1"}), on="g1")
+            .join(graphs.rename({"graph": "g2", "penman": "amr2"}), on="g2")
+            .drop("g1", "g2"))
 
 
-GRAPH_PAIRS_SQL = """
-WITH g AS (SELECT sentence_key, arg_min(penman, key) AS penman FROM amr
-           WHERE status = 'ok' AND parser = $parser GROUP BY sentence_key),
+# the pairs' graphs (provided: each pair's own, by amr key; a parser's: each sentence's, by sentence key)
+_GRAPHS = {
+    "provided": ("SELECT key AS graph, penman FROM amr WHERE status = 'ok' AND parser = $parser",
+                 "amr1_key", "amr2_key"),
+    "parsed": ("SELECT sentence_key AS graph, arg_min(penman, key) AS penman FROM amr "
+               "WHERE status = 'ok' AND parser = $parser GROUP BY sentence_key", "sentence1_key", "sentence2_key"),
+}
+GRAPH_PAIRS = """
+WITH g AS ({graphs}),
 j AS (SELECT p.key AS pair_key, p.item_id, p.split, p.sentence1_key, p.sentence2_key, p.score,
              g1.penman AS amr1, g2.penman AS amr2, md5(g1.penman || chr(31) || g2.penman) AS graphs_md5
-      FROM pairs p JOIN g g1 ON g1.sentence_key = p.sentence1_key JOIN g g2 ON g2.sentence_key = p.sentence2_key
+      FROM pairs p JOIN g g1 ON g1.graph = p.{side1} JOIN g g2 ON g2.graph = p.{side2}
       WHERE p.status = 'ok')
-SELECT j.* EXCLUDE (amr1, amr2), d.pair_key IS NOT NULL AS done,
-       CASE WHEN d.pair_key IS NULL THEN j.amr1 END AS amr1, CASE WHEN d.pair_key IS NULL THEN j.amr2 END AS amr2
-FROM j LEFT JOIN (SELECT DISTINCT pair_key, graphs_md5 FROM m WHERE options = $options) d
-  ON d.pair_key = j.pair_key AND d.graphs_md5 = j.graphs_md5
+"""
+# a pair is done when a row of these options has its graphs (md5 of both texts: the content key's inputs)
+GRAPH_PAIRS_TODO = """
+SELECT j.* EXCLUDE (amr1, amr2), d.graphs_md5 IS NOT NULL AS done,
+       CASE WHEN d.graphs_md5 IS NULL THEN j.amr1 END AS amr1, CASE WHEN d.graphs_md5 IS NULL THEN j.amr2 END AS amr2
+FROM j LEFT JOIN (SELECT DISTINCT graphs_md5 FROM m WHERE options = $options) d ON d.graphs_md5 = j.graphs_md5
+"""
+# rows of these options whose graphs no current pair has (the graph or the pair changed, or is gone); rows written
+# before graphs_md5 existed cannot tell and stay. Rows of an earlier metrics version, whatever their options, were
+# computed by code whose scores are superseded: they go too.
+STALE_METRICS = """
+SELECT m.key FROM m WHERE (m.options = $options AND m.graphs_md5 IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM j WHERE j.graphs_md5 = m.graphs_md5))
+  OR coalesce(TRY_CAST(json_extract(m.options, '$.metrics_version') AS INTEGER), 1) < $version
 """
 
 
+def graph_pairs_sql(parser: str, query: str) -> str:
+    graphs, side1, side2 = _GRAPHS[PROVIDED if parser == PROVIDED else "parsed"]
+    return GRAPH_PAIRS.format(graphs=graphs, side1=side1, side2=side2) + query
+
+
 def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: str, rows: int,
-                       memory_limit: str = "256MB") -> Iterator[pl.DataFrame]:
+                       memory_limit: str = "256MB", stale: list[str] | None = None) -> Iterator[pl.DataFrame]:
     """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified), plus `graphs_md5` and
-    `done`: the pair already has a metrics row for these graphs and options (its graphs are then left out). DuckDB
-    joins the tables out of core, so memory is bounded by `rows` and `memory_limit`, not by the table sizes."""
+    `done`: a metrics row of these options has the pair's graphs already (its graphs are then left out). DuckDB
+    joins the tables out of core, so memory is bounded by `rows` and `memory_limit`, not by the table sizes. Once
+    the stream is read to its end, `stale` (if given) holds the keys of the `amr_metrics` rows of these options that
+    no current pair's graphs have, as of the snapshot the stream read."""
+    check_graph_layout(wh, dataset, parser)
     with tempfile.TemporaryDirectory(prefix="amrsim-duckdb-") as spill:
         tables = {"pairs": (dataset, "pairs"), "amr": (dataset, "amr"), "m": (dataset, "amr_metrics")}
-        columns = {"pairs": ["key", "item_id", "split", "sentence1_key", "sentence2_key", "score", "status"],
+        columns = {"pairs": ["key", "item_id", "split", "sentence1_key", "sentence2_key", "score", "status",
+                             "amr1_key", "amr2_key"],
                    "amr": ["key", "sentence_key", "penman", "status", "parser"],
-                   "m": ["pair_key", "graphs_md5", "options"]}
+                   "m": ["key", "pair_key", "graphs_md5", "options"]}
         con = scan_connection(wh, tables, memory_limit, spill, columns)
         try:
-            reader = con.sql(GRAPH_PAIRS_SQL, params={"parser": parser, "options": options_json}).to_arrow_reader(rows)
+            params = {"parser": parser, "options": options_json}
+            reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
             buffered: list[pl.DataFrame] = []
             size = 0
             for batch in reader:  # DuckDB hands out vectors of ~2048 rows: regroup them into `rows`-row frames
@@ -69,6 +121,9 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
                     buffered, size = [], 0
             if buffered:
                 yield pl.concat(buffered)
+            if stale is not None:  # the views read the snapshots registered above: rows committed since are not seen
+                stale += [r[0] for r in con.execute(graph_pairs_sql(parser, STALE_METRICS),
+                                                    params | {"version": METRICS_VERSION}).fetchall()]
         finally:
             con.close()
 
@@ -79,12 +134,14 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
     stream through in chunks of `commit_rows`, each scored chunk one Delta commit: memory is held to a chunk plus
     DuckDB's join memory limit, and a crash loses at most the chunk in flight (a rerun computes only the rest)."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="metrics", dataset=dataset,
-                   config_hash=config_hash(asdict(options)))
-    options_json = json.dumps(asdict(options), sort_keys=True)
+                   config_hash=config_hash(options.key_fields()))
+    # the options and the metrics' version, as the rows' keys hold them: rows of an earlier version are not "done"
+    options_json = json.dumps(options.key_fields(), sort_keys=True)
     with record_stage(wh, run):
         run.input_versions = {"pairs": wh.version(dataset, "pairs"), "amr": wh.version(dataset, "amr")}
-        parser = options.extra.get("parser", "provided")
-        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows):
+        parser = options.extra.get("parser", PROVIDED)
+        stale: list[str] = []
+        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows, stale=stale):
             run.rows_in += chunk.height
             # rows known done by (pair, graphs, options) skip hashing; the content key stays the test for the rest
             chunk = chunk.filter(~pl.col("done")).drop("done")
@@ -110,5 +167,9 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
                 run.outputs.append("amr_metrics")
             run.rows_computed += added.num_rows
             run.rows_failed += added.num_rows - added.column("status").to_pylist().count(OK)
+        # rows whose graphs no pair has any more (a changed graph or pair) go, so readers of the table by split or
+        # sentence keys see the current pairs' metrics only
+        if stale and wh.delete_keys(dataset, "amr_metrics", stale) and "amr_metrics" not in run.outputs:
+            run.outputs.append("amr_metrics")
         run.rows_out = run.rows_computed
     return run

@@ -15,7 +15,8 @@ _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int6
 
 # columns added to a schema after tables were written: rows may lack them (null), and a commit adds them to an
 # older table
-LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"})}
+LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"}),
+                                             "pairs": frozenset({"amr1_key", "amr2_key"})}
 
 SCHEMAS: dict[str, pa.Schema] = {
     "sentences": pa.schema([
@@ -27,6 +28,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
         pa.field("sentence1", pa.string()), pa.field("sentence2", pa.string()),
         pa.field("score", pa.float64()), *_STATUS, *_SOURCE,
+        # keys into `amr` of the graphs this row gave (parser provided); null where the input gives no graphs
+        pa.field("amr1_key", pa.string()), pa.field("amr2_key", pa.string()),
     ]),
     "triples": pa.schema([
         pa.field("key", pa.string()), pa.field("item_id", pa.string()), pa.field("split", pa.string()),

@@ -53,18 +53,35 @@ class Graphs:
 def sentence_graphs(wh: Warehouse, dataset: str, parser: str, variant: str = "paper",
                     keys: Iterable[str] | None = None, version: int | None = None) -> Graphs:
     """The `amr` rows of `parser` (optionally only `keys`, optionally pinned), linearised with `variant` from their
-    PENMAN (the table's `linearized` column may hold another variant)."""
-    out = Graphs()
+    PENMAN (the table's `linearized` column may hold another variant). A sentence the input gave several graphs
+    (provided, in different pairs) reads the one with the smallest amr key; `pair_graphs` reads each pair's own."""
     if version is None and not wh.exists(dataset, "amr"):
-        return out
+        return Graphs()
     amr = wh.read(dataset, "amr", version=version,
-                  columns=["sentence_key", "penman", "parser", "pivot_lang", "status", "error"])
+                  columns=["key", "sentence_key", "penman", "parser", "pivot_lang", "status", "error"])
     amr = amr.filter(pl.col("parser") == parser)
     if keys is not None:
         amr = amr.filter(pl.col("sentence_key").is_in(list(set(keys))))
-    amr = amr.sort(pl.col("status") != OK, pl.col("pivot_lang").is_not_null(), "sentence_key")
+    return _linearised(amr, "sentence_key", variant)
+
+
+def pair_graphs(wh: Warehouse, dataset: str, amr_keys: Iterable[str], variant: str = "paper",
+                version: int | None = None) -> Graphs:
+    """Graphs by their own `amr` key (a pair's `amr1_key`/`amr2_key`: the graphs its input row gave), linearised
+    with `variant`."""
+    if version is None and not wh.exists(dataset, "amr"):
+        return Graphs()
+    amr = wh.read(dataset, "amr", version=version, columns=["key", "penman", "pivot_lang", "status", "error"])
+    return _linearised(amr.filter(pl.col("key").is_in(list(set(amr_keys)))), "key", variant)
+
+
+def _linearised(amr: pl.DataFrame, by: str, variant: str) -> Graphs:
+    """`Graphs` by column `by` of `amr` rows; of several rows for one id, an ok graph of the sentence itself (not of
+    its English source) with the smallest amr key wins."""
+    out = Graphs()
+    amr = amr.sort(pl.col("status") != OK, pl.col("pivot_lang").is_not_null(), by, "key")
     ok = amr.filter(pl.col("status") == OK)
-    for key, (graph, error), pivot in zip(ok["sentence_key"], linearized(ok["penman"].to_list(), variant),
+    for key, (graph, error), pivot in zip(ok[by], linearized(ok["penman"].to_list(), variant),
                                           ok["pivot_lang"], strict=True):
         if key in out.ok:
             continue
@@ -74,7 +91,7 @@ def sentence_graphs(wh: Warehouse, dataset: str, parser: str, variant: str = "pa
             out.ok[key] = (graph, pivot)
             out.failed.pop(key, None)
     bad = amr.filter(pl.col("status") != OK)
-    for key, error in zip(bad["sentence_key"], bad["error"], strict=True):
+    for key, error in zip(bad[by], bad["error"], strict=True):
         if key not in out.ok:
             out.failed.setdefault(key, error or "parse failed")
     return out

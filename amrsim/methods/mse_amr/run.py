@@ -29,7 +29,7 @@ from amrsim.encoders.cache import embed_sentences, read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
-from amrsim.methods.mse_amr.data import load_triples, sentence_graphs
+from amrsim.methods.mse_amr.data import load_triples, pair_graphs, sentence_graphs
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
@@ -107,24 +107,33 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
         pairs = pairs.filter(pl.col("split") == params.dev_split)
     total = pairs.height
     pairs = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == "en") & (pl.col("lang2") == "en"))
-    graphs = sentence_graphs(wh, ds, params.parser, params.linearize,
-                             pairs["sentence1_key"].to_list() + pairs["sentence2_key"].to_list(),
-                             versions.get(f"{ds}.amr"))
+    # a pair's graphs: provided ones are its own (amr1_key/amr2_key), a parser's are its sentences'
+    own = params.parser == "provided" and "amr1_key" in pairs.columns
+    g1, g2 = ("amr1_key", "amr2_key") if own else ("sentence1_key", "sentence2_key")
+    wanted = pairs[g1].drop_nulls().to_list() + pairs[g2].drop_nulls().to_list()
+    if own:
+        graphs = pair_graphs(wh, ds, wanted, params.linearize, versions.get(f"{ds}.amr"))
+    else:
+        graphs = sentence_graphs(wh, ds, params.parser, params.linearize, wanted, versions.get(f"{ds}.amr"))
     have = list(graphs.ok)
-    usable = pairs.filter(pl.col("sentence1_key").is_in(have) & pl.col("sentence2_key").is_in(have))
+    usable = pairs.filter(pl.col(g1).is_in(have) & pl.col(g2).is_in(have))
     info = {"dataset": ds, "split": params.dev_split, "metric": params.dev_metric, "pairs": usable.height,
             "left_out": {"failed or not English": total - pairs.height, "no graph": pairs.height - usable.height}}
     if usable.height < 2:
         raise ConfigError(f"mse_amr: fewer than 2 dev pairs with graphs in {ds} ({info['left_out']}); run its parse "
                           f"stage")
-    keys = list(dict.fromkeys(usable["sentence1_key"].to_list() + usable["sentence2_key"].to_list()))
-    index = {k: i for i, k in enumerate(keys)}
-    i1 = np.array([index[k] for k in usable["sentence1_key"]])
-    i2 = np.array([index[k] for k in usable["sentence2_key"]])
+    # one vector per (sentence, graph): a sentence given two graphs is embedded with each
+    side1 = list(zip(usable["sentence1_key"].to_list(), usable[g1].to_list(), strict=True))
+    side2 = list(zip(usable["sentence2_key"].to_list(), usable[g2].to_list(), strict=True))
+    nodes = list(dict.fromkeys(side1 + side2))
+    index = {n: i for i, n in enumerate(nodes)}
+    i1 = np.array([index[n] for n in side1])
+    i2 = np.array([index[n] for n in side2])
     gold = usable["score"].to_numpy()
-    texts = [graphs.ok[k][0] for k in keys]
+    texts = [graphs.ok[g][0] for _, g in nodes]
     base = None
     if params.dev_metric == "combined" and params.integration != "h_only":
+        keys = [k for k, _ in nodes]
         sentences = wh.read(ds, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
         embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
         base = read_embeddings(wh, ds, params.base_encoder, keys)

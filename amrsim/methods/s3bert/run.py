@@ -1,11 +1,12 @@
 """S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train.train_s3bert`.
 
-Training pairs are the pairs of `datasets` (split `train_split`, languages `langs`) whose two sentences have an ok
-graph from `parser` and an ok `amr_metrics` row computed with the pipeline's `metrics:` options (the metrics stage
-runs before training in the train flow). Each pair adds a negative: its sentence1 with the sentence2 of a random
-other training pair, scored by the metrics engine here (graph1 of one pair vs graph2 of the other). Targets are
-min-max normalised per split over positives and negatives together, as the reference code does. Dev pairs (split
-`dev_split`) are built the same way and select the best checkpoint by dev loss.
+Training pairs are the pairs of `datasets` (split `train_split`, languages `langs`) whose two graphs from `parser` are
+ok (provided graphs: the pair's own, as its input row gave them) and that have an ok `amr_metrics` row for those graphs
+computed with the pipeline's `metrics:` options (the metrics stage runs before training in the train flow). Each pair
+adds a negative: its sentence1 with the sentence2 of a random other training pair, scored by the metrics engine here
+(graph1 of one pair vs graph2 of the other). Targets are min-max normalised per split over positives and negatives
+together, as the reference code does. Dev pairs (split `dev_split`) are built the same way and select the best
+checkpoint by dev loss.
 """
 
 from __future__ import annotations
