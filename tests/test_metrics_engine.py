@@ -63,7 +63,7 @@ def test_roles_swapped():
     s = scores(CAT_DOG, DOG_CAT)
     # best alignment keeps 3 instances + TOP, no relation: 4 of 6 triples each side
     assert s["smatch_f1"] == pytest.approx(4 / 6)
-    assert s["srl"] == pytest.approx(3 / 5)  # subgraph: 3 instances + 2 ARG edges, relations lost
+    assert s["srl"] == pytest.approx(4 / 6)  # subgraph: 3 instances + TOP + 2 ARG edges, relations lost
     assert s["unlabeled"] == pytest.approx(1.0)  # without labels the graphs are the same
     assert s["concepts"] == 1.0 and s["root_sim"] == 1.0
 

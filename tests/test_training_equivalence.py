@@ -67,7 +67,9 @@ def check(name: str, weights: dict[str, torch.Tensor], losses: list[float]) -> N
         GOLDEN.write_text(json.dumps(golden, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return
     assert name in golden, f"no golden values for {name} in {GOLDEN}"
-    assert got["losses"] == pytest.approx(golden[name]["losses"], rel=1e-6, abs=1e-9)
+    # float32 losses: another CPU's rounding moved meaning's small losses (~2e-3) by up to 9e-8; a real change to
+    # training moves them by 1e-3 and more
+    assert got["losses"] == pytest.approx(golden[name]["losses"], rel=1e-6, abs=1e-6)
     want = golden[name]["weights"]
     assert sorted(got["weights"]) == sorted(want), f"{name}: other tensors than recorded"
     for tensor, values in got["weights"].items():
