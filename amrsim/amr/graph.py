@@ -41,7 +41,7 @@ from penman.models.amr import model
 
 from amrsim.amr import _penman_reader
 
-__all__ = ["AMRError", "SmatchTriples", "parse", "read_triples", "smatch_triples", "surface_edges"]
+__all__ = ["AMRError", "SmatchTriples", "parse", "read_triples", "smatch_triples", "surface_edges", "unquoted"]
 
 logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every duplicated triple
 
@@ -292,20 +292,20 @@ def _normalize(item: str) -> str:
     return item.lower().rstrip("_")
 
 
+def unquoted(value: str) -> str:
+    """A label without the quotes of a PENMAN string (``"William"`` -> ``William``); any other label as it is."""
+    return value[1:-1] if len(value) >= 2 and value[0] == '"' and value[-1] == '"' else value
+
+
 def _concept(concept: str) -> str:
     """A concept as smatch compares it: a quoted concept (``(x / "foo")``) without its quotes, as smatch 1.0.4."""
-    if len(concept) >= 2 and concept[0] == '"' and concept[-1] == '"':
-        concept = concept[1:-1]
-    return _normalize(concept)
+    return _normalize(unquoted(concept))
 
 
 def _constant(value: str, quoted: bool, convention: str) -> str:
     if not quoted:
         return _normalize(value)
-    if value.startswith('"') and value.endswith('"') and len(value) >= 2:
-        content = value[1:-1]
-    else:
-        content = value
+    content = unquoted(value)
     if convention == "smatch":  # the reference drops spaces and keeps the first word, then '_' marks the quote
         return _normalize((content + "_").split()[0])
     return content.lower()

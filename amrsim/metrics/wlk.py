@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 import penman
 
+from amrsim.amr.graph import unquoted
 from amrsim.metrics import _wwlk_core
 from amrsim.metrics.vectors import NodeVectors, seeded_uniform, stable_seed
 
@@ -56,9 +57,7 @@ class Built:
 def _label(value: str) -> str:
     """A node's label as the metrics compare it: lower-cased, without the quotes of a string (``"William"`` is
     ``william``, as in Smatch; penman has already dropped alignments)."""
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        value = value[1:-1]
-    return value.lower()
+    return unquoted(value).lower()
 
 
 def build(graph: GraphLike) -> Built:

@@ -12,6 +12,7 @@ import polars as pl
 
 from amrsim.errors import WarehouseError
 from amrsim.metrics.engine import METRICS_VERSION
+from amrsim.stages.ingest import older_graph_layout
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.query import existing_keys, scan_connection
@@ -24,8 +25,6 @@ PROVIDED = "provided"  # the parser id of graphs given in the input: each pair n
 def check_graph_layout(wh: Warehouse, dataset: str, parser: str) -> None:
     """Refuse a dataset whose provided graphs were ingested one per sentence (an older amrsim): a pair there may
     read another pair's graph of the same sentence. Ingesting it again rewrites it in the current layout."""
-    from amrsim.stages.ingest import older_graph_layout
-
     if parser == PROVIDED and older_graph_layout(wh, dataset):
         raise WarehouseError(
             f"{dataset}: its provided graphs were ingested by an older amrsim, one graph per sentence, so a pair "
