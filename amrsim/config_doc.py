@@ -122,7 +122,7 @@ def default_text(info: FieldInfo) -> str:
 
 def anchor(model: type) -> str:
     """A heading id unique across modules (every method's model is called `Params`): `s3bert-run-params` for
-    `amrsim.methods.s3bert.run.Params`, `config-...` for `amrsim.config`."""
+    `amrsim.stages.train.s3bert.Params`, `config-...` for `amrsim.config`."""
     module = model.__module__
     inside_methods = module.startswith("amrsim.methods.")
     where = module.removeprefix("amrsim.methods.") if inside_methods else module.rsplit(".", 1)[-1]

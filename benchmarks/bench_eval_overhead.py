@@ -34,7 +34,7 @@ def main() -> None:
     import polars as pl
 
     from amrsim.config import DatasetConfig, StsEvalConfig
-    from amrsim.encoders import load_encoder
+    from amrsim.methods.loaders import load_encoder
     from amrsim.stages import sts_stage
     from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse import Warehouse

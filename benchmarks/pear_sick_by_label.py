@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata, spearmanr
 
-from amrsim.encoders import load_encoder
 from amrsim.evaluate.sts import cosine, is_cross_encoder
+from amrsim.methods.loaders import load_encoder
 
 LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 

@@ -16,7 +16,7 @@ from scipy.stats import spearmanr
 
 from amrsim.amr.parsing import ParserSpec, parse_texts
 from amrsim.config import SAMPLE_DIR
-from amrsim.encoders import load_encoder
+from amrsim.methods.loaders import load_encoder
 from amrsim.metrics.engine import MetricsOptions, score_pairs
 
 # phenomenon -> the aspect that looks at it (None: Smatch alone); paraphrase and unrelated are the contrast rows

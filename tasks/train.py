@@ -9,7 +9,8 @@ from pydantic import ValidationError
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
-from amrsim.methods import get_method, method_params
+from amrsim.methods import method_params
+from amrsim.stages.train import train_method
 from tasks.common import TASK_OPTIONS
 
 
@@ -22,4 +23,4 @@ def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any],
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
     except ValidationError as e:
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train {method} params: {e}") from None
-    return get_method(method)(cfg, pipeline, checked, run_id, reuse)
+    return train_method(cfg, pipeline, method, checked, run_id, reuse)

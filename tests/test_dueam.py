@@ -207,7 +207,7 @@ def toy_pairs(n: int, seed: int) -> tuple[list[str], list[str]]:
 @pytest.mark.slow
 def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_bert, tmp_path, monkeypatch,
                                                                         one_thread):
-    from amrsim.encoders import load_encoder
+    from amrsim.methods.loaders import load_encoder
 
     t1, t2 = toy_pairs(40, 0)
     t1 += ["the cat runs", "\u200b"]  # an identical pair (target 1) and an empty one (skipped, counted)
@@ -286,10 +286,11 @@ pipelines:
 def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert, tmp_path, write_config,
                                                                        write_tsv, one_thread):
     from amrsim.config import load_config
-    from amrsim.encoders import find_trained, load_encoder
-    from amrsim.methods import get_method
-    from amrsim.methods.dueam.run import load_items
+    from amrsim.encoders import find_trained
+    from amrsim.methods.loaders import load_encoder
     from amrsim.stages.ingest import ingest_dataset
+    from amrsim.stages.train import train_method
+    from amrsim.stages.train.dueam import load_items
     from amrsim.warehouse import Warehouse
 
     write_tsv("nli.tsv", ["id", "split", "premise", "entailment", "contradiction", "premise_de", "entailment_de",
@@ -314,7 +315,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     assert dict(items[2].hypotheses[0]) == {"en": "the dog sleeps", "de": "der hund schläft"}
 
     params = cfg.project.pipelines["toy"].train[0].params
-    summary = get_method("dueam")(cfg, "toy", params, "run1")
+    summary = train_method(cfg, "toy", "dueam", params, "run1")
     # t1, t2: 2 hypotheses x (en-en, de-de, en-de, de-en); t3: 2 x en-en + en-de (premise en, entailment de)
     assert summary["status"] == "ok" and summary["pairs"] == {"monolingual": 10, "cross_lingual": 9}
     assert summary["computed"] == 19 and summary["failed"] == 3 and summary["total_steps"] == 10
@@ -329,10 +330,10 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     lineage = wh.read("meta", "lineage").filter(pl.col("stage") == "train:dueam")
     assert lineage.height == 1 and lineage["rows_computed"][0] == 19 and lineage["status"][0] == "ok"
     # the same request again: nothing trains
-    assert get_method("dueam")(cfg, "toy", params, "run2")["status"] == "ok (reused)"
+    assert train_method(cfg, "toy", "dueam", params, "run2")["status"] == "ok (reused)"
     assert not (wh.models_root / "dueam" / "run2").exists()
     # unless asked to train anyway (`amrsim train --retrain`): a new run beside the first
-    again = get_method("dueam")(cfg, "toy", params, "run3", reuse=False)
+    again = train_method(cfg, "toy", "dueam", params, "run3", reuse=False)
     assert again["status"] == "ok" and (wh.models_root / "dueam" / "run3" / "model.json").is_file()
 
 
@@ -341,7 +342,8 @@ def test_params_are_strict_and_a_wrong_kind_is_a_config_error(tmp_path, write_co
 
     from amrsim.config import load_config
     from amrsim.errors import ConfigError
-    from amrsim.methods import get_method, method_params
+    from amrsim.methods import method_params
+    from amrsim.stages.train import train_method
 
     with pytest.raises(ValidationError, match="lamda"):
         method_params("dueam", {"datasets": ["x"], "lamda": 0.1})
@@ -357,4 +359,4 @@ def test_params_are_strict_and_a_wrong_kind_is_a_config_error(tmp_path, write_co
           s: {path: p.tsv, kind: sentences, columns: {text: sentence1}}
     """))
     with pytest.raises(ConfigError, match="needs 'triples' or 'pairs'"):
-        get_method("dueam")(cfg, "p", {"datasets": ["s"]}, "run1")
+        train_method(cfg, "p", "dueam", {"datasets": ["s"]}, "run1")

@@ -12,11 +12,12 @@ import polars as pl
 import pytest
 
 import amrsim.encoders.cache as cache
-from amrsim.encoders import find_trained, list_trained, load_encoder, model_id, split_hf_name
+from amrsim.encoders import find_trained, list_trained, model_id, split_hf_name
 from amrsim.evaluate.aspects import aspect_scores
 from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.evaluate.results import Score, score_rows
 from amrsim.evaluate.sts import correlations, cosine
+from amrsim.methods.loaders import load_encoder
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
 from tests.helpers import ROOT, CountingEncoder
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from amrsim.config import load_config
-from amrsim.methods import get_method
-from amrsim.methods.card import hub_id, refresh_cards, table_versions
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.stages.evaluate import bitext_eval
 from amrsim.stages.ingest import ingest_dataset
+from amrsim.stages.train import train_method
+from amrsim.stages.train.card import hub_id, refresh_cards, table_versions
 from amrsim.warehouse import Warehouse
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 
@@ -72,7 +72,7 @@ def test_a_trained_run_gets_a_card_that_new_results_update(tmp_path, write_confi
     ingest_dataset(wh, cfg, "toy", "toy_pairs", "r0")
     options = cfg.project.pipelines["toy"].metrics.options()
     metrics_stage(wh, "toy", "toy_pairs", options, "r0", partial(score_pairs, options=options))
-    summary = get_method("s3bert")(cfg, "toy", cfg.project.pipelines["toy"].train[0].params, "run1")
+    summary = train_method(cfg, "toy", "s3bert", cfg.project.pipelines["toy"].train[0].params, "run1")
     assert summary["status"] == "ok"
 
     path = wh.models_root / "s3bert" / "run1" / "README.md"

@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from amrsim.methods.mse_amr import train as mse_amr  # noqa: E402
-from amrsim.methods.mse_amr.run import Params  # noqa: E402
 from amrsim.methods.mse_amr.train import (  # noqa: E402
     AmrEncoder,
     combine,
@@ -26,6 +25,7 @@ from amrsim.methods.mse_amr.train import (  # noqa: E402
     simcse_loss,
     train_mse_amr,
 )
+from amrsim.stages.train.mse_amr import Params  # noqa: E402
 
 VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "(", ")", ":", "-", "arg", "##0", "##1", "01", "02",

@@ -229,7 +229,7 @@ def _params(cfg, **over):
 
 @pytest.mark.slow
 def test_train_through_the_warehouse_then_resume(project):
-    from amrsim.methods.mse_amr.run import train
+    from amrsim.stages.train.mse_amr import train
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
@@ -260,7 +260,7 @@ def test_train_through_the_warehouse_then_resume(project):
 
 
 def test_config_errors_before_training(project, write_config, tiny_bert):
-    from amrsim.methods.mse_amr.run import train
+    from amrsim.stages.train.mse_amr import train
 
     cfg, _ = project
     with pytest.raises(ConfigError, match=r"train.mse_amr.params.dev_dataset: unknown dataset 'nope'"):
@@ -277,10 +277,11 @@ def test_config_errors_before_training(project, write_config, tiny_bert):
 
 def test_graph_aware_encoder(project):
     from amrsim.amr.linearize import linearize
-    from amrsim.encoders import load_encoder, model_id
+    from amrsim.encoders import model_id
     from amrsim.encoders.cache import embed_sentences
-    from amrsim.methods.mse_amr.run import train
+    from amrsim.methods.loaders import load_encoder
     from amrsim.methods.mse_amr.train import combine
+    from amrsim.stages.train.mse_amr import train
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})

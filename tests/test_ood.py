@@ -229,16 +229,19 @@ def test_cli_scores_model_and_base_side_by_side_and_stores_the_rows(project, tin
 def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(project, tiny_bert):
     import numpy as np
 
-    from amrsim.encoders import find_trained, load_encoder
+    from amrsim.encoders import find_trained
     from amrsim.evaluate.ood import base_for, trained_on
     from amrsim.evaluate.sts import cosine, is_cross_encoder
-    from amrsim.methods import get_method, method_params
+    from amrsim.methods import method_params
+    from amrsim.methods.loaders import load_encoder
+    from amrsim.stages.train import train_method
 
     base = f"hf:{tiny_bert}#mean"
     params = {"ood_split": "loo-captions", "base_model": f"hf:{tiny_bert}", "lr": 1e-3, "epochs": 1,
               "batch_size": 8, "device": "cpu", "fused_with": base, "fused_weight": 0.25}
     cfg, wh = project(**params)
-    summary = get_method("pear")(cfg, "ood", method_params("pear", cfg.project.pipelines["ood"].train[0].params), "p1")
+    summary = train_method(cfg, "ood", "pear", method_params("pear", cfg.project.pipelines["ood"].train[0].params),
+                           "p1")
     assert summary["status"] == "ok" and summary["models"] == ["pear:p1", "pear_fused:p1"]
     pairs = wh.read("ood_loo_captions", "pairs").filter(pl.col("status") == "ok")
     meta = find_trained("pear:p1", wh.models_root).meta

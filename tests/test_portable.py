@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from amrsim.encoders import load_encoder
+from amrsim.methods.loaders import load_encoder
 from tests.helpers import load_outside_amrsim, tiny_sentence_transformer
 
 TEXTS = ["the red cat runs", "the blue dog sleeps", "der hund", "the green bird sings fish"]

@@ -215,7 +215,7 @@ def test_mse_amr_reads_a_pairs_own_graphs_and_a_sentence_its_smallest_keyed_one(
 
 
 def test_s3bert_trains_on_each_pairs_own_graphs_and_metrics(wh, write_tsv):
-    from amrsim.methods.s3bert.run import scored_pairs
+    from amrsim.stages.train.s3bert import scored_pairs
 
     path = write_tsv("pairs.tsv", HEADER, ROWS)
     ingest_tables(wh, "bam", dataset(path), path, "r0")

@@ -202,7 +202,7 @@ def layer_of(key: str) -> int | None:
 def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thread):
     from sentence_transformers import SentenceTransformer
 
-    from amrsim.encoders import load_encoder
+    from amrsim.methods.loaders import load_encoder
 
     train, dev = toy_pairs(1, 48), toy_pairs(2, 16)
     out_dir = tmp_path / "models" / "s3bert" / "run1"

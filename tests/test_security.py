@@ -230,8 +230,8 @@ def test_s3bert_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thre
 
 
 def test_mse_amr_resume_refuses_a_crafted_train_state(tiny_st, tmp_path, one_thread):
-    from amrsim.methods.mse_amr.run import Params
     from amrsim.methods.mse_amr.train import train_mse_amr
+    from amrsim.stages.train.mse_amr import Params
 
     out = tmp_path / "models" / "mse_amr" / "r1"
     marker = tmp_path / "ran"
@@ -259,7 +259,7 @@ def _run_with_pickled_weights(tiny_st: Path, run: Path, sub: str, marker: Path, 
 
 
 def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
-    from amrsim.encoders import load_encoder
+    from amrsim.methods.loaders import load_encoder
     from amrsim.methods.mse_amr.train import AmrEncoder
 
     root, marker = tmp_path / "models", tmp_path / "ran"
@@ -278,7 +278,7 @@ def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
 
 
 def test_model_json_cannot_point_a_loader_outside_its_run(tiny_st, tmp_path):
-    from amrsim.encoders import load_encoder
+    from amrsim.methods.loaders import load_encoder
     from amrsim.methods.mse_amr.train import AmrEncoder
 
     root = tmp_path / "models"
@@ -344,7 +344,7 @@ BAD_RUN_IDS = ["../../x", "..", ".", "a/b", "/tmp/x", "", ".hidden", "run\n", "r
 
 @pytest.mark.parametrize("run_id", BAD_RUN_IDS)
 def test_run_ids_cannot_leave_the_models_root(wh, tmp_path, run_id):
-    from amrsim.methods.common import run_dir, training_run, write_request
+    from amrsim.stages.train.common import run_dir, training_run, write_request
 
     with pytest.raises(WarehouseError, match="invalid run id"):
         run_dir(wh, "s3bert", run_id)
@@ -358,14 +358,14 @@ def test_run_ids_cannot_leave_the_models_root(wh, tmp_path, run_id):
 
 @pytest.mark.parametrize("method", ["../s3bert", "a/b", "..", "S3BERT", ""])
 def test_method_names_cannot_leave_the_models_root(wh, method):
-    from amrsim.methods.common import run_dir
+    from amrsim.stages.train.common import run_dir
 
     with pytest.raises(WarehouseError, match="invalid method name"):
         run_dir(wh, method, "r1")
 
 
 def test_run_dir_accepts_generated_ids_and_rejects_a_symlink_out(wh, tmp_path):
-    from amrsim.methods.common import run_dir
+    from amrsim.stages.train.common import run_dir
     from amrsim.warehouse.lineage import new_run_id
 
     rid = new_run_id()
@@ -380,7 +380,8 @@ def test_run_dir_accepts_generated_ids_and_rejects_a_symlink_out(wh, tmp_path):
 
 
 def test_a_symlinked_run_directory_outside_the_models_root_is_refused_when_loading(tiny_st, tmp_path):
-    from amrsim.encoders import find_trained, load_encoder, model_id
+    from amrsim.encoders import find_trained, model_id
+    from amrsim.methods.loaders import load_encoder
 
     root, outside = tmp_path / "wh" / "models", tmp_path / "outside"
     shutil.copytree(tiny_st, outside / "encoder")  # a loadable model, so only the path check can refuse it
@@ -412,7 +413,8 @@ def test_a_symlinked_run_directory_outside_the_models_root_is_refused_when_loadi
 
 @pytest.mark.parametrize("name", ["s3bert:../../x", "s3bert:../../x/..", "s3bert:..", "../x:r1", "s3bert/../..:x"])
 def test_trained_encoder_names_cannot_leave_the_models_root(tmp_path, name):
-    from amrsim.encoders import find_trained, load_encoder, model_id
+    from amrsim.encoders import find_trained, model_id
+    from amrsim.methods.loaders import load_encoder
 
     root = tmp_path / "wh" / "models"
     for run in (root / "s3bert" / "r1", tmp_path / "wh" / "x", tmp_path / "x", root / "s3bert"):
@@ -539,8 +541,8 @@ def test_secrets_never_reach_lineage_tables_or_run_metadata(env_secrets, tmp_pat
 
     from amrsim.config import DatasetConfig
     from amrsim.errors import InputError
-    from amrsim.methods.common import add_to_model_json, train_summary, write_request
     from amrsim.stages.ingest import ingest_tables
+    from amrsim.stages.train.common import add_to_model_json, train_summary, write_request
     from amrsim.warehouse import Warehouse
     from amrsim.warehouse.lineage import StageRun, record_stage
 

@@ -45,10 +45,10 @@ def test_every_method_resolves_base_models_the_same_way():
     """S3BERT, DuEAM, PEAR and MSE-AMR call the one resolver: `hf:<id>` works as any method's base."""
     import inspect
 
-    from amrsim.methods.dueam import run as dueam_run
     from amrsim.methods.mse_amr import train as mse_amr_train
-    from amrsim.methods.pear import run as pear_run
-    from amrsim.methods.s3bert import run as s3bert_run
+    from amrsim.stages.train import dueam as dueam_run
+    from amrsim.stages.train import pear as pear_run
+    from amrsim.stages.train import s3bert as s3bert_run
 
     for module in (s3bert_run, dueam_run, pear_run, mse_amr_train):
         source = inspect.getsource(module)

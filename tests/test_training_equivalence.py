@@ -23,10 +23,10 @@ from safetensors.torch import load_file
 
 from amrsim.methods.dueam.train import train_dueam
 from amrsim.methods.meaning.train import Stage1Config, Stage2Config, train_stage1, train_stage2
-from amrsim.methods.mse_amr.run import Params
 from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
 from amrsim.methods.pear.train import Hyper, fit_pear
 from amrsim.methods.s3bert.train import train_s3bert
+from amrsim.stages.train.mse_amr import Params
 from tests import helpers
 from tests.helpers import TINY_WORDS, tiny_bert, tiny_sentence_transformer
 

@@ -34,9 +34,10 @@ def score_command(
     import numpy as np
     import polars as pl
 
-    from amrsim.encoders import find_trained, load_encoder
+    from amrsim.encoders import find_trained
     from amrsim.evaluate.sts import correlations
     from amrsim.ingest.readers import read_rows
+    from amrsim.methods.loaders import load_encoder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if out is not None:

@@ -71,7 +71,7 @@ def train_command(
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
     from amrsim.config import load_config
     from amrsim.methods import METHODS
-    from amrsim.methods.common import unfinished_runs
+    from amrsim.stages.train.common import unfinished_runs
     from amrsim.warehouse import Warehouse
 
     if method not in METHODS:
@@ -82,7 +82,7 @@ def train_command(
     name = pipeline or (method if method in cfg.project.pipelines else None)
     name, _ = cfg.pipeline(name)
     if run_id:
-        from amrsim.methods.common import check_run_name
+        from amrsim.stages.train.common import check_run_name
 
         check_run_name(method, run_id)  # before the refresh stages run, not after
     if resume and not run_id:
@@ -120,7 +120,8 @@ def explain_command(
     """Overall similarity of two sentences and the similarity of each AMR aspect's sub-embedding (S3BERT)."""
     import polars as pl
 
-    from amrsim.encoders import find_trained, load_encoder
+    from amrsim.encoders import find_trained
+    from amrsim.methods.loaders import load_encoder
     from amrsim.methods.portable import method_config
     from amrsim.methods.s3bert.train import RESIDUAL, contributions, explain, layout_from_meta
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
@@ -253,33 +253,48 @@ class TransformersEncoder:
         return np.concatenate(out).astype(np.float32) if out else np.zeros((0, self.dim), np.float32)
 
 
-def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
-                 models_root: Path | str | None = None) -> Encoder:
+class EncoderLoader(Protocol):
+    """`load_encoder` with the trained-model loaders bound: what a loader gets to load another encoder by name (a
+    fused model's parts, a method's base encoder)."""
+
+    def __call__(self, name: str, batch_size: int = 64, device: str = "auto",
+                 models_root: Path | str | None = None) -> Encoder: ...
+
+
+class TrainedLoader(Protocol):
+    """Loads a method's trained run whose model is not a plain sentence-transformers directory."""
+
+    def __call__(self, model: TrainedModel, name: str, batch_size: int, device: str,
+                 models_root: str | None, load: EncoderLoader) -> Encoder: ...
+
+
+def load_encoder(name: str, batch_size: int = 64, device: str = "auto", models_root: Path | str | None = None,
+                 loaders: Mapping[str, TrainedLoader] | None = None) -> Encoder:
     """Load an encoder by name (minilm, muse, hf:<id|path>[#mean|#cls], <method>:<run id|latest>); kept loaded for
-    the process. A trained model's `model.json` says where its sentence-transformers directory is (`encoder`)."""
+    the process. A trained model's `model.json` says where its sentence-transformers directory is (`encoder`); a
+    method whose model is something else loads through its entry in `loaders` (`amrsim.methods.TRAINED_LOADERS`,
+    which `amrsim.methods.load_encoder` binds)."""
     if name in PACKAGED or name.startswith("hf:"):
         return _load_named(name, batch_size, device)
     model = find_trained(name, models_root)
-    if model.meta.get("method") in TRAINED_LOADERS:
-        return _load_method(model.meta["method"], name, model.model_id, str(model.path), batch_size, device,
-                            None if models_root is None else str(models_root))
+    method = model.meta.get("method")
+    root = None if models_root is None else str(models_root)
+    if loaders and method in loaders:
+        key = (method, name, str(model.path), batch_size, device, root)
+        if key not in _LOADED:
+            def load(other: str, batch_size: int = 64, device: str = "auto",
+                     models_root: Path | str | None = None) -> Encoder:
+                return load_encoder(other, batch_size, device, models_root, loaders)
+
+            while len(_LOADED) >= 4:  # a few trained models stay loaded, as the lru caches below
+                _LOADED.pop(next(iter(_LOADED)))
+            _LOADED[key] = loaders[method](model, name, batch_size, device, root, load)
+        return _LOADED[key]
     return _load_trained(name, model.model_id, str(model.path), model.meta.get("encoder", "encoder"), batch_size,
                          device)
 
 
-# methods whose trained model is not a sentence-transformers directory: method -> "module:function(name, model_id,
-# run_dir, batch_size, device, models_root)"
-TRAINED_LOADERS = {"mse_amr": "amrsim.methods.mse_amr.encoder:load_trained",
-                   "pear": "amrsim.methods.pear.train:load_trained",
-                   "pear_fused": "amrsim.methods.pear.train:load_fused",
-                   "meaning": "amrsim.methods.meaning.train:load_trained"}
-
-
-@lru_cache(maxsize=4)
-def _load_method(method: str, name: str, mid: str, path: str, batch_size: int, device: str,
-                 models_root: str | None) -> Encoder:
-    module, _, func = TRAINED_LOADERS[method].partition(":")
-    return getattr(importlib.import_module(module), func)(name, mid, path, batch_size, device, models_root)
+_LOADED: dict[tuple[Any, ...], Encoder] = {}
 
 
 @lru_cache(maxsize=4)

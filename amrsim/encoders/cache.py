@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import Encoder, load_encoder, model_id
+from amrsim.encoders import Encoder, TrainedLoader, load_encoder, model_id
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import FAILED, OK, Warehouse
@@ -26,12 +26,14 @@ def embedding_key(mid: str, sentence_key: str) -> str:
 def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
                     on_progress: Callable[[int], None] | None = None,
-                    translate: dict[str, Any] | None = None) -> tuple[int, int]:
+                    translate: dict[str, Any] | None = None,
+                    loaders: Mapping[str, TrainedLoader] | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed). An encoder with
     `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
     the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts. `translate`
     (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
-    without a parser into English."""
+    without a parser into English. `loaders`: as `load_encoder`'s, for a trained run that is loaded only when
+    something is missing."""
     mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
         pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
@@ -41,7 +43,8 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         return 0, 0
     # length-sorted batches pad less
     todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len", maintain_order=True)
-    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root)
+    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root,
+                                     loaders=loaders)
     computed = failed = 0
     per_call = max(batch_size, int(getattr(model, "call_batch", batch_size)))  # texts per encode() call
     by_row = getattr(model, "encode_sentences", None)

@@ -78,7 +78,7 @@ def store_results(wh: Warehouse, rows: pl.DataFrame) -> int:
     returns the rows added."""
     added = wh.append_new(EVAL, RESULTS, rows)
     if added.num_rows:
-        from amrsim.methods.card import refresh_cards
+        from amrsim.stages.train.card import refresh_cards
 
         refresh_cards(wh, added.column("model").to_pylist())
     return added.num_rows

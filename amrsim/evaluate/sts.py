@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import find_trained, load_encoder, model_id
+from amrsim.encoders import find_trained, model_id
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate.results import EVAL, RESULTS, Score
+from amrsim.methods.loaders import load_encoder
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
 

@@ -4,7 +4,7 @@ light module (torch is imported inside its functions, so validating a config sta
 
 - `Params`: a strict pydantic model of the method's `train: - method: <name>  params: {...}` entry;
 - `train(cfg, pipeline, params: Params, run_id) -> dict`: reads pinned warehouse tables, trains, writes
-  `warehouse/models/<name>/<run_id>/` (`amrsim.methods.common`) and returns a stage summary.
+  `warehouse/models/<name>/<run_id>/` (`amrsim.stages.train.common`) and returns a stage summary.
 """
 
 from __future__ import annotations
@@ -16,15 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from amrsim.methods.common import finished_run_with, request_key, write_request
-
 # name -> module holding Params and train; imported on first use
 METHODS: dict[str, str] = {
-    "s3bert": "amrsim.methods.s3bert.run",
-    "mse_amr": "amrsim.methods.mse_amr.run",
-    "dueam": "amrsim.methods.dueam.run",
-    "pear": "amrsim.methods.pear.run",
-    "meaning": "amrsim.methods.meaning.run",
+    "s3bert": "amrsim.stages.train.s3bert",
+    "mse_amr": "amrsim.stages.train.mse_amr",
+    "dueam": "amrsim.stages.train.dueam",
+    "pear": "amrsim.stages.train.pear",
+    "meaning": "amrsim.stages.train.meaning",
 }
 
 
@@ -57,28 +55,3 @@ def method_params(name: str, params: dict[str, Any] | BaseModel | None) -> BaseM
     if isinstance(params, model):
         return params
     return model(**(params.model_dump() if isinstance(params, BaseModel) else params or {}))
-
-
-def get_method(name: str) -> Callable[..., dict[str, Any]]:
-    """train(cfg, pipeline, params, run_id, reuse=True) -> summary; params may be a dict (validated here) or the Params
-    model. A finished run of the same request (method, params, input table versions) is reused unless `reuse` is
-    False (a rerun to measure run-to-run variation, say)."""
-    module = _module(name)
-
-    def run(cfg: Any, pipeline: str, params: dict[str, Any] | BaseModel | None, run_id: str,
-            reuse: bool = True) -> dict[str, Any]:
-        checked = method_params(name, params)
-        key = request_key(cfg, pipeline, name, checked)
-        done = finished_run_with(cfg, name, key) if reuse else None
-        if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
-            return done
-        summary = module.train(cfg, pipeline, checked, run_id)
-        if summary.get("status") == "ok":
-            from amrsim.methods.card import refresh_cards
-            from amrsim.warehouse import Warehouse
-
-            write_request(cfg, name, run_id, key, summary)
-            refresh_cards(Warehouse(cfg.warehouse_root), summary.get("models") or [summary["model"]])
-        return summary
-
-    return run

@@ -6,17 +6,21 @@ fingerprint). Each method keeps only its data, model and loss."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
+import logging
 import os
 import pickle
 import random
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
@@ -30,7 +34,48 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
+log = logging.getLogger(__name__)
 MODEL_JSON = "model.json"
+
+
+class MethodParams(BaseModel):
+    """Base of each method's `Params`: unknown keys are errors; `dataset_refs()` lists the dataset names it reads,
+    which the config checks against the pipeline's datasets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def dataset_refs(self) -> list[tuple[str, str]]:
+        """(param key, dataset name) of every dataset the method reads."""
+        return []
+
+
+class TrainingArgs(MethodParams):
+    """The hyperparameters every method has. A method's `Params` subclasses it and sets its own defaults in
+    `DEFAULTS` (the field, its type and its bounds stay declared once, here)."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    batch_size: StrictInt = Field(default=32, ge=2)
+    lr: StrictFloat = Field(default=2e-5, gt=0)
+    epochs: StrictInt = Field(default=1, ge=1)
+    eval_every: StrictInt | None = Field(default=None, ge=1)  # steps between dev evaluations (None: once an epoch)
+    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
+    weight_decay: StrictFloat = Field(default=0.0, ge=0)
+    max_grad_norm: StrictFloat = Field(default=1.0, ge=0)  # 0: gradients not clipped
+    seed: StrictInt = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        defaults = cls.__dict__.get("DEFAULTS", {})
+        for name, value in defaults.items():
+            if name not in TrainingArgs.model_fields:
+                raise TypeError(f"{cls.__qualname__}.DEFAULTS: '{name}' is not a TrainingArgs field")
+            changed = copy.copy(cls.model_fields[name])
+            changed.default = value
+            cls.model_fields[name] = changed
+        if defaults:
+            cls.model_rebuild(force=True)
 
 
 def batches(n: int, batch_size: int) -> Iterator[slice]:
@@ -275,7 +320,7 @@ def load_state(path: Path) -> Any:
                              f"write it ({why}); delete the checkpoint or train with resume=False") from None
 
 
-# ---------------------------------------------------------------------------------------------------- the step loop
+# ---------------------------------------------------------------------------------------------------- the trainer
 
 
 def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
@@ -284,6 +329,190 @@ def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)
 
 
+def seeded_batches(seed: int, n: int, batch_size: int) -> Callable[[int], np.ndarray]:
+    """`rows(step)` for `Trainer`: batches of `batch_size` rows in each epoch's `epoch_order` (resumable: a pure
+    function of the step)."""
+    steps_per_epoch = -(-n // batch_size)
+    cache: dict[int, np.ndarray] = {}
+
+    def rows(step: int) -> np.ndarray:
+        epoch, k = divmod(step, steps_per_epoch)
+        if epoch not in cache:
+            cache.clear()
+            cache[epoch] = epoch_order(seed, epoch, n)
+        return cache[epoch][k * batch_size:(k + 1) * batch_size]
+
+    return rows
+
+
+class Evaluator(Protocol):
+    """A dev score, computed on the model as it is now (the same evaluator `amrsim.evaluate` runs after training);
+    None when it cannot be computed. `greater_is_better` says which way the best model lies."""
+
+    greater_is_better: bool
+
+    def __call__(self) -> float | None: ...
+
+
+@dataclass
+class DevScore:
+    """An `Evaluator` from a function: `DevScore(lambda: dev_loss(), greater_is_better=False)`."""
+
+    score: Callable[[], float | None]
+    greater_is_better: bool = True
+
+    def __call__(self) -> float | None:
+        return self.score()
+
+
+@dataclass
+class Checkpoints:
+    """Where and how a `Trainer` checkpoints: `out_dir/checkpoint/` in the shared format, made with the settings
+    fingerprint `run_key`; `write_weights(dir)` / `read_weights(dir)` save and load the model's weights there;
+    `tensors()` are extra tensors kept in train_state.pt and given back to `restore(train_state)` on resume."""
+
+    out_dir: Path
+    run_key: Mapping[str, Any]
+    write_weights: Callable[[Path], None]
+    read_weights: Callable[[Path], None]
+    resume: bool = True
+    tensors: Callable[[], dict[str, Any]] = dict
+    restore: Callable[[Mapping[str, Any]], None] = lambda train_state: None
+
+
+@dataclass
+class Trainer:
+    """The one training loop of every method: batch `rows(step)`, named `losses(rows)` (the first, or
+    `objective(losses)`, optimised; a task that accumulates its own gradients returns a detached loss), a NaN/inf
+    loss or gradient norm stops with NonFiniteLossError naming the step and the rows, gradients clipped to
+    `max_grad_norm` (0: not clipped), optimizer and scheduler stepped. Every `eval_every` steps (default: once an
+    epoch) and at the last step: the mean losses since the last report, the `evaluator`'s dev score, `keep_best()`
+    when it is the best so far, a history entry (`entry(step, means, score)`) and, with `checkpoints`, a checkpoint
+    (also every `checkpoint_every` steps). `max_steps` stops early, as an interruption would; a resumed run (same
+    `run_key`) continues exactly where the checkpoint was."""
+
+    method: str
+    optimizer: Any
+    parameters: Sequence[Any]
+    steps_per_epoch: int
+    epochs: int
+    rows: Callable[[int], np.ndarray]
+    losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]]
+    scheduler: Any = None
+    objective: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
+    max_steps: int | None = None
+    eval_every: int | None = None
+    checkpoint_every: int | None = None
+    evaluator: Evaluator | None = None
+    keep_best: Callable[[], None] | None = None
+    entry: Callable[[int, dict[str, float], float | None], dict[str, Any]] | None = None
+    max_grad_norm: float = 0.0
+    weigh_by_rows: bool = False  # report means weighted by batch size (else the mean over steps)
+    checkpoints: Checkpoints | None = None
+    row_ids: Callable[[np.ndarray], Iterable[int]] = lambda rows: rows
+    state: dict[str, Any] = field(default_factory=dict)
+    resumed_from: int | None = None
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    @property
+    def stop_at(self) -> int:
+        return self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
+
+    @property
+    def completed(self) -> bool:
+        return self.state["step"] >= self.total_steps
+
+    def start(self) -> Trainer:
+        """Open the checkpoint: resume from it (weights, optimizer, scheduler, RNG, progress) or start fresh (an
+        older checkpoint removed). Called by `fit`; call it first to know `resumed_from` before training."""
+        if self.state:
+            return self
+        self.state = {"step": 0, "run": dict(self.checkpoints.run_key) if self.checkpoints else None,
+                      "history": [], "best_score": None, "best_step": None, "initial_score": None, "extra": {}}
+        if self.checkpoints is None:
+            return self
+        ckpt, saved = open_checkpoint(self.checkpoints.out_dir, self.checkpoints.run_key, self.checkpoints.resume)
+        if saved is None:
+            shutil.rmtree(ckpt, ignore_errors=True)
+            return self
+        self.checkpoints.read_weights(ckpt)
+        train_state = resume_train_state(ckpt, self.optimizer, self.scheduler)
+        self.checkpoints.restore(train_state)
+        self.state = {**self.state, **saved}
+        self.resumed_from = int(saved["step"])
+        log.info("%s: resuming %s from step %d", self.method, self.checkpoints.out_dir, self.resumed_from)
+        return self
+
+    def evaluate(self) -> float | None:
+        return None if self.evaluator is None else self.evaluator()
+
+    def fit(self) -> Trainer:
+        """Train from the current step to `stop_at`; returns self (`state` holds the history and the best)."""
+        import torch
+
+        self.start()
+        if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None:
+            self.state["initial_score"] = self.evaluate()
+        eval_every = self.eval_every or self.steps_per_epoch
+        sums: dict[str, float] = {}
+        count = 0
+        step = int(self.state["step"])
+        while step < self.stop_at:
+            rows = self.rows(step)
+            self.optimizer.zero_grad(set_to_none=True)
+            parts = self.losses(rows)
+            loss = self.objective(parts) if self.objective is not None else next(iter(parts.values()))
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(self.method, f"loss is {float(loss.detach())}", step + 1,
+                                         self.row_ids(rows))
+            if loss.requires_grad:
+                loss.backward()
+            if self.max_grad_norm > 0:
+                norm = torch.nn.utils.clip_grad_norm_(list(self.parameters), self.max_grad_norm)
+                if not torch.isfinite(norm):
+                    raise NonFiniteLossError(self.method, f"gradient norm is {float(norm.detach())}", step + 1,
+                                             self.row_ids(rows))
+            self.optimizer.step()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            step += 1
+            weight = len(rows) if self.weigh_by_rows else 1
+            values = dict(parts) if self.objective is None else {**parts, "total": loss}
+            for name, value in values.items():
+                sums[name] = sums.get(name, 0.0) + float(value.detach()) * weight
+            count += weight
+            self.state["step"] = step
+            if step % eval_every == 0 or step == self.stop_at:
+                self.report(step, {name: total / max(count, 1) for name, total in sums.items()})
+                sums, count = {}, 0
+            elif self.checkpoint_every and step % self.checkpoint_every == 0:
+                self.save()
+        return self
+
+    def report(self, step: int, means: dict[str, float]) -> None:
+        """Evaluate, keep the best, add a history entry, checkpoint."""
+        score = self.evaluate()
+        best = self.state["best_score"]
+        if score is not None and score == score and (best is None or (
+                score > best if self.evaluator is not None and self.evaluator.greater_is_better else score < best)):
+            self.state["best_score"], self.state["best_step"] = score, step
+            if self.keep_best is not None:
+                self.keep_best()
+        entry = self.entry(step, means, score) if self.entry else {"step": step, **means, "dev": score}
+        self.state["history"].append(entry)
+        log.info("%s step %d/%d: %s", self.method, step, self.total_steps, entry)
+        self.save()
+
+    def save(self) -> None:
+        if self.checkpoints is not None:
+            save_checkpoint(self.checkpoints.out_dir, self.state, self.optimizer, self.scheduler,
+                            self.checkpoints.write_weights, **self.checkpoints.tensors())
+
+
+# TEMPORARY: DuEAM still on this until it moves onto Trainer
 def run_steps(method: str, *, step: int, stop_at: int, n: int, batch_size: int, seed: int, eval_every: int,
               losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]], parameters: Sequence[torch.Tensor],
               optimizer: Any, scheduler: Any, max_grad_norm: float,

@@ -9,9 +9,10 @@ import polars as pl
 
 from amrsim.augment import CallableScorer, CosineScorer, Scorer, augment_pairs
 from amrsim.config import AugmentConfig
-from amrsim.encoders import load_encoder, model_id
-from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.encoders import model_id
+from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
+from amrsim.methods.loaders import embed_sentences, load_encoder
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import SCHEMAS

@@ -9,7 +9,7 @@ import polars as pl
 from amrsim.config import LoadedConfig
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
-from amrsim.encoders.cache import embed_sentences
+from amrsim.methods.loaders import embed_sentences
 from amrsim.warehouse.keys import config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse

@@ -16,7 +16,7 @@ import polars as pl
 from amrsim.config import StsEvalConfig
 from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
-from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores, aspect_slices
 from amrsim.evaluate.bitext import (
@@ -42,6 +42,7 @@ from amrsim.evaluate.sts import (
 )
 from amrsim.evaluate.transfer import TASKS, TransferTask, run_transfer
 from amrsim.files import file_digest
+from amrsim.methods.loaders import embed_sentences
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import META, StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse

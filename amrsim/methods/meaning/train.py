@@ -10,7 +10,7 @@ Stage 1 splits a frozen encoder's sentence embedding e into a meaning part m = M
 
 Stage 2 puts an MLP (two hidden layers, ReLU, dropout) on the frozen meaning embeddings and regresses the cosine of
 two sentences' outputs onto their gold STS score scaled to [0, 1] (MSE). Nothing here reads the warehouse:
-`amrsim.methods.meaning.run` hands over vectors; `save_model` / `MeaningEncoder` write and load a run directory.
+`amrsim.stages.train.meaning` hands over vectors; `save_model` / `MeaningEncoder` write and load a run directory.
 """
 
 from __future__ import annotations

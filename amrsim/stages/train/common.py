@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from amrsim.encoders import resolves_inside
 from amrsim.errors import WarehouseError
@@ -23,17 +23,6 @@ from amrsim.warehouse.lineage import StageRun, record_stage
 METHOD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # run ids become directories under warehouse/models/<method>/: no '/', no '..', nothing hidden
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-class MethodParams(BaseModel):
-    """Base of each method's `Params`: unknown keys are errors; `dataset_refs()` lists the dataset names it reads,
-    which the config checks against the pipeline's datasets."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    def dataset_refs(self) -> list[tuple[str, str]]:
-        """(param key, dataset name) of every dataset the method reads."""
-        return []
 
 
 def check_run_name(method: str, run_id: str) -> None:

@@ -30,12 +30,14 @@ from pydantic import Field, StrictFloat, StrictInt, field_validator, model_valid
 
 from amrsim.config import LoadedConfig
 from amrsim.encoders import model_id, resolve_device
-from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.bitext import read_bitext
 from amrsim.evaluate.sts import select_pairs
 from amrsim.files import file_digest
-from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.loaders import embed_sentences
+from amrsim.methods.training import MethodParams
+from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK

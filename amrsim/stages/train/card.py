@@ -18,7 +18,7 @@ from amrsim.encoders import base_model
 from amrsim.errors import WarehouseError
 from amrsim.evaluate.report import latest_results
 from amrsim.evaluate.results import EVAL, RESULTS
-from amrsim.methods.common import run_dir
+from amrsim.stages.train.common import run_dir
 from amrsim.warehouse import Warehouse
 
 # other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles

@@ -21,9 +21,9 @@ from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
-from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
 from amrsim.methods.dueam.train import NLIItem, construct_pairs, train_dueam
-from amrsim.methods.training import base_model_path
+from amrsim.methods.training import MethodParams, base_model_path
+from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 

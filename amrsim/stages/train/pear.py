@@ -31,7 +31,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SPLITS
-from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
 from amrsim.methods.pear.train import (
     FUSED_METHOD,
     BaseOffset,
@@ -49,7 +48,8 @@ from amrsim.methods.pear.train import (
     save_run,
     spearman,
 )
-from amrsim.methods.training import atomic_json, base_model_path
+from amrsim.methods.training import MethodParams, atomic_json, base_model_path
+from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
@@ -235,8 +235,8 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     copy of it (amrsim.augment.edits). Each target is the bi-encoder's cosine on the gold scale (`gold_scale_line`,
     fitted on `gold`). Also returns what model.json records of them."""
     from amrsim.augment.knn import knn  # (it normalises the vectors itself)
-    from amrsim.encoders import load_encoder
     from amrsim.evaluate.sts import cosine
+    from amrsim.methods.loaders import load_encoder
 
     if params.distill_edits and "en" not in langs:
         raise ConfigError(f"pear: distill_edits edits English sentences; langs {langs} has no 'en' "
@@ -322,7 +322,7 @@ class KnnSilver:
 
     def _lang(self, lang: str) -> tuple[list[str], list[str], np.ndarray]:
         if lang not in self._vectors:
-            from amrsim.encoders import load_encoder
+            from amrsim.methods.loaders import load_encoder
 
             rows = self.sentences.filter(pl.col("lang") == lang)
             encoder = load_encoder(self.biencoder, device=self.device)

@@ -21,10 +21,10 @@ from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
 from amrsim.errors import ConfigError
-from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
-from amrsim.methods.training import base_model_path
+from amrsim.methods.training import MethodParams, base_model_path
 from amrsim.metrics.aspects import S3BERT_ASPECTS
 from amrsim.metrics.engine import score_pairs_parallel
+from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 

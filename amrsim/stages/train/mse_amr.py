@@ -25,11 +25,13 @@ import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
 from amrsim.config import LoadedConfig
-from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.sts import correlations, cosine
-from amrsim.methods.common import MethodParams, run_dir, table_versions, train_summary, training_run
+from amrsim.methods.loaders import embed_sentences
 from amrsim.methods.mse_amr.data import load_triples, pair_graphs, sentence_graphs
+from amrsim.methods.training import MethodParams
+from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
