@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -582,6 +583,37 @@ class LoadedConfig:
             return SAMPLE_DIR / path[len(SAMPLE_PREFIX):]
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base / p).resolve()
+
+    def section(self, name: str) -> Pipeline:
+        """Pipeline `name`, resolved: what a stage receives (not this config and a name)."""
+        if name not in self.project.pipelines:
+            raise ConfigError(f"{self.path}: pipeline '{name}' not found; defined: {sorted(self.project.pipelines)}")
+        return Pipeline(name, self.project.pipelines[name], self)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One pipeline of a loaded config: its name, its validated section (`spec`) and the loaded config's paths.
+    Stages take this; `where` starts their error messages."""
+
+    name: str
+    spec: PipelineConfig
+    loaded: LoadedConfig
+
+    @property
+    def where(self) -> str:
+        return f"{self.loaded.path}: pipeline '{self.name}'"
+
+    @property
+    def source(self) -> Path:
+        return self.loaded.path
+
+    @property
+    def warehouse_root(self) -> Path:
+        return self.loaded.warehouse_root
+
+    def resolve_path(self, path: str) -> Path:
+        return self.loaded.resolve_path(path)
 
 
 def _format_error(source: Path, err: dict[str, Any], raw: dict[str, Any]) -> str:

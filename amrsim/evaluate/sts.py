@@ -12,7 +12,6 @@ import polars as pl
 from amrsim.encoders import find_trained, model_id
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate.results import EVAL, RESULTS, Score
-from amrsim.methods.loaders import load_encoder
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK, Warehouse
 
@@ -21,7 +20,7 @@ from amrsim.warehouse.store import OK, Warehouse
 if TYPE_CHECKING:
     pass
 
-__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "cross_encoder_sts", "evaluate_sts",
+__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "evaluate_sts",
            "is_constant", "is_cross_encoder", "result_key", "select_pairs"]
 
 
@@ -107,17 +106,3 @@ def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
         return find_trained(encoder, models_root).meta.get("kind") == "cross-encoder"
     except ValueError:
         return False
-
-
-def cross_encoder_sts(wh: Warehouse, dataset: str, encoder: str, split: str | None, lang_pair: str,
-                      chosen: pl.DataFrame, sentences: pl.DataFrame, batch_size: int = 64,
-                      device: str = "auto") -> list[Score]:
-    """Spearman and Pearson of a cross-encoder's pair predictions against gold, for pairs `chosen` whose texts are
-    in `sentences` (key, text)."""
-    model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
-    text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
-    pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
-                       [text[k] for k in chosen["sentence2_key"]])
-    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, chosen.height)
-            for metric, value in correlations(pred, chosen["score"].to_numpy()).items()]
-

@@ -9,27 +9,42 @@ from typing import Any
 from amrsim.encoders import Encoder, TrainedLoader, TrainedModel
 from amrsim.encoders import load_encoder as load_named
 from amrsim.encoders.cache import embed_sentences as cached_embed
-from amrsim.methods.meaning import train as meaning_model
-from amrsim.methods.mse_amr import encoder as mse_amr_model
-from amrsim.methods.pear import train as pear_model
 
 __all__ = ["TRAINED_LOADERS", "embed_sentences", "load_encoder"]
 
 
-def _adapt(old: Any) -> TrainedLoader:  # TEMPORARY: until each method's loader takes the new arguments
-    def load(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+# TEMPORARY wrappers (function-level imports) until each method's loader, in a module that imports torch only inside
+# its functions, takes the TrainedLoader arguments and is imported here at module top.
+def _mse_amr(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
              load: Any) -> Encoder:
-        return old(name, model.model_id, str(model.path), batch_size, device, models_root)
+    from amrsim.methods.mse_amr.encoder import load_trained
 
-    return load
+    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
 
 
-TRAINED_LOADERS: dict[str, TrainedLoader] = {
-    "mse_amr": _adapt(mse_amr_model.load_trained),
-    "pear": _adapt(pear_model.load_trained),
-    "pear_fused": _adapt(pear_model.load_fused),
-    "meaning": _adapt(meaning_model.load_trained),
-}
+def _pear(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+          load: Any) -> Encoder:
+    from amrsim.methods.pear.train import load_trained
+
+    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
+
+
+def _pear_fused(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+                load: Any) -> Encoder:
+    from amrsim.methods.pear.train import load_fused
+
+    return load_fused(name, model.model_id, str(model.path), batch_size, device, models_root)
+
+
+def _meaning(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+             load: Any) -> Encoder:
+    from amrsim.methods.meaning.train import load_trained
+
+    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
+
+
+TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": _mse_amr, "pear": _pear, "pear_fused": _pear_fused,
+                                             "meaning": _meaning}
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",

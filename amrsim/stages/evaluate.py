@@ -33,7 +33,6 @@ from amrsim.evaluate.ood import DATASETS, base_for
 from amrsim.evaluate.report import ScatterData, latest_results, render_report
 from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
 from amrsim.evaluate.sts import (
-    cross_encoder_sts,
     evaluate_sts,
     is_cross_encoder,
     pair_similarities,
@@ -42,7 +41,7 @@ from amrsim.evaluate.sts import (
 )
 from amrsim.evaluate.transfer import TASKS, TransferTask, run_transfer
 from amrsim.files import file_digest
-from amrsim.methods.loaders import embed_sentences
+from amrsim.methods.loaders import embed_sentences, load_encoder
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import META, StageRun, record_stage
 from amrsim.warehouse.store import OK, Warehouse
@@ -325,3 +324,16 @@ def bucc_eval(wh: Warehouse, encoder: str, files: dict[str, Path], src_lang: str
 
     return record(wh, "evaluate:bucc", pipeline, run_id, content_key("bucc", k, mode),
                   {n: str(p) for n, p in files.items()}, compute, parts)
+
+
+def cross_encoder_sts(wh: Warehouse, dataset: str, encoder: str, split: str | None, lang_pair: str,
+                      chosen: pl.DataFrame, sentences: pl.DataFrame, batch_size: int = 64,
+                      device: str = "auto") -> list[Score]:
+    """Spearman and Pearson of a cross-encoder's pair predictions against gold, for pairs `chosen` whose texts are
+    in `sentences` (key, text)."""
+    model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
+    text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
+    pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
+                       [text[k] for k in chosen["sentence2_key"]])
+    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, chosen.height)
+            for metric, value in correlations(pred, chosen["score"].to_numpy()).items()]

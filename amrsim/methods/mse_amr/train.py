@@ -56,6 +56,7 @@ import numpy as np
 
 from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import model_subdir, resolve_device
+from amrsim.methods.mse_amr.params import Params
 from amrsim.methods.training import (
     MODEL_JSON,
     NonFiniteLossError,
@@ -70,7 +71,6 @@ from amrsim.methods.training import (
     swap_dir,
     write_model_json,
 )
-from amrsim.stages.train.mse_amr import Params
 
 # torch, transformers are imported inside the functions: importing this module must stay cheap
 
