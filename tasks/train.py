@@ -23,4 +23,4 @@ def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any],
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
     except ValidationError as e:
         raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train {method} params: {e}") from None
-    return train_method(cfg, pipeline, method, checked, run_id, reuse)
+    return train_method(cfg.section(pipeline), method, checked, run_id, reuse)

@@ -315,7 +315,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     assert dict(items[2].hypotheses[0]) == {"en": "the dog sleeps", "de": "der hund schläft"}
 
     params = cfg.project.pipelines["toy"].train[0].params
-    summary = train_method(cfg, "toy", "dueam", params, "run1")
+    summary = train_method(cfg.section("toy"), "dueam", params, "run1")
     # t1, t2: 2 hypotheses x (en-en, de-de, en-de, de-en); t3: 2 x en-en + en-de (premise en, entailment de)
     assert summary["status"] == "ok" and summary["pairs"] == {"monolingual": 10, "cross_lingual": 9}
     assert summary["computed"] == 19 and summary["failed"] == 3 and summary["total_steps"] == 10
@@ -330,10 +330,10 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     lineage = wh.read("meta", "lineage").filter(pl.col("stage") == "train:dueam")
     assert lineage.height == 1 and lineage["rows_computed"][0] == 19 and lineage["status"][0] == "ok"
     # the same request again: nothing trains
-    assert train_method(cfg, "toy", "dueam", params, "run2")["status"] == "ok (reused)"
+    assert train_method(cfg.section("toy"), "dueam", params, "run2")["status"] == "ok (reused)"
     assert not (wh.models_root / "dueam" / "run2").exists()
     # unless asked to train anyway (`amrsim train --retrain`): a new run beside the first
-    again = train_method(cfg, "toy", "dueam", params, "run3", reuse=False)
+    again = train_method(cfg.section("toy"), "dueam", params, "run3", reuse=False)
     assert again["status"] == "ok" and (wh.models_root / "dueam" / "run3" / "model.json").is_file()
 
 
@@ -359,4 +359,4 @@ def test_params_are_strict_and_a_wrong_kind_is_a_config_error(tmp_path, write_co
           s: {path: p.tsv, kind: sentences, columns: {text: sentence1}}
     """))
     with pytest.raises(ConfigError, match="needs 'triples' or 'pairs'"):
-        train_method(cfg, "p", "dueam", {"datasets": ["s"]}, "run1")
+        train_method(cfg.section("p"), "dueam", {"datasets": ["s"]}, "run1")

@@ -345,7 +345,7 @@ def project(tmp_path, write_config, write_tsv, monkeypatch):
 def test_trains_from_files_and_the_warehouse_then_loads_as_an_encoder(project, one_thread):
     cfg, fake = project
     params = cfg.project.pipelines["toy"].train[0].params
-    summary = train_method(cfg, "toy", "meaning", params, "run1")
+    summary = train_method(cfg.section("toy"), "meaning", params, "run1")
     assert summary["status"] == "ok" and summary["model"] == "meaning:run1"
     assert summary["pairs"] == 119  # deu-eng: 120 rows - 1 empty; fra-eng held out
     assert summary["left_out"] == {"language held out (exclude_langs)": 120, "empty sentence": 1}
@@ -382,21 +382,21 @@ def test_a_listed_language_without_parallel_rows_is_named(project):
     cfg, _ = project
     params = {**cfg.project.pipelines["toy"].train[0].params, "langs": ["en", "de", "sw"]}
     with pytest.raises(ConfigError, match=r"language 'sw' \(sw\) has no parallel rows"):
-        train_method(cfg, "toy", "meaning", params, "bad")
+        train_method(cfg.section("toy"), "meaning", params, "bad")
     params["langs"] = ["en", "fr"]
     with pytest.raises(ConfigError, match="'fr'.*also in exclude_langs"):
-        train_method(cfg, "toy", "meaning", params, "bad")
+        train_method(cfg.section("toy"), "meaning", params, "bad")
 
 
 def test_nothing_to_train_on_and_unknown_sts_pairs_are_errors(project):
     cfg, _ = project
     base = cfg.project.pipelines["toy"].train[0].params
     with pytest.raises(ConfigError, match="no translation pairs left"):
-        train_method(cfg, "toy", "meaning", {**base, "exclude_langs": ["de", "fr"]}, "bad")
+        train_method(cfg.section("toy"), "meaning", {**base, "exclude_langs": ["de", "fr"]}, "bad")
     with pytest.raises(ConfigError, match="language pair 'en-sw' has no 'train' pairs"):
-        train_method(cfg, "toy", "meaning", {**base, "sts_train_lang_pairs": ["en-sw"]}, "bad")
+        train_method(cfg.section("toy"), "meaning", {**base, "sts_train_lang_pairs": ["en-sw"]}, "bad")
     with pytest.raises(ConfigError, match="no `parallel` table"):
-        train_method(cfg, "toy", "meaning", {**base, "datasets": ["nope"]}, "bad")
+        train_method(cfg.section("toy"), "meaning", {**base, "datasets": ["nope"]}, "bad")
 
 
 def test_parallel_table_source_and_empty_file(project, tmp_path):
@@ -404,7 +404,7 @@ def test_parallel_table_source_and_empty_file(project, tmp_path):
     (tmp_path / "bitext" / "toy.swh-eng.tsv").write_text("swh\teng\n\t\n", encoding="utf-8")
     params = {**cfg.project.pipelines["toy"].train[0].params, "datasets": ["toy_sts"], "sts_datasets": [],
               "exclude_langs": ["fr"], "epochs": 2}
-    summary = train_method(cfg, "toy", "meaning", params, "par")
+    summary = train_method(cfg.section("toy"), "meaning", params, "par")
     # toy_sts translations: en->de parallel rows (both roles; en->fr rows held out)
     par = Warehouse(cfg.warehouse_root).read("toy_sts", "parallel")
     assert summary["pairs"] == 119 + par.filter(pl.col("target_lang") == "de").height
@@ -471,7 +471,7 @@ def stage1_vectors(fake: FakeEncoder, run_dir, texts: list[str]) -> np.ndarray:
 @pytest.mark.slow
 def test_stage2_that_helps_on_held_out_data_is_kept(tmp_path, write_config, write_tsv, monkeypatch, one_thread):
     cfg, fake, params = genre_project(tmp_path, write_config, write_tsv, monkeypatch, overlap)
-    summary = train_method(cfg, "toy", "meaning", params, "helps")
+    summary = train_method(cfg.section("toy"), "meaning", params, "helps")
     assert summary["stage2_kept"] is True
     trained = find_trained("meaning:helps", Warehouse(cfg.warehouse_root).models_root)
     selection = trained.meta["stage2_selection"]
@@ -501,7 +501,7 @@ def test_stage2_that_hurts_on_held_out_data_falls_back_to_stage1(tmp_path, write
                                                                    one_thread):
     cfg, fake, params = genre_project(tmp_path, write_config, write_tsv, monkeypatch,
                                       lambda s1, s2: 5.0 - overlap(s1, s2))  # training gold inverted
-    summary = train_method(cfg, "toy", "meaning", params, "hurts")
+    summary = train_method(cfg.section("toy"), "meaning", params, "hurts")
     assert summary["stage2_kept"] is False
     wh = Warehouse(cfg.warehouse_root)
     trained = find_trained("meaning:hurts", wh.models_root)
@@ -520,7 +520,7 @@ def test_stage2_that_hurts_on_held_out_data_falls_back_to_stage1(tmp_path, write
     encoder = load_encoder("meaning:hurts", models_root=wh.models_root)
     assert np.array_equal(encoder.encode(texts), stage1_vectors(fake, trained.path, texts))  # exactly stage 1
     # `always` keeps the same head regardless, and records the same comparison
-    summary = train_method(cfg, "toy", "meaning", {**params, "stage2_selection": "always"}, "hurts-always")
+    summary = train_method(cfg.section("toy"), "meaning", {**params, "stage2_selection": "always"}, "hurts-always")
     kept = find_trained("meaning:hurts-always", wh.models_root)
     assert summary["stage2_kept"] is True and (kept.path / "sts_head.safetensors").exists()
     assert kept.meta["stage2_selection"]["sets"] == selection["sets"]
@@ -534,7 +534,7 @@ def test_a_genre_file_not_aligned_with_the_dataset_is_named(tmp_path, write_conf
     lines[7] = "a\tred cat sleeps\tblue dog runs"  # line 8 no longer holds dataset line 8's pair
     (tmp_path / "genres.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"sts_genre_files.toy_sts: .*genres.tsv:8 does not hold the pair"):
-        train_method(cfg, "toy", "meaning", {**params, "epochs": 1}, "bad")
+        train_method(cfg.section("toy"), "meaning", {**params, "epochs": 1}, "bad")
 
 
 def test_selection_params_are_validated():

@@ -72,7 +72,7 @@ def test_a_trained_run_gets_a_card_that_new_results_update(tmp_path, write_confi
     ingest_dataset(wh, cfg, "toy", "toy_pairs", "r0")
     options = cfg.project.pipelines["toy"].metrics.options()
     metrics_stage(wh, "toy", "toy_pairs", options, "r0", partial(score_pairs, options=options))
-    summary = train_method(cfg, "toy", "s3bert", cfg.project.pipelines["toy"].train[0].params, "run1")
+    summary = train_method(cfg.section("toy"), "s3bert", cfg.project.pipelines["toy"].train[0].params, "run1")
     assert summary["status"] == "ok"
 
     path = wh.models_root / "s3bert" / "run1" / "README.md"

@@ -240,7 +240,8 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
     params = {"ood_split": "loo-captions", "base_model": f"hf:{tiny_bert}", "lr": 1e-3, "epochs": 1,
               "batch_size": 8, "device": "cpu", "fused_with": base, "fused_weight": 0.25}
     cfg, wh = project(**params)
-    summary = train_method(cfg, "ood", "pear", method_params("pear", cfg.project.pipelines["ood"].train[0].params),
+    summary = train_method(cfg.section("ood"), "pear",
+                           method_params("pear", cfg.project.pipelines["ood"].train[0].params),
                            "p1")
     assert summary["status"] == "ok" and summary["models"] == ["pear:p1", "pear_fused:p1"]
     pairs = wh.read("ood_loo_captions", "pairs").filter(pl.col("status") == "ok")

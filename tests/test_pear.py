@@ -295,7 +295,7 @@ def test_study_without_completed_trials_says_so_and_training_goes_on(project):
     rows = [line.split("\t") for line in dev_path.read_text().splitlines()[1:]]
     write_pairs(dev_path, [(a, b, 2.0, lang) for a, b, _, lang in rows])
     ingest_dataset(wh, cfg, "toy", "toy_dev", "r1")
-    summary = train_method(cfg, "toy", "pear", params, "r1")
+    summary = train_method(cfg.section("toy"), "pear", params, "r1")
     assert summary["status"] == "ok"
     search = summary["runs"]["r1"]["search"]
     assert "has no completed trial (2 pruned)" in search
@@ -308,7 +308,7 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     from amrsim.cli import app
 
     cfg, wh, params = project(k=1, e_weak=1)
-    summary = train_method(cfg, "toy", "pear", params, "r1")
+    summary = train_method(cfg.section("toy"), "pear", params, "r1")
     assert summary["status"] == "ok" and summary["model"] == "pear:r1"
     assert summary["rows_out"] == 40  # the English pairs (langs: [en]); the German ones are another language
     trained = find_trained("pear:latest", wh.models_root)
@@ -373,7 +373,7 @@ def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny
     from amrsim.stages import augment_stage
 
     cfg, wh, params = project()
-    train_method(cfg, "toy", "pear", params, "r1")
+    train_method(cfg.section("toy"), "pear", params, "r1")
     aug = AugmentConfig(datasets=["toy_train"], encoder=f"hf:{tiny_bert}#mean", k=2, scorer="pear:latest")
     run = augment_stage(wh, "toy", "toy_train", aug, "a1")
     silver = wh.read("toy_train", "augmented_pairs")
@@ -385,7 +385,7 @@ def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny
     assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-5)
     assert silver["weak_label"].to_list() != silver["cosine"].to_list()  # not the bi-encoder's cosine
     # a newer pear:latest relabels: the scorer's run is part of every row key
-    train_method(cfg, "toy", "pear", params.model_copy(update={"seed": 1}), "r2")
+    train_method(cfg.section("toy"), "pear", params.model_copy(update={"seed": 1}), "r2")
     assert augment_stage(wh, "toy", "toy_train", aug, "a2").rows_computed == silver.height
 
     with pytest.raises(ValueError, match="unknown scorer 'bm25'"):
@@ -396,7 +396,7 @@ def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny
 
 def test_per_language_mode_trains_one_model_per_language(project):
     cfg, wh, params = project(langs=["en", "de"], mode="per_language", dev_datasets=[])
-    summary = train_method(cfg, "toy", "pear", params, "r2")
+    summary = train_method(cfg.section("toy"), "pear", params, "r2")
     assert summary["models"] == ["pear:r2-en", "pear:r2-de"]
     en, de = find_trained("pear:r2-en", wh.models_root), find_trained("pear:r2-de", wh.models_root)
     assert en.meta["metrics"]["gold_pairs"] == 40 and de.meta["metrics"]["gold_pairs"] == 4
@@ -453,7 +453,7 @@ def test_base_targets_mix_gold_with_the_base_cosine_on_the_gold_scale():
 
 def test_knowledge_preserving_training_records_the_base_target(project):
     cfg, wh, params = project(base_target="minilm", base_target_weight=0.3)
-    summary = train_method(cfg, "toy", "pear", params, "kp")
+    summary = train_method(cfg.section("toy"), "pear", params, "kp")
     assert summary["models"] == ["pear:kp"]
     meta = find_trained("pear:kp", wh.models_root).meta
     assert meta["base_target"]["model"] == "minilm" and meta["base_target"]["weight"] == 0.3
@@ -484,7 +484,7 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     assert info["slope"] == pytest.approx(line["slope"])
     cos = base_cosines(params.biencoder, frame["sentence1"].to_list(), frame["sentence2"].to_list(), device="cpu")
     assert np.allclose(frame["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
-    summary = train_method(cfg, "toy", "pear", params, "distilled")
+    summary = train_method(cfg.section("toy"), "pear", params, "distilled")
     assert summary["models"] == ["pear:distilled"]
     trained = find_trained("pear:distilled", wh.models_root)
     meta = trained.meta
@@ -553,7 +553,7 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     start_from_base(fresh, offset)
     np.testing.assert_allclose(fresh.predict(t1, t2), base_scores, atol=1e-6)
 
-    summary = train_method(cfg, "toy", "pear", params, "res")
+    summary = train_method(cfg.section("toy"), "pear", params, "res")
     assert summary["models"] == ["pear:res"]
     trained = find_trained("pear:res", wh.models_root)
     kept = trained.meta["residual"]

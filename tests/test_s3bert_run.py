@@ -89,7 +89,7 @@ def project(tmp_path, write_config, tiny_model):  # noqa: F811
 @pytest.mark.slow
 def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):
     cfg, wh, params = project()
-    summary = train_method(cfg, "toy", "s3bert", params, "run1")
+    summary = train_method(cfg.section("toy"), "s3bert", params, "run1")
     assert summary["status"] == "ok" and summary["model"] == "s3bert:run1"
     # the broken graph is ingested as given and fails in the metrics stage: its pair is skipped, not a crash
     assert summary["left_out"] == {"failed pair rows": 0, "graph failed or missing": 0,
@@ -139,7 +139,7 @@ def test_an_aspect_the_metrics_stage_leaves_out_is_a_config_error_before_trainin
 
     monkeypatch.setattr("amrsim.methods.s3bert.train.train_s3bert", no_training)
     with pytest.raises(ConfigError, match="named_entities"):
-        train_method(cfg, "toy", "s3bert", params, "run2")
+        train_method(cfg.section("toy"), "s3bert", params, "run2")
 
 
 def test_params_are_validated_with_the_config(write_config, tmp_path):
@@ -170,7 +170,7 @@ def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_t
     from amrsim.methods.s3bert.train import contributions, explain, layout_from_meta
 
     cfg, wh, params = project()
-    train_method(cfg, "toy", "s3bert", {**params, "max_steps": None, "epochs": 1}, "run3")
+    train_method(cfg.section("toy"), "s3bert", {**params, "max_steps": None, "epochs": 1}, "run3")
     result = CliRunner().invoke(app, ["explain", "the red cat runs", "the blue dog runs", "--config", str(cfg.path)])
     assert result.exit_code == 0, result.output
     for name in ("overall", "concepts", "frames", "named_entities", "residual"):
@@ -188,7 +188,7 @@ def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_t
 
 def test_a_run_with_a_dev_split_resumes_when_tables_return_rows_in_another_order(project, one_thread, monkeypatch):
     cfg, wh, params = project()
-    first = train_method(cfg, "toy", "s3bert", {**params, "max_steps": 2}, "resumable")
+    first = train_method(cfg.section("toy"), "s3bert", {**params, "max_steps": 2}, "resumable")
     assert first["status"] == "partial" and first["steps"] == 2
     # a Delta table has no row order: after a compaction, or read from its files in another order, the same rows
     # come back shuffled; the run's data fingerprint must not change
@@ -199,7 +199,7 @@ def test_a_run_with_a_dev_split_resumes_when_tables_return_rows_in_another_order
         return frame.sample(fraction=1.0, shuffle=True, seed=7) if isinstance(frame, pl.DataFrame) else frame
 
     monkeypatch.setattr(Warehouse, "read", shuffled)
-    second = train_method(cfg, "toy", "s3bert", params, "resumable")
+    second = train_method(cfg.section("toy"), "s3bert", params, "resumable")
     assert second["status"] == "ok" and second["resumed_from"] == 2 and second["steps"] == second["total_steps"]
     meta = json.loads((wh.models_root / "s3bert" / "resumable" / "model.json").read_text())
     assert meta["data"]["dev"]["rows"] == 16

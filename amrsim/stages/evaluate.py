@@ -33,6 +33,7 @@ from amrsim.evaluate.ood import DATASETS, base_for
 from amrsim.evaluate.report import ScatterData, latest_results, render_report
 from amrsim.evaluate.results import EVAL, RESULTS, Score, row_key, score_rows, store_results
 from amrsim.evaluate.sts import (
+    correlations,
     evaluate_sts,
     is_cross_encoder,
     pair_similarities,

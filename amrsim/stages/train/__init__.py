@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from amrsim.config import LoadedConfig
+from amrsim.config import Pipeline
 from amrsim.methods import method_params
 from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
 from amrsim.stages.train.card import refresh_cards
@@ -21,18 +21,19 @@ STAGES = {"s3bert": s3bert, "mse_amr": mse_amr, "dueam": dueam, "pear": pear, "m
 __all__ = ["STAGES", "train_method"]
 
 
-def train_method(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any] | BaseModel | None,
-                 run_id: str, reuse: bool = True) -> dict[str, Any]:
+def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel | None, run_id: str,
+                 reuse: bool = True) -> dict[str, Any]:
     """Train `method` with `params` (a dict, validated here, or its Params) as run `run_id`; returns the stage
     summary. A finished run of the same request (method, params, input table versions) is reused unless `reuse`
     is False (a rerun to measure run-to-run variation, say)."""
     checked = method_params(method, params)
-    key = request_key(cfg, pipeline, method, checked)
-    done = finished_run_with(cfg, method, key) if reuse else None
+    wh = Warehouse(pipe.warehouse_root)
+    key = request_key(wh, method, checked)
+    done = finished_run_with(wh, method, key) if reuse else None
     if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
         return done
-    summary = STAGES[method].train(cfg, pipeline, checked, run_id)
+    summary = STAGES[method].train(pipe, checked, run_id)
     if summary.get("status") == "ok":
-        write_request(cfg, method, run_id, key, summary)
-        refresh_cards(Warehouse(cfg.warehouse_root), summary.get("models") or [summary["model"]])
+        write_request(wh, method, run_id, key, summary)
+        refresh_cards(wh, summary.get("models") or [summary["model"]])
     return summary

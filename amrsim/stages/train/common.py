@@ -88,17 +88,16 @@ def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params:
 REQUEST = "request.json"  # what a finished run was asked to do: its key, for incremental reruns
 
 
-def request_key(cfg: Any, pipeline: str, method: str, params: BaseModel) -> str:
+def request_key(wh: Warehouse, method: str, params: BaseModel) -> str:
     """Method, params and the versions of every table of the datasets the method reads: equal keys, equal run."""
-    wh = Warehouse(cfg.warehouse_root)
     names = {d for _, d in params.dataset_refs()}
     versions = {f"{d}.{t}": wh.version(d, t) for d, t in wh.tables() if d in names}
     return content_key("train", method, params.model_dump(mode="json"), sorted(versions.items()))
 
 
-def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
+def finished_run_with(wh: Warehouse, method: str, key: str) -> dict[str, Any] | None:
     """The summary of a finished run of `method` made with `key`, marked as reused, or None."""
-    root = Warehouse(cfg.warehouse_root).models_root / method
+    root = wh.models_root / method
     for request in sorted(root.glob(f"*/{REQUEST}")) if root.is_dir() else []:
         saved = json.loads(request.read_text(encoding="utf-8"))
         if saved.get("key") == key and (request.parent / "model.json").exists():
@@ -107,7 +106,7 @@ def finished_run_with(cfg: Any, method: str, key: str) -> dict[str, Any] | None:
     return None
 
 
-def write_request(cfg: Any, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
-    path = run_dir(Warehouse(cfg.warehouse_root), method, run_id) / REQUEST
+def write_request(wh: Warehouse, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
+    path = run_dir(wh, method, run_id) / REQUEST
     text = json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
-from amrsim.config import LoadedConfig
+from amrsim.config import LoadedConfig, Pipeline
 from amrsim.errors import ConfigError
 from amrsim.methods.dueam.train import NLIItem, construct_pairs, train_dueam
 from amrsim.methods.training import MethodParams, base_model_path
@@ -169,7 +169,8 @@ def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
             usable["score"].to_numpy().astype(np.float64)), info
 
 
-def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
+    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
 
     started = time.perf_counter()
     wh = Warehouse(cfg.warehouse_root)

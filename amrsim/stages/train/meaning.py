@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
 
-from amrsim.config import LoadedConfig
+from amrsim.config import LoadedConfig, Pipeline
 from amrsim.encoders import model_id, resolve_device
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
@@ -485,7 +485,8 @@ def train_sts_stage(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Par
 # ---------------------------------------------------------------------------------------------------- train
 
 
-def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
+    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
     from amrsim.methods.meaning.train import (
         Stage1Config,
         Stage2Config,

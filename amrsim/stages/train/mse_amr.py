@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from amrsim.config import LoadedConfig
+from amrsim.config import LoadedConfig, Pipeline
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.sts import correlations, cosine
@@ -111,7 +111,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
     return dev_eval, info
 
 
-def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
+    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
     from amrsim.methods.mse_amr.train import train_mse_amr
 
     started = time.perf_counter()

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
-from amrsim.config import LoadedConfig
+from amrsim.config import LoadedConfig, Pipeline
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SPLITS
 from amrsim.methods.pear.train import (
@@ -517,7 +517,8 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
 # ---------------------------------------------------------------------------------------------------- train
 
 
-def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
+    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
     """Search (when configured) and train the PEAR cross-encoder(s); models under warehouse/models/pear/."""
 
     started = time.perf_counter()

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, StrictFloat, StrictInt
 
-from amrsim.config import LoadedConfig
+from amrsim.config import LoadedConfig, Pipeline
 from amrsim.errors import ConfigError
 from amrsim.methods.training import MethodParams, base_model_path
 from amrsim.metrics.aspects import S3BERT_ASPECTS
@@ -174,7 +174,8 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
     return texts1, texts2, normalise_targets(raw, columns), rows.height, skipped
 
 
-def train(cfg: LoadedConfig, pipeline: str, params: Params, run_id: str) -> dict[str, Any]:
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
+    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
     from amrsim.methods.s3bert.train import train_s3bert
 
     started = time.perf_counter()
