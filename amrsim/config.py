@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,8 +21,10 @@ from pydantic import (
     model_validator,
 )
 
+from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, PIVOT_LANG, ParserSpec
 from amrsim.errors import ConfigError
-from amrsim.files import file_format
+from amrsim.files import file_format, looks_like_path
+from amrsim.langs import normalise_lang
 from amrsim.methods import METHODS, method_params
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
 
@@ -316,15 +319,14 @@ class MetricsConfig(_Strict):
                               extra={"parser": self.parser})
 
 
-PARSER_LANGS = {"ud": ("en", "fr"), "amrlib": ("en",), "provided": ()}
-PIVOT_LANG = "en"
+ParseBackend = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
 
 
 class ParseConfig(_Strict):
     """Text to AMR: which backend parses which languages; other languages go through their English side."""
 
     datasets: list[str] | None = None  # default: every dataset of the pipeline
-    backend: Literal["ud", "amrlib", "provided"] = "ud"  # ud: spaCy rules (en, fr); amrlib: parse_xfm (en)
+    backend: ParseBackend = DEFAULT_BACKEND  # ud: spaCy rules (en, fr); amrlib: parse_xfm (en)
     langs: list[str] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
@@ -336,17 +338,23 @@ class ParseConfig(_Strict):
 
     @model_validator(mode="after")
     def _backend(self) -> ParseConfig:
-        supported = PARSER_LANGS[self.backend]
-        bad = [lang for lang in self.langs or [] if lang not in supported]
+        backend = BACKENDS[self.backend]
+        bad = [lang for lang in self.langs or [] if lang not in backend.langs]
         if bad:
-            raise ValueError(f"backend '{self.backend}' has no parser for {bad}; it parses {list(supported)} "
+            raise ValueError(f"backend '{self.backend}' has no parser for {bad}; it parses {list(backend.langs)} "
                              f"(other languages: pivot through English with pivot: true)")
-        if self.backend == "amrlib" and not self.model_dir:
-            raise ValueError("backend 'amrlib' needs model_dir: a parse_xfm model directory")
+        if backend.model_dir and not self.model_dir:
+            raise ValueError(f"backend '{self.backend}' needs model_dir: {backend.model_dir}")
         return self
 
     def direct_langs(self) -> tuple[str, ...]:
-        return tuple(self.langs) if self.langs is not None else PARSER_LANGS[self.backend]
+        return tuple(self.langs) if self.langs is not None else BACKENDS[self.backend].langs
+
+    def parser_specs(self, resolve: Callable[[str], Path | str] = Path) -> dict[str, ParserSpec]:
+        """A backend spec per language parsed directly, the model directory as `resolve(model_dir)` gives it."""
+        model_dir = str(resolve(self.model_dir)) if self.model_dir else None
+        return {lang: ParserSpec(self.backend, lang, model_dir, self.batch_size, self.num_beams, self.device)
+                for lang in self.direct_langs()}
 
 
 class TranslateConfig(_Strict):
@@ -377,8 +385,6 @@ class TranslateConfig(_Strict):
     @field_validator("to_english")
     @classmethod
     def _to_english(cls, v: dict[str, str]) -> dict[str, str]:
-        from amrsim.ingest.normalise import normalise_lang
-
         out = {}
         for lang, model in v.items():
             code = normalise_lang(lang)
@@ -391,11 +397,6 @@ class TranslateConfig(_Strict):
                                  f"or a model directory)")
             out[code] = model
         return out
-
-
-def looks_like_path(model: str) -> bool:
-    """A model given as a filesystem path (vs a hub id such as Helsinki-NLP/opus-mt-en-de)."""
-    return model.startswith((".", "/", "~")) or model.count("/") > 1
 
 
 class TrainConfig(_Strict):

@@ -8,6 +8,7 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 # pyarrow is imported inside the functions: importing this module must stay cheap
 
@@ -24,6 +25,20 @@ def atomic_write(path: Path | str, write: Callable[[Path], object]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+
+def atomic_json(path: Path, obj: Any) -> None:
+    """Write JSON to a temporary file and rename it over `path`: readers never see half a file."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+
+def looks_like_path(model: str) -> bool:
+    """A model named by a filesystem path (absolute, ./, ~, deeper than org/name) rather than a hub id ('name' or
+    'org/name', e.g. Helsinki-NLP/opus-mt-en-de)."""
+    return model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
 
 
 TABLE_FORMATS = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}

@@ -30,7 +30,7 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     from amrsim.config import load_config
     from amrsim.metrics.engine import PairScorer
     from amrsim.stages import metrics_stage
-    from amrsim.stages.ingest import ingest_dataset
+    from amrsim.stages.ingest import ingest_stage
     from amrsim.warehouse import Warehouse
 
     cfg = load_config(work / "pipelines.yaml")
@@ -38,7 +38,7 @@ def phase(work: Path, name: str, workers: int) -> dict[str, object]:
     t0 = time.perf_counter()
     workers_peak = 0.0
     if name == "ingest":
-        run = ingest_dataset(wh, cfg, "load", "synthetic", "bench")
+        run = ingest_stage(cfg.section("load"), "synthetic", "bench")
     else:
         m = cfg.project.pipelines["load"].metrics
         assert m is not None

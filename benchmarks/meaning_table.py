@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from amrsim.encoders import run_name
-from amrsim.evaluate.results import EVAL, RESULTS
+from amrsim.stages.evaluate.results import EVAL, RESULTS
 from amrsim.warehouse import Warehouse
 
 

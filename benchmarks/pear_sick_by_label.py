@@ -18,8 +18,9 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata, spearmanr
 
-from amrsim.evaluate.sts import cosine, is_cross_encoder
+from amrsim.evaluate.sts import cosine
 from amrsim.methods.loaders import load_encoder
+from amrsim.stages.evaluate import is_cross_encoder
 
 LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
 

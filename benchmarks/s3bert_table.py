@@ -22,8 +22,10 @@ import polars as pl
 
 from amrsim.encoders import find_trained
 from amrsim.encoders.cache import embed_sentences, read_embeddings
-from amrsim.evaluate.aspects import aspect_scores, aspect_slices
-from amrsim.evaluate.sts import correlations, cosine, select_pairs
+from amrsim.evaluate.aspects import aspect_scores
+from amrsim.evaluate.sts import correlations, cosine
+from amrsim.stages.evaluate.aspects import aspect_slices
+from amrsim.stages.evaluate.sts import select_pairs
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 

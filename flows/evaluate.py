@@ -16,16 +16,17 @@ from tasks.evaluate import evaluate_others, evaluate_sts, write_report
 def evaluate(pipeline: str | None = None, config: str = "pipelines.yaml",
              overrides: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
     cfg, name = load(config, pipeline, overrides)
+    pipe = cfg.section(name)
     run_id = run_id or new_run_id()
-    ev = cfg.project.pipelines[name].evaluate
+    ev = pipe.spec.evaluate
     stages, results, tables, notes, report = [], [], {}, [], None
     if ev and ev.sts:
-        summary, rows = evaluate_sts(cfg, name, run_id)
+        summary, rows = evaluate_sts(pipe, run_id)
         stages.append(summary)
         results.append(rows)
     if ev and (ev.bitext or ev.transfer or ev.aspects):
-        tables, notes = evaluate_others(cfg, name, run_id)
+        tables, notes = evaluate_others(pipe, run_id)
     if ev and ev.report:
-        report = write_report(cfg)
+        report = write_report(pipe)
     frame = pl.concat(results, how="vertical_relaxed") if results else pl.DataFrame()
     return {"stages": stages, "results": frame, "tables": tables, "notes": notes, "report": report}

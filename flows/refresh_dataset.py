@@ -22,16 +22,13 @@ def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
                     overrides: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
     cfg, name = load(config, pipeline, overrides)
     run_id = run_id or new_run_id()
-    pipe = cfg.project.pipelines[name]
-    stages = [ingest(cfg, name, ds, run_id) for ds in pipe.datasets]
-    stages += [translate(cfg, name, ds, run_id) for ds in pipe.translate_datasets()]
-    stages += [parse(cfg, name, ds, run_id) for ds in pipe.parse_datasets()]
-    for ds in pipe.encode_datasets():
-        for encoder in pipe.encode.encoders if pipe.encode else []:
-            stages.append(encode(cfg, name, ds, encoder, run_id))
-    if pipe.augment:
-        stages += [augment(cfg, name, ds, run_id) for ds in pipe.augment.datasets]
-    if pipe.metrics:
-        for ds in pipe.metrics.datasets:
-            stages.append(metrics(cfg, name, ds, run_id))
+    pipe = cfg.section(name)
+    spec = pipe.spec
+    stages = [ingest(pipe, ds, run_id) for ds in spec.datasets]
+    stages += [translate(pipe, ds, run_id) for ds in spec.translate_datasets()]
+    stages += [parse(pipe, ds, run_id) for ds in spec.parse_datasets()]
+    stages += [encode(pipe, ds, encoder, run_id) for ds in spec.encode_datasets()
+               for encoder in (spec.encode.encoders if spec.encode else [])]
+    stages += [augment(pipe, ds, run_id) for ds in (spec.augment.datasets if spec.augment else [])]
+    stages += [metrics(pipe, ds, run_id) for ds in (spec.metrics.datasets if spec.metrics else [])]
     return stages

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 
-from amrsim.config import LoadedConfig
+from amrsim.config import Pipeline
 from amrsim.console import progress_bar
 from amrsim.stages.encode import encode_stage
 from amrsim.warehouse import Warehouse
@@ -12,8 +12,7 @@ from tasks.common import TASK_OPTIONS
 
 
 @task(name="encode", **TASK_OPTIONS)
-def encode(cfg: LoadedConfig, pipeline: str, dataset: str, encoder: str, run_id: str) -> dict[str, object]:
-    wh = Warehouse(cfg.warehouse_root)
-    total = wh.read(dataset, "sentences", columns=["key"]).height
+def encode(pipe: Pipeline, dataset: str, encoder: str, run_id: str) -> dict[str, object]:
+    total = Warehouse(pipe.warehouse_root).read(dataset, "sentences", columns=["key"]).height
     with progress_bar(total, f"encode {dataset} with {encoder}") as advance:
-        return encode_stage(wh, cfg, pipeline, dataset, encoder, run_id, on_progress=advance).summary()
+        return encode_stage(pipe, dataset, encoder, run_id, on_progress=advance).summary()

@@ -6,21 +6,17 @@ from functools import partial
 
 from prefect import task
 
-from amrsim.config import LoadedConfig, looks_like_path
-from amrsim.stages.translate import translate_stage
-from amrsim.translate.run import TranslatorSpec, translate_frame
+from amrsim.config import Pipeline
+from amrsim.stages.translate import translate_stage, translator_spec
+from amrsim.translate.run import translate_frame
 from amrsim.warehouse import Warehouse
-from tasks.common import TASK_OPTIONS
-from tasks.ray_map import map_batches
+from tasks.common import TASK_OPTIONS, spread
 
 
 @task(name="translate", **TASK_OPTIONS)
-def translate(cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> dict[str, object]:
-    tr = cfg.project.pipelines[pipeline].translate
+def translate(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
+    tr = pipe.spec.translate
     assert tr is not None
-    specs = {m: TranslatorSpec(str(cfg.resolve_path(m)) if looks_like_path(m) else m, tr.batch_size, tr.num_beams,
-                               tr.max_length, tr.device) for m in {*tr.models.values(), *tr.to_english.values()}}
-    ray_cfg = cfg.project.pipelines[pipeline].ray
-    run = partial(map_batches, partial(translate_frame, specs=specs), cfg=ray_cfg, run_dir=cfg.run_dir,
-                  gpu_actors=True)
-    return translate_stage(Warehouse(cfg.warehouse_root), pipeline, dataset, tr, run_id, run).summary()
+    specs = {m: translator_spec(pipe, m) for m in {*tr.models.values(), *tr.to_english.values()}}
+    run = spread(pipe, partial(translate_frame, specs=specs), gpu_actors=True)
+    return translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, tr, run_id, run).summary()

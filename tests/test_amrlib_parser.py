@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("amrlib")
 
 from amrsim.amr.amrlib_parser import AmrlibParser, choose_beam  # noqa: E402
-from amrsim.amr.backends import FAILED, OK  # noqa: E402
 from amrsim.amr.graph import parse  # noqa: E402
+from amrsim.warehouse import FAILED, OK  # noqa: E402
 
 CORPUS = ["The boy wants to go.", "A girl sees the cat in Paris.", "Nobody came.",
           "( want-01 :ARG0 ( boy ) :ARG1 ( go-02 :ARG0 boy ) )", '( city :name ( name :op1 "Paris" ) )',

@@ -110,14 +110,14 @@ def test_a_stage_reading_a_broken_table_fails_naming_it(tmp_path):
     from amrsim.config import load_config
     from amrsim.metrics.engine import score_pairs
     from amrsim.stages import metrics_stage
-    from amrsim.stages.ingest import ingest_dataset
+    from amrsim.stages.ingest import ingest_stage
     from amrsim.synthetic import pipeline_yaml, write_pairs
 
     write_pairs(tmp_path / "pairs.tsv", 0, 20)
     (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"))
     cfg = load_config(tmp_path / "pipelines.yaml")
     wh = Warehouse(cfg.warehouse_root)
-    ingest_dataset(wh, cfg, "load", "synthetic", "r1")
+    ingest_stage(cfg.section("load"), "synthetic", "r1")
     _deleted_data_file(wh.table_path("synthetic", "amr"))
     options = cfg.project.pipelines["load"].metrics.options()  # type: ignore[union-attr]
     with pytest.raises(BrokenTable, match="table 'synthetic/amr' is unreadable"):

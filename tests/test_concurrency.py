@@ -15,7 +15,6 @@ import pytest
 
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.lock import TableBusy
-from amrsim.warehouse.query import existing_keys
 from tests.helpers import ROOT, cli_env
 
 
@@ -58,7 +57,7 @@ def test_two_writers_that_both_checked_a_key_absent_store_it_once(wh):
     added: list[int] = []
 
     def writer(run: str) -> None:
-        todo = [k for k in keys if k not in existing_keys(wh, "d", "sentences", keys)]
+        todo = [k for k in keys if k not in wh.existing_keys("d", "sentences", keys)]
         both_checked.wait()
         added.append(wh.append("d", "sentences", _rows(todo, run)))
 
@@ -70,12 +69,12 @@ def test_two_writers_that_both_checked_a_key_absent_store_it_once(wh):
 
 @pytest.mark.parametrize("write", ["upsert", "sync", "first_append"])
 def test_writers_racing_on_one_snapshot_leave_each_key_once(wh, monkeypatch, write):
-    """Both writers open the table before either commits (a barrier inside `_open`, given up after a second when
+    """Both writers open the table before either commits (a barrier inside `snapshot`, given up after a second when
     the lock keeps the other writer out)."""
     if write != "first_append":
         wh.upsert("d", "sentences", _rows(["old"]))
     opened = threading.Barrier(2, timeout=1)
-    real_open = Warehouse._open
+    real_open = Warehouse.snapshot
 
     def open_then_wait(self, dataset, table, version=None):
         snapshot = real_open(self, dataset, table, version)
@@ -85,12 +84,12 @@ def test_writers_racing_on_one_snapshot_leave_each_key_once(wh, monkeypatch, wri
             pass
         return snapshot
 
-    monkeypatch.setattr(Warehouse, "_open", open_then_wait)
+    monkeypatch.setattr(Warehouse, "snapshot", open_then_wait)
     rows = _rows(["old", "x", "y"] if write == "sync" else ["x", "y"])
     call = {"upsert": lambda: wh.upsert("d", "sentences", rows), "sync": lambda: wh.sync("d", "sentences", rows),
             "first_append": lambda: wh.append("d", "sentences", rows)}[write]
     assert _in_threads(call, call) == []
-    monkeypatch.setattr(Warehouse, "_open", real_open)
+    monkeypatch.setattr(Warehouse, "snapshot", real_open)
     keys = wh.read("d", "sentences")["key"].to_list()
     assert sorted(keys) == (["old", "x", "y"] if write != "first_append" else ["x", "y"])
 
@@ -141,7 +140,7 @@ def test_two_concurrent_runs_store_every_key_once_and_the_metrics_of_one_run(tmp
     from amrsim.config import load_config
     from amrsim.metrics.engine import score_pairs
     from amrsim.stages import metrics_stage
-    from amrsim.stages.ingest import ingest_dataset
+    from amrsim.stages.ingest import ingest_stage
     from amrsim.synthetic import pipeline_yaml, write_pairs
     from tests.helpers import COMPARED
 
@@ -166,7 +165,7 @@ def test_two_concurrent_runs_store_every_key_once_and_the_metrics_of_one_run(tmp
                                                                                       "warehouse: wh_ref"))
     cfg = load_config(tmp_path / "ref.yaml")
     ref = Warehouse(cfg.warehouse_root)
-    ingest_dataset(ref, cfg, "load", "synthetic", "ref")
+    ingest_stage(cfg.section("load"), "synthetic", "ref")
     options = cfg.project.pipelines["load"].metrics.options()  # type: ignore[union-attr]
     metrics_stage(ref, "load", "synthetic", options, "ref", partial(score_pairs, options=options), n_pairs)
     final, expected = (w.read("synthetic", "amr_metrics").select(COMPARED).sort("key") for w in (wh, ref))

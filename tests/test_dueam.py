@@ -12,8 +12,7 @@ import polars as pl
 import pytest
 import torch
 
-from amrsim.methods.dueam import train as dueam
-from amrsim.methods.dueam.train import (
+from amrsim.methods.dueam import (
     EMPTY_TOKENS,
     Anchor,
     EmptyTokensError,
@@ -26,6 +25,7 @@ from amrsim.methods.dueam.train import (
     train_dueam,
     wmd,
 )
+from amrsim.methods.dueam import model as dueam_model
 
 HIDDEN = 32
 EN = ["the", "a", "cat", "dog", "runs", "sleeps", "red", "blue", "is", "not"]
@@ -102,8 +102,8 @@ def test_identical_token_sets_have_wmd_zero_and_empty_sets_are_refused():
 
 def test_anchor_targets_identical_pairs_exactly_zero_empty_skipped_each_pair_once(tiny_bert, monkeypatch):
     calls = []
-    real = dueam.wmd
-    monkeypatch.setattr(dueam, "wmd", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = dueam_model.wmd
+    monkeypatch.setattr(dueam_model, "wmd", lambda *a, **k: calls.append(1) or real(*a, **k))
     anchor = Anchor(tiny_bert)
     t1 = ["the cat runs", "the cat runs", "die katze läuft", "\u200b", "the dog sleeps"]
     t2 = ["the cat runs", "the dog sleeps", "der hund schläft", "the cat", "the cat runs"]
@@ -213,8 +213,8 @@ def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_ber
     t1 += ["the cat runs", "\u200b"]  # an identical pair (target 1) and an empty one (skipped, counted)
     t2 += ["the cat runs", "the dog"]
     calls = []
-    real = dueam.wmd
-    monkeypatch.setattr(dueam, "wmd", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = dueam_model.wmd
+    monkeypatch.setattr(dueam_model, "wmd", lambda *a, **k: calls.append(1) or real(*a, **k))
     dev = (["the cat runs", "the dog sleeps", "the cat sleeps", "the dog runs"],
            ["the cat runs", "the cat runs", "the dog sleeps", "die katze läuft"], np.array([5.0, 1.0, 2.0, 3.0]))
     out_dir = tmp_path / "models" / "dueam" / "run1"
@@ -288,7 +288,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     from amrsim.config import load_config
     from amrsim.encoders import find_trained
     from amrsim.methods.loaders import load_encoder
-    from amrsim.stages.ingest import ingest_dataset
+    from amrsim.stages.ingest import ingest_stage
     from amrsim.stages.train import train_method
     from amrsim.stages.train.dueam import load_items
     from amrsim.warehouse import Warehouse
@@ -301,7 +301,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     cfg = load_config(write_config(CONFIG.format(model=json.dumps(tiny_bert))))
     wh = Warehouse(cfg.warehouse_root)
     for ds in ("toy_nli", "toy_dev"):
-        ingest_dataset(wh, cfg, "toy", ds, "r0")
+        ingest_stage(cfg.section("toy"), ds, "r0")
 
     items, left_out, rows = load_items(wh, {"toy_nli": "triples"}, "train", {})
     assert [it.item_id for it in items] == ["toy_nli:t1", "toy_nli:t2", "toy_nli:t3"]

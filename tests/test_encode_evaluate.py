@@ -182,7 +182,7 @@ def test_constant_predictions_from_float32_noise_are_undefined():
                                                                                         "pearson": None}
     # a real spread of 1e-4 relative is ranked, as before
     assert correlations(1.0 + 1e-4 * gold, gold)["spearman"] == pytest.approx(100.0)
-    from amrsim.evaluate.report import ScatterData, scatter_spearman
+    from amrsim.stages.evaluate.report import ScatterData, scatter_spearman
 
     assert scatter_spearman(ScatterData("m", "d", "test", "en-en", pred, gold)) is None
 

@@ -1,4 +1,4 @@
-"""`amrsim.evaluate.report`: leaderboard means, undefined values, figures, lineage, escaping, atomic writes."""
+"""`amrsim.stages.evaluate.report`: leaderboard means, undefined values, figures, lineage, escaping, atomic writes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from amrsim.evaluate import report
-from amrsim.evaluate.report import ScatterData, fmt_value, latest_results, render_report, scatter_spearman
-from amrsim.evaluate.results import Score, score_rows
+from amrsim.evaluate import Score
+from amrsim.stages.evaluate import report
+from amrsim.stages.evaluate.report import ScatterData, render_report, scatter_spearman
+from amrsim.stages.evaluate.results import RESULT_SCHEMA, fmt_value, latest_results, score_rows
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EVIL = "<script>alert(1)</script>"
@@ -103,7 +104,7 @@ def test_latest_results_without_task_column():
         "value": [1.0, 2.0, float("nan"), 3.0], "n": [5] * 4, "config_hash": ["c"] * 4,
     })
     latest = latest_results(old_rows)
-    assert latest.columns == list(report.RESULT_SCHEMA)
+    assert latest.columns == list(RESULT_SCHEMA)
     by_metric = {r["metric"]: r for r in latest.iter_rows(named=True)}
     assert by_metric["spearman"]["task"] == "sts" and by_metric["spearman"]["value"] == 2.0
     assert by_metric["pearson"]["task"] == "sts" and by_metric["pearson"]["value"] is None  # NaN -> undefined
@@ -167,7 +168,7 @@ def test_report_content(results, lineage, tmp_path):
 
 
 def test_empty_results(tmp_path):
-    empty = pl.DataFrame(schema=report.RESULT_SCHEMA)
+    empty = pl.DataFrame(schema=RESULT_SCHEMA)
     paths = render_report(empty, pl.DataFrame(), tmp_path / "out")
     assert report.NO_RESULTS in paths.html.read_text(encoding="utf-8")
     assert report.NO_RESULTS.split(":")[0] in paths.markdown.read_text(encoding="utf-8")
@@ -234,7 +235,7 @@ def test_report_module_does_not_import_matplotlib():
     import subprocess
     import sys
 
-    code = "import sys, amrsim.evaluate.report; print('matplotlib' in sys.modules)"
+    code = "import sys, amrsim.stages.evaluate.report; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "False"

@@ -13,12 +13,13 @@ import pytest
 
 import amrsim.encoders.cache as cache
 from amrsim.encoders import find_trained, list_trained, model_id, split_hf_name
+from amrsim.evaluate import Score
 from amrsim.evaluate.aspects import aspect_scores
 from amrsim.evaluate.bitext import tatoeba_accuracy
-from amrsim.evaluate.results import Score, score_rows
 from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.loaders import load_encoder
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
+from amrsim.stages.evaluate.results import score_rows
 from tests.helpers import ROOT, CountingEncoder
 
 # --- encoders -------------------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def test_aspects_eval_reads_amr_metrics_and_needs_them(wh, fake_encoder):
 
 def test_suite_runs_every_configured_evaluation_and_writes_the_report(tmp_path, write_tsv, fake_encoder):
     from amrsim.config import load_config
-    from amrsim.evaluate.suite import run_suite
+    from amrsim.stages.evaluate import run_suite
     from amrsim.warehouse import Warehouse
 
     write_tsv("sts_en.tsv", ["sentence1", "sentence2", "score"],
@@ -218,7 +219,7 @@ pipelines:
 """)
     cfg = load_config(tmp_path / "pipelines.yaml")
     wh = Warehouse(tmp_path / "wh")
-    out = run_suite(wh, cfg, "p", ["minilm"])
+    out = run_suite(wh, cfg.section("p"), ["minilm"])
     sts = out.tables["STS (x100)"]
     assert sorted(set(sts["lang_pair"])) == ["de-de", "en-de", "en-en"]
     assert set(out.tables["Bitext retrieval accuracy (x100)"]["lang_pair"]) == {"fra-eng"}
@@ -226,7 +227,7 @@ pipelines:
     assert "Leaderboard" in html and "minilm" in html and "data:image/png;base64," in html
     stored = wh.read("eval", "results")
     assert set(stored["task"]) == {"sts", "bitext"} and stored.height == 11  # 6 sts + 5 bitext
-    again = run_suite(wh, cfg, "p", ["minilm"], report=False)
+    again = run_suite(wh, cfg.section("p"), ["minilm"], report=False)
     assert wh.read("eval", "results").height == 11 and again.report is None  # nothing recomputed or appended
 
 

@@ -11,7 +11,7 @@ import pytest
 from amrsim.config import DatasetConfig
 from amrsim.errors import InputError
 from amrsim.ingest import read_dataset
-from amrsim.ingest.normalise import normalise_lang
+from amrsim.langs import normalise_lang
 from amrsim.stages.ingest import ingest_tables
 
 HEADER = ["id", "score", "sentence1", "sentence2"]
@@ -114,7 +114,7 @@ def test_row_aligned_translation_files_build_language_pairs(write_tsv, wh):
     assert de_ok["score"].to_list() == [5.0, 1.0]  # scores come from the main file's row
     assert pairs.filter(pl.col("status") == "failed")["error"].to_list() == ["empty sentence2 (de)"]
     # en-de is built by item id from row-aligned rows (the STS evaluator's cross-lingual construction)
-    from amrsim.evaluate.sts import select_pairs
+    from amrsim.stages.evaluate.sts import select_pairs
 
     wh.sync("d", "pairs", pairs)
     wh.sync("d", "sentences", tables["sentences"])

@@ -1,9 +1,11 @@
 """The layer rules: the import-linter contracts in pyproject.toml (run by `make test` as `lint-imports`) catch each
-kind of violation, and what they cannot see — that starting the command line loads no Prefect, Ray or torch, because
-the CLI imports flows only inside the commands that start them — is checked by importing it."""
+kind of violation; what they cannot see is checked here: no import circle inside `amrsim` (imports inside functions
+included), no module loaded by a string name, and that starting the command line loads no Prefect, Ray or torch,
+because the CLI imports flows only inside the commands that start them."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -47,7 +49,7 @@ def plant(checkout: Path, module: str, body: str) -> None:
 def test_contracts_hold_on_this_checkout(checkout):
     proc = lint_imports(checkout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
 @pytest.mark.slow
@@ -58,8 +60,9 @@ def test_contracts_hold_on_this_checkout(checkout):
     ("amrsim.metrics.planted", "def f():\n    from prefect import flow\n    return flow\n",
      ["amrsim never imports Prefect or Ray"]),
     # the library reaching up to the task layer (and through it, to Ray)
+    # (and through the task layer to the config, above the encoders)
     ("amrsim.encoders.planted", "import tasks.ray_map\n",
-     ["amrsim never imports Prefect or Ray", "flows -> tasks -> amrsim"]),
+     ["amrsim never imports Prefect or Ray", "flows -> tasks -> amrsim", "amrsim library layers"]),
     # a task importing a flow
     ("tasks.planted", "from flows import demo\n", ["flows -> tasks -> amrsim"]),
     # one command group importing another (the cycle cli_train -> cli once was): shared pieces go to cli.common
@@ -67,6 +70,15 @@ def test_contracts_hold_on_this_checkout(checkout):
      ["CLI command groups are independent"]),
     # a command group importing the package, which imports every group
     ("amrsim.cli.query", "from amrsim.cli import app\n", ["CLI command groups are independent"]),
+    # the pure core reaching up to the application layer, inside a function
+    ("amrsim.methods.planted", "def f():\n    from amrsim.stages import train\n    return train\n",
+     ["amrsim library layers"]),
+    # a lower core package importing a higher one
+    ("amrsim.warehouse.planted", "from amrsim.metrics import engine\n", ["amrsim library layers"]),
+    # an evaluator reading the loaded config
+    ("amrsim.evaluate.planted", "from amrsim.config import LoadedConfig\n", ["amrsim library layers"]),
+    # two siblings of one layer depending on each other
+    ("amrsim.encoders.planted", "from amrsim.translate import marian\n", ["amrsim library layers"]),
 ])
 def test_contracts_catch_a_planted_violation(checkout, module, body, broken):
     plant(checkout, module, body)
@@ -89,26 +101,118 @@ def test_cli_start_up_loads_no_prefect_ray_or_torch():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_method_packages_validate_params_without_torch_and_keep_the_flat_modules_names():
-    """Each method's pipeline entry (`amrsim.methods.<name>.run`, what config validation imports) loads no torch;
-    the names the flat modules had (`amrsim.methods.pear.CrossEncoder`, ...) resolve to the package's classes."""
-    code = ("import importlib, sys\nfrom amrsim.methods import METHODS\n"
-            "assert all(importlib.import_module(m).Params for m in METHODS.values())\n"
+def test_method_params_validate_without_torch_and_packages_say_what_they_offer():
+    """Each method's `Params` (what config validation uses) is `amrsim.methods.<name>.params.Params` and loads no
+    torch; each core package lists its public names in `__all__`, and every one of them resolves."""
+    code = ("import sys\nfrom amrsim.methods import METHODS\n"
+            "assert all(p.__module__ == f'amrsim.methods.{m}.params' for m, p in METHODS.items()), METHODS\n"
             "print([m for m in sys.modules if m.split('.')[0] == 'torch'])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr
 
-    from amrsim.methods import dueam, meaning, mse_amr, pear, s3bert
-    from amrsim.methods.mse_amr.data import load_triples
-    from amrsim.methods.pear.train import CrossEncoder
-    from amrsim.methods.training import NonFiniteLossError
+    import importlib
 
-    assert pear.CrossEncoder is CrossEncoder and mse_amr.load_triples is load_triples
-    assert s3bert.NonFiniteLossError is dueam.NonFiniteLossError is pear.NonFiniteLossError is NonFiniteLossError
-    assert s3bert.train_s3bert.__module__ == "amrsim.methods.s3bert.train"
-    assert dueam.train_dueam.__module__ == "amrsim.methods.dueam.train"
-    assert meaning.load_trained.__module__ == "amrsim.methods.meaning.train"
-    assert mse_amr.AmrEncoder.__module__ == "amrsim.methods.mse_amr.train"
-    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
-        _ = s3bert.nothing_here
+    from amrsim.methods import METHODS
+
+    packages = ["amrsim.methods", *(f"amrsim.methods.{m}" for m in METHODS), "amrsim.evaluate", "amrsim.metrics",
+                "amrsim.encoders", "amrsim.amr", "amrsim.warehouse", "amrsim.augment", "amrsim.translate",
+                "amrsim.ingest", "amrsim.stages"]
+    for name in packages:
+        package = importlib.import_module(name)
+        assert package.__all__, name
+        missing = [n for n in package.__all__ if not hasattr(package, n)]
+        assert missing == [], f"{name}.__all__ names what it does not have: {missing}"
+        assert "__getattr__" not in vars(package), f"{name} resolves names lazily"
+
+
+def import_circles(package: str, path: Path) -> list[list[str]]:
+    """The import circles among `package`'s modules (strongly connected components of more than one module; imports
+    inside functions count: grimp reads every import statement)."""
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter: pip install -e '.[dev]'")
+    sys.path.insert(0, str(path))
+    try:
+        graph = grimp.build_graph(package, cache_dir=None)
+    finally:
+        sys.path.remove(str(path))
+    # an import of an enclosing package from inside it is left out: Python imports the package first anyway, and
+    # grimp records `from amrsim.amr import _penman_reader` (a C extension it cannot see) as importing `amrsim.amr`
+    edges = {m: {i for i in graph.find_modules_directly_imported_by(m) if not m.startswith(i + ".")}
+             for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in edges.get(module, ()):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+@pytest.mark.slow
+def test_no_import_circle_in_the_library():
+    assert import_circles("amrsim", ROOT) == []
+
+
+def test_the_circle_check_finds_a_planted_circle(tmp_path):
+    """The check above can fail: a circle made of a module-top import and an import inside a function is found."""
+    package = tmp_path / "planted_package"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "a.py").write_text("from planted_package import b\n", encoding="utf-8")
+    (package / "b.py").write_text("def f():\n    from planted_package import a\n    return a\n", encoding="utf-8")
+    (package / "c.py").write_text("from planted_package import a\n", encoding="utf-8")
+    assert import_circles("planted_package", tmp_path) == [["planted_package.a", "planted_package.b"]]
+
+
+def modules_loaded_by_name(source: str) -> list[int]:
+    """Lines of `source` that load a module by a string name (importlib.import_module, __import__,
+    importlib.util.spec_from_file_location / module_from_spec)."""
+    names = {"import_module", "__import__", "spec_from_file_location", "module_from_spec"}
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id in names)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr in names))]
+
+
+def test_no_module_is_loaded_by_a_string_name():
+    found = {str(f.relative_to(ROOT)): lines for f in sorted((ROOT / "amrsim").rglob("*.py"))
+             if (lines := modules_loaded_by_name(f.read_text(encoding="utf-8")))}
+    assert found == {}
+    assert modules_loaded_by_name("import importlib\nm = importlib.import_module('amrsim.' + name)\n") == [2]
+
+
+def long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """(name, lines) of each function of `source` longer than `limit` lines, its nested functions counted in it."""
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > limit]
+
+
+def test_no_function_in_the_training_core_is_over_80_lines():
+    found = {str(f.relative_to(ROOT)): long for f in sorted((ROOT / "amrsim" / "methods").rglob("*.py"))
+             if (long := long_functions(f.read_text(encoding="utf-8"), 80))}
+    assert found == {}
+    assert long_functions("def f():\n" + "    x = 1\n" * 80, 80) == [("f", 81)]

@@ -16,32 +16,33 @@ from pydantic import ValidationError
 
 from amrsim.config import load_config
 from amrsim.encoders import find_trained
-from amrsim.encoders.cache import embed_sentences, read_embeddings
+from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.methods import method_params
-from amrsim.methods.loaders import load_encoder
-from amrsim.methods.meaning.train import (
-    MeaningModel,
-    Stage1Config,
-    Stage2Config,
-    StsHead,
-    _negatives,
-    _SameLanguage,
-    cosines,
+from amrsim.methods.loaders import embed_sentences, load_encoder
+from amrsim.methods.meaning import Hyper
+from amrsim.methods.meaning.loss import (
+    SameLanguage,
+    derangement,
     language_id_loss,
     language_similarity_loss,
-    load_model,
-    make_head,
     meaning_loss,
-    meaning_of,
     reconstruction_loss,
-    save_model,
     stage1_losses,
     sts_loss,
-    train_stage1,
-    train_stage2,
 )
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.methods.meaning.model import (
+    MeaningModel,
+    StsHead,
+    cosines,
+    load_model,
+    make_head,
+    meaning_of,
+    save_model,
+    spearman,
+)
+from amrsim.methods.meaning.train import train_stage1, train_stage2
+from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
 from amrsim.warehouse import Warehouse
 
@@ -152,7 +153,7 @@ def test_sts_head_shape_and_residual_start():
 
 def test_same_language_draws_another_sentence_of_its_language():
     langs = np.array([0, 1, 0, 2, 1, 0])
-    same = _SameLanguage(langs)
+    same = SameLanguage(langs)
     rng = np.random.default_rng(0)
     idx = np.array([0, 1, 2, 3, 4, 5] * 50)
     drawn = same.draw(idx, rng)
@@ -165,7 +166,7 @@ def test_same_language_draws_another_sentence_of_its_language():
 def test_negatives_never_pair_a_row_with_itself():
     rng = np.random.default_rng(0)
     for n in (2, 3, 17):
-        perm = _negatives(n, rng)
+        perm = derangement(n, rng)
         assert sorted(perm) == list(range(n)) and (perm != np.arange(n)).all()
 
 
@@ -193,7 +194,7 @@ def gap(a: np.ndarray, b: np.ndarray) -> float:
 def test_stage1_learns_to_drop_the_language_offset(one_thread):
     torch.manual_seed(0)
     x, lang, pairs = toy_vectors(n_meanings=30)
-    model, metrics = train_stage1(x, lang, pairs, 3, Stage1Config(epochs=150, batch_size=32, lr=5e-3))
+    model, metrics = train_stage1(x, lang, pairs, 3, Hyper(epochs=150, batch_size=32, lr=5e-3))
     a, b = x[pairs[:, 0]], x[pairs[:, 1]]
     assert gap(meaning_of(model, a), meaning_of(model, b)) > gap(a, b) + 0.5
     first, last = metrics["history"][0]["train"], metrics["history"][-1]["train"]
@@ -204,12 +205,24 @@ def test_stage1_learns_to_drop_the_language_offset(one_thread):
         assert (model.classifier(lg).argmax(1).numpy() == lang).mean() > 0.9
 
 
+def test_stage1_honours_the_shared_training_args(one_thread):
+    params = method_params("meaning", {"files": ["x"]})
+    assert (params.epochs, params.batch_size, params.lr, params.max_grad_norm) == (5, 256, 1e-3, 0.0)
+    assert "max_steps" not in params.stage1_meta()  # model.json's `stage1` records the model, not the run
+    x, lang, pairs = toy_vectors(n_meanings=10)  # 19 training pairs: 5 batches of <= 4 an epoch
+    _, metrics = train_stage1(x, lang, pairs, 3, Hyper(epochs=3, batch_size=4, lr=5e-3, eval_every=2, max_steps=7))
+    assert [(h["epoch"], h["step"]) for h in metrics["history"]] == [(1, 2), (1, 4), (2, 6), (2, 7)]
+    plain, _ = train_stage1(x, lang, pairs, 3, Hyper(epochs=1, batch_size=4, lr=5e-3))
+    clipped, _ = train_stage1(x, lang, pairs, 3, Hyper(epochs=1, batch_size=4, lr=5e-3, max_grad_norm=1e-3))
+    assert not torch.equal(plain.classifier.weight, clipped.classifier.weight)
+
+
 def test_stage2_improves_training_spearman_on_learnable_scores(one_thread):
     rng = np.random.default_rng(0)
     u, v = rng.normal(size=(200, 8)).astype(np.float32), rng.normal(size=(200, 8)).astype(np.float32)
     gold = (np.tanh(u[:, 0] * v[:, 0]) + 1) / 2  # depends on one dimension only: the head must learn to focus
     head, metrics = train_stage2(u[:150], v[:150], gold[:150], (u[150:], v[150:], gold[150:]),
-                                 Stage2Config(epochs=30, lr=3e-3, dropout=0.0, batch_size=16))
+                                 Hyper(sts_epochs=30, sts_lr=3e-3, sts_dropout=0.0, sts_batch_size=16))
     assert metrics["best_dev_spearman"] > metrics["initial_dev_spearman"] + 10
     assert metrics["history"][-1]["train_loss"] < metrics["history"][0]["train_loss"]
 
@@ -234,8 +247,9 @@ def test_save_load_round_trip(tmp_path):
     torch.manual_seed(0)
     model = MeaningModel(8, 2, head="mlp", hidden=4)
     head = StsHead(8, hidden=4, residual=False)
-    out = save_model(tmp_path / "r1", model, "muse", ["en", "xx"], Stage1Config(head="mlp", hidden=4), head,
-                     Stage2Config(hidden=4, residual=False), extra_meta={"data": {"pairs": 3}})
+    out = save_model(tmp_path / "r1", model, "muse", ["en", "xx"],
+                     Hyper(head="mlp", hidden=4, sts_hidden=4, sts_residual=False), head,
+                     extra_meta={"data": {"pairs": 3}})
     loaded, loaded_head, meta = load_model(out)
     x = torch.randn(5, 8)
     with torch.no_grad():
@@ -243,8 +257,8 @@ def test_save_load_round_trip(tmp_path):
         assert loaded_head is not None and torch.allclose(loaded_head(x), head.eval()(x))
     assert meta["langs"] == ["en", "xx"] and meta["data"] == {"pairs": 3} and meta["stage2"]["residual"] is False
     with pytest.raises(FileExistsError):
-        save_model(out, model, "muse", ["en", "xx"], Stage1Config())
-    no_head = save_model(tmp_path / "r2", model, "muse", ["en", "xx"], Stage1Config(head="mlp", hidden=4))
+        save_model(out, model, "muse", ["en", "xx"], Hyper())
+    no_head = save_model(tmp_path / "r2", model, "muse", ["en", "xx"], Hyper(head="mlp", hidden=4))
     assert load_model(no_head)[1] is None
 
 
@@ -337,7 +351,7 @@ def project(tmp_path, write_config, write_tsv, monkeypatch):
     write_tsv("sts.tsv", ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de",
                           "sentence1_fr", "sentence2_fr"], rows)
     cfg = load_config(write_config(CONFIG))
-    ingest_dataset(Warehouse(cfg.warehouse_root), cfg, "toy", "toy_sts", "r0")
+    ingest_stage(cfg.section("toy"), "toy_sts", "r0")
     return cfg, fake
 
 
@@ -456,7 +470,7 @@ def genre_project(tmp_path, write_config, write_tsv, monkeypatch, train_gold) ->
                           "sentence1_fr", "sentence2_fr"], rows)
     write_tsv("genres.tsv", ["genre", "sentence1", "sentence2"], genres)
     cfg = load_config(write_config(CONFIG))
-    ingest_dataset(Warehouse(cfg.warehouse_root), cfg, "toy", "toy_sts", "r0")
+    ingest_stage(cfg.section("toy"), "toy_sts", "r0")
     params = {**cfg.project.pipelines["toy"].train[0].params, "sts_genre_files": {"toy_sts": "genres.tsv"},
               "sts_train_lang_pairs": ["en-en", "de-de"], "sts_epochs": 40, "sts_lr": 3e-3, "sts_dropout": 0.0,
               "sts_batch_size": 32}
@@ -486,7 +500,6 @@ def test_stage2_that_helps_on_held_out_data_is_kept(tmp_path, write_config, writ
     a = meaning_of(model, fake.encode([say("en", s1) for s1, _ in dev]))
     b = meaning_of(model, fake.encode([say("fr", s2) for _, s2 in dev]))
     gold = np.array([overlap(s1, s2) for s1, s2 in dev])
-    from amrsim.methods.meaning.train import spearman
     recorded = selection["sets"]["lang_pairs"]["by_lang_pair"]["en-fr"]
     assert recorded["n"] == 60 and recorded["meaning"] == pytest.approx(spearman(cosines(a, b), gold), abs=1e-6)
     assert head is not None and (trained.path / "sts_head.safetensors").exists()

@@ -718,7 +718,7 @@ def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
             raise RuntimeError("wlk broke")
         return real(g1, g2, **kw)
 
-    monkeypatch.setattr(wlk_module, "wlk", broken_for_cat_dog)
+    monkeypatch.setattr(engine, "wlk", broken_for_cat_dog)  # the name the engine calls
     options = MetricsOptions(aspects=("smatch", "unlabeled", "wlk"), vectors="random")
     for threads in (1, 2):
         engine._SCORERS.clear()

@@ -15,9 +15,9 @@ from amrsim.config import load_config
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
 from amrsim.stages.evaluate import bitext_eval
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.stages.evaluate.card import hub_id, refresh_cards, table_versions
+from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
-from amrsim.stages.train.card import hub_id, refresh_cards, table_versions
 from amrsim.warehouse import Warehouse
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 
@@ -69,7 +69,7 @@ def test_a_trained_run_gets_a_card_that_new_results_update(tmp_path, write_confi
     (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     cfg = load_config(write_config(CONFIG.format(model=json.dumps(str(base)))))
     wh = Warehouse(cfg.warehouse_root)
-    ingest_dataset(wh, cfg, "toy", "toy_pairs", "r0")
+    ingest_stage(cfg.section("toy"), "toy_pairs", "r0")
     options = cfg.project.pipelines["toy"].metrics.options()
     metrics_stage(wh, "toy", "toy_pairs", options, "r0", partial(score_pairs, options=options))
     summary = train_method(cfg.section("toy"), "s3bert", cfg.project.pipelines["toy"].train[0].params, "run1")

@@ -14,9 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from amrsim.methods.mse_amr import train as mse_amr  # noqa: E402
-from amrsim.methods.mse_amr.train import (  # noqa: E402
+from amrsim.methods.mse_amr import (  # noqa: E402
+    ROLES,
     AmrEncoder,
+    Params,
     combine,
     embed_combined,
     encode_with,
@@ -25,7 +26,7 @@ from amrsim.methods.mse_amr.train import (  # noqa: E402
     simcse_loss,
     train_mse_amr,
 )
-from amrsim.stages.train.mse_amr import Params  # noqa: E402
+from amrsim.methods.mse_amr import train as mse_amr_train  # noqa: E402
 
 VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "(", ")", ":", "-", "arg", "##0", "##1", "01", "02",
@@ -158,13 +159,13 @@ def test_pooling_definitions():
 
 def _example(langs=("en", "de", "fr", "es")) -> dict:
     return {role: {lang: {"text": f"T-{lang}-{role}", "graph": f"G-{lang}-{role}"} for lang in langs}
-            for role in mse_amr.ROLES}
+            for role in ROLES}
 
 
 def test_mixed_view_english_graph_share_is_p_graph():
     rng = random.Random(7)
     draws = [mixed_view(_example(), ("en",), rng, p_graph=0.3) for _ in range(4000)]
-    for role in mse_amr.ROLES:
+    for role in ROLES:
         share = sum(d[role] == f"G-en-{role}" for d in draws) / len(draws)
         assert share == pytest.approx(0.3, abs=0.03)
         assert all(d[role] in (f"G-en-{role}", f"T-en-{role}") for d in draws)
@@ -321,7 +322,7 @@ def test_resume_continues_exactly(encoder_dir, tmp_path):
 
 
 def test_nan_loss_names_step_and_triples(encoder_dir, tmp_path, monkeypatch):
-    real = mse_amr.simcse_loss
+    real = simcse_loss
     calls = {"n": 0}
 
     def flaky(*args, **kwargs):
@@ -329,6 +330,6 @@ def test_nan_loss_names_step_and_triples(encoder_dir, tmp_path, monkeypatch):
         loss = real(*args, **kwargs)
         return loss * float("nan") if calls["n"] == 2 else loss
 
-    monkeypatch.setattr(mse_amr, "simcse_loss", flaky)
+    monkeypatch.setattr(mse_amr_train, "simcse_loss", flaky)
     with pytest.raises(FloatingPointError, match=r"step 2 .*triples: \[0, 1, 2, 3, 4, 5, 6, 7\]"):
         train_mse_amr(_triples(), tmp_path / "nan", params(encoder_dir, batch_size=8, micro_batch=8, epochs=3))

@@ -15,7 +15,7 @@ import pytest
 from amrsim.config import DatasetConfig, load_config
 from amrsim.errors import ConfigError
 from amrsim.ingest import read_dataset
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.stages.ingest import ingest_stage
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 
@@ -184,7 +184,7 @@ def project(tmp_path, write_tsv, write_config, tiny_bert):
     cfg = load_config(write_config(PIPELINE.format(encoder=tiny_bert)))
     wh = Warehouse(cfg.warehouse_root)
     for ds in ("nli", "dev"):
-        ingest_dataset(wh, cfg, "p", ds, "r0")
+        ingest_stage(cfg.section("p"), ds, "r0")
     return cfg, wh
 
 
@@ -192,7 +192,7 @@ def project(tmp_path, write_tsv, write_config, tiny_bert):
 
 
 def test_training_data_skips_failed_graph_and_uses_own_translation_graphs(project):
-    from amrsim.methods.mse_amr.data import load_triples
+    from amrsim.stages.train.mse_amr import load_triples
 
     _, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})  # German graphs are the English ones again: not a language
@@ -234,14 +234,14 @@ def test_train_through_the_warehouse_then_resume(project):
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
     write_amr(wh, "dev")
-    first = train(cfg, "p", _params(cfg, max_steps=1), "run1")
+    first = train(cfg.section("p"), _params(cfg, max_steps=1), "run1")
     assert first["status"] == "partial" and first["steps"] == 1 and first["total_steps"] == 3
     assert first["rows_in"] == 5 and first["computed"] == 4 and first["failed"] == 1
     assert first["left_out"] == {"graph failed to parse": 1} and first["model"] == "mse_amr:run1"
     assert first["contradiction_sources"] == {"given": 4}
 
     assert (wh.models_root / "mse_amr" / "run1" / "checkpoint").is_dir()
-    done = train(cfg, "p", _params(cfg), "run1")  # the same run id resumes
+    done = train(cfg.section("p"), _params(cfg), "run1")  # the same run id resumes
     assert done["status"] == "ok" and done["resumed_from"] == 1 and done["steps"] == 3
     assert sorted(p.name for p in (wh.models_root / "mse_amr" / "run1").iterdir()) == ["amr_encoder", "model.json"]
     meta = json.loads((wh.models_root / "mse_amr" / "run1" / "model.json").read_text())
@@ -267,9 +267,9 @@ def test_config_errors_before_training(project, write_config, tiny_bert):
         load_config(write_config(PIPELINE.format(encoder=tiny_bert).replace("dev_dataset: dev", "dev_dataset: nope"),
                                  "bad.yaml"))
     with pytest.raises(ConfigError, match="'dev' is kind 'pairs', needs 'triples'"):
-        train(cfg, "p", _params(cfg, datasets=["dev"]), "bad")
+        train(cfg.section("p"), _params(cfg, datasets=["dev"]), "bad")
     with pytest.raises(ConfigError, match="fewer than 2 usable triples"):  # not parsed yet
-        train(cfg, "p", _params(cfg), "bad")
+        train(cfg.section("p"), _params(cfg), "bad")
 
 
 # --- the trained model as an encoder -----------------------------------------------------------------------------
@@ -278,15 +278,14 @@ def test_config_errors_before_training(project, write_config, tiny_bert):
 def test_graph_aware_encoder(project):
     from amrsim.amr.linearize import linearize
     from amrsim.encoders import model_id
-    from amrsim.encoders.cache import embed_sentences
-    from amrsim.methods.loaders import load_encoder
-    from amrsim.methods.mse_amr.train import combine
+    from amrsim.methods.loaders import embed_sentences, load_encoder
+    from amrsim.methods.mse_amr import combine
     from amrsim.stages.train.mse_amr import train
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
     write_amr(wh, "dev")
-    train(cfg, "p", _params(cfg, epochs=1, dev_dataset=None), "run2")
+    train(cfg.section("p"), _params(cfg, epochs=1, dev_dataset=None), "run2")
     enc = load_encoder("mse_amr:latest", models_root=wh.models_root)
     assert type(enc).__name__ == "MseAmrEncoder" and enc.model_id == "trained:mse_amr/run2"
     assert model_id("mse_amr:latest", wh.models_root) == "trained:mse_amr/run2"
@@ -334,7 +333,7 @@ def test_graph_aware_encoder(project):
 def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_bert):
     from transformers import AutoModel, AutoTokenizer
 
-    from amrsim.methods.mse_amr.train import _embed, _embed_by_length
+    from amrsim.methods.mse_amr.model import embed, embed_by_length
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_bert))
     model = AutoModel.from_pretrained(str(tiny_bert)).eval()
@@ -342,8 +341,8 @@ def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_bert):
     grads = []
     for chunked in (False, True):
         model.zero_grad()
-        emb = (_embed_by_length(model, tokenizer, texts, "mlp", 48, torch.device("cpu"), 4) if chunked else
-               _embed(model, tokenizer, texts, "mlp", 48, torch.device("cpu")))
+        emb = (embed_by_length(model, tokenizer, texts, "mlp", 48, torch.device("cpu"), 4) if chunked else
+               embed(model, tokenizer, texts, "mlp", 48, torch.device("cpu")))
         (emb * torch.arange(emb.shape[0]).unsqueeze(1)).sum().backward()  # row order matters
         grads.append((emb.detach(), model.embeddings.word_embeddings.weight.grad.clone()))
     torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-5, rtol=1e-4)

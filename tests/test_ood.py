@@ -13,8 +13,9 @@ import pytest
 
 from amrsim.config import load_config
 from amrsim.errors import ConfigError, InputError
-from amrsim.evaluate.ood import SPLITS, derive_split, genre_of, ood_table
-from amrsim.evaluate.results import RESULT_SCHEMA
+from amrsim.evaluate.ood import SPLITS, genre_of, ood_table
+from amrsim.stages.evaluate.ood import derive_split
+from amrsim.stages.evaluate.results import RESULT_SCHEMA
 from amrsim.warehouse import Warehouse
 from tests.helpers import build_tiny_bert, run_cli
 
@@ -89,7 +90,7 @@ def test_genre_names_as_the_benchmark_spells_them():
 
 def test_leave_one_genre_out_holds_the_genre_out_of_train_dev_and_in_distribution_test(project):
     cfg, wh = project()
-    run = derive_split(wh, cfg, "ood", "loo-forums", "r1")
+    run = derive_split(wh, cfg.section("ood"), "loo-forums", "r1")
     pairs = wh.read("ood_loo_forums", "pairs")
     ok = pairs.filter(pl.col("status") == "ok")
     by_split = {s: first_word(ok.filter(pl.col("split") == s)["sentence1"]) for s in ("train", "dev", "test", "ood")}
@@ -111,19 +112,19 @@ def test_leave_one_genre_out_holds_the_genre_out_of_train_dev_and_in_distributio
 
 def test_derived_splits_are_reproducible_and_a_rebuild_writes_nothing(project, tmp_path):
     cfg, wh = project()
-    derive_split(wh, cfg, "ood", "loo-news", "r1")
+    derive_split(wh, cfg.section("ood"), "loo-news", "r1")
     version = wh.version("ood_loo_news", "pairs")
-    again = derive_split(wh, cfg, "ood", "loo-news", "r2")
+    again = derive_split(wh, cfg.section("ood"), "loo-news", "r2")
     assert again.rows_computed == 0 and again.outputs == [] and wh.version("ood_loo_news", "pairs") == version
     other = Warehouse(tmp_path / "elsewhere")
-    derive_split(other, cfg, "ood", "loo-news", "r3")
+    derive_split(other, cfg.section("ood"), "loo-news", "r3")
     assert set(other.read("ood_loo_news", "pairs")["key"]) == set(wh.read("ood_loo_news", "pairs")["key"])
 
 
 def test_stsb_and_sick_each_the_others_out_of_distribution_test(project):
     cfg, wh = project()
-    derive_split(wh, cfg, "ood", "stsb-to-sick", "r1")
-    derive_split(wh, cfg, "ood", "sick-to-stsb", "r1")
+    derive_split(wh, cfg.section("ood"), "stsb-to-sick", "r1")
+    derive_split(wh, cfg.section("ood"), "sick-to-stsb", "r1")
     to_sick = wh.read("ood_stsb_to_sick", "pairs").filter(pl.col("status") == "ok")
     to_stsb = wh.read("ood_sick_to_stsb", "pairs").filter(pl.col("status") == "ok")
     # every STSb row, whatever its genre (the poetry row too): genres matter only when one is held out
@@ -140,10 +141,10 @@ def test_a_stsb_file_without_genres_is_a_one_line_error_naming_it(project, write
     cfg, wh = project()
     write_tsv("stsb_en_dev.tsv", ["score", "sentence1", "sentence2"], [["1.0", "a cat", "a dog"]])
     with pytest.raises(InputError, match=r"stsb_en_dev\.tsv:1: header lacks column\(s\) \['genre'\]"):
-        derive_split(wh, cfg, "ood", "loo-captions", "r1")
+        derive_split(wh, cfg.section("ood"), "loo-captions", "r1")
     assert not wh.exists("ood_loo_captions", "pairs")  # nothing written
     with pytest.raises(ConfigError, match="unknown out-of-distribution split 'loo-poetry'"):
-        derive_split(wh, cfg, "ood", "loo-poetry", "r1")
+        derive_split(wh, cfg.section("ood"), "loo-poetry", "r1")
 
 
 def result_rows(values: dict[tuple[str, str, str], float | None]) -> pl.DataFrame:
@@ -178,7 +179,7 @@ def test_a_model_below_its_base_is_flagged_where_it_is_below():
 
 
 def test_report_shows_the_protocol_and_flags_a_model_below_its_base(tmp_path):
-    from amrsim.evaluate.report import render_report
+    from amrsim.stages.evaluate.report import render_report
 
     results = result_rows({
         ("ood_loo_forums", "minilm", "test"): 80.0, ("ood_loo_forums", "minilm", "ood"): 81.0,
@@ -230,10 +231,11 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
     import numpy as np
 
     from amrsim.encoders import find_trained
-    from amrsim.evaluate.ood import base_for, trained_on
-    from amrsim.evaluate.sts import cosine, is_cross_encoder
+    from amrsim.evaluate.sts import cosine
     from amrsim.methods import method_params
     from amrsim.methods.loaders import load_encoder
+    from amrsim.stages.evaluate import base_for, is_cross_encoder
+    from amrsim.stages.evaluate.ood import trained_on
     from amrsim.stages.train import train_method
 
     base = f"hf:{tiny_bert}#mean"
@@ -288,7 +290,7 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
 def test_fusion_needs_two_varying_scores():
     import numpy as np
 
-    from amrsim.methods.pear.train import fit_fusion
+    from amrsim.methods.pear import fit_fusion
 
     with pytest.raises(ValueError, match="constant"):
         fit_fusion(np.array([0.5, 0.5, 0.5]), np.array([0.1, 0.2, 0.3]), "minilm", 0.5)
@@ -315,7 +317,7 @@ def test_a_model_is_compared_with_the_base_its_model_json_names(tmp_path):
     model is compared with muse, not with the default minilm."""
     import json
 
-    from amrsim.evaluate.ood import base_for
+    from amrsim.stages.evaluate import base_for
 
     for method, meta in {"meaning": {"base_encoder": "muse"}, "dueam": {"learner_name": "hf:some/model"},
                          "s3bert": {"base_model": "/local/dir"}}.items():

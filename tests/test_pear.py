@@ -17,22 +17,31 @@ from amrsim.augment.knn import Scorer, augment_pairs
 from amrsim.config import load_config
 from amrsim.encoders import find_trained
 from amrsim.errors import ConfigError
-from amrsim.evaluate.sts import correlations, is_cross_encoder
+from amrsim.evaluate.sts import correlations
 from amrsim.methods import method_params
-from amrsim.methods.pear.train import (
-    CrossEncoder,
+from amrsim.methods.loaders import load_encoder
+from amrsim.methods.pear import (
+    BaseOffset,
     CrossEncoderScorer,
     Hyper,
+    PearCrossEncoder,
+    RunControl,
+    base_cosines,
+    base_targets,
     bce_loss,
     both_orders,
     fit_pear,
+    gold_scale_line,
     length_batches,
-    linear_warmup,
     normalise_scores,
+    on_gold_scale,
     param_groups,
+    start_from_base,
     warmup_steps,
 )
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.methods.training import linear_warmup
+from amrsim.stages.evaluate import is_cross_encoder
+from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
 from amrsim.stages.train.pear import best_or_none, open_study, run_search, trials_frame
 from amrsim.warehouse import Warehouse
@@ -66,6 +75,12 @@ def toy(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
     return t1, t2, np.array(y)
 
 
+def cosines(biencoder: str, pairs: pl.DataFrame) -> np.ndarray:
+    """The bi-encoder's cosine of each pair, as the stage computes it."""
+    encoder = load_encoder(biencoder, device="cpu")
+    return base_cosines(encoder, pairs["sentence1"].to_list(), pairs["sentence2"].to_list())
+
+
 # ---------------------------------------------------------------------------------------------------- loss, targets
 
 
@@ -91,7 +106,7 @@ def test_bce_with_logits_on_soft_targets_by_hand():
 
 
 def test_no_weight_decay_on_bias_and_layernorm(tiny_bert):
-    model = CrossEncoder(tiny_bert, device="cpu")
+    model = PearCrossEncoder(tiny_bert, device="cpu")
     decay, plain = param_groups(model.model, 0.01)
     assert decay["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
     names = {n for n, _ in model.model.named_parameters()}
@@ -140,7 +155,7 @@ def test_length_batches_cover_every_row_once_and_sort_within_buckets():
 
 
 def test_cross_encoder_scorer_labels_knn_pairs(tiny_bert):
-    model = CrossEncoder(tiny_bert, device="cpu")
+    model = PearCrossEncoder(tiny_bert, device="cpu")
     texts = [f"the {c} {a} runs" for c in COLOURS for a in ANIMALS[:2]]
     scorer = CrossEncoderScorer(model, texts, "tiny")
     assert isinstance(scorer, Scorer)
@@ -160,7 +175,7 @@ def test_cross_encoder_scorer_labels_knn_pairs(tiny_bert):
 
 
 def test_symmetric_prediction_is_the_mean_of_both_orders(tiny_bert):
-    model = CrossEncoder(tiny_bert, device="cpu")
+    model = PearCrossEncoder(tiny_bert, device="cpu")
     a, b = ["the red cat runs", "the dog", "the blue bird eats"], ["the cat", "a green dog sleeps", "the bird"]
     forward, backward = model.predict(a, b), model.predict(b, a)
     assert np.abs(forward - backward).max() > 1e-7  # the model reads one order: the two differ
@@ -210,6 +225,35 @@ def test_both_orders_trains_every_gold_and_silver_pair_swapped(tiny_bert):
     assert [h["steps"] for h in info["history"]] == [6, 7]  # ceil(24 / 4) weak, ceil(28 / 4) main
 
 
+def test_a_stopped_run_resumes_from_its_checkpoint_to_the_same_weights(tiny_bert, tmp_path):
+    """`max_steps` stops either phase with a checkpoint (weights, optimizer, scheduler, RNG; the silver pairs in the
+    main phase); resuming ends with the weights of an uninterrupted run, without labelling the silver pairs again."""
+    t1, t2, y = toy(0, 12)
+    calls = []
+
+    def augment(model, k):
+        calls.append(k)
+        s = ["the red cat runs", "the blue dog sleeps", "the green bird eats"]
+        return s, s[::-1], model.predict(s, s[::-1])
+
+    def fit(name, max_steps=None):
+        return fit_pear(tiny_bert, t1, t2, normalise_scores(y, 0, 5), Hyper(lr=1e-3, epochs=2, e_weak=1, k=1,
+                        batch_size=4), augment=augment, device="cpu", control=RunControl(tmp_path / name, max_steps))
+
+    torch.manual_seed(0)  # the new head's initial weights
+    whole, info = fit("whole")
+    assert info["completed"] and info["steps"] == 11 and info["resumed_from"] is None  # 3 weak + 2 x 4 main steps
+    torch.manual_seed(0)
+    for max_steps, steps in ((2, 2), (5, 5), (None, 11)):  # stopped in the weak phase, then in the main phase
+        resumed, info = fit("parts", max_steps)
+        assert info["completed"] == (max_steps is None) and info["steps"] == steps
+    assert info["resumed_from"] == 5 and calls == [1, 1]
+    assert [h["phase"] for h in info["history"]] == ["weak", "weak", "main", "main", "main"]
+    assert sum(h["steps"] for h in info["history"]) == 11
+    weights = resumed.model.state_dict()
+    assert all(torch.equal(tensor, weights[name]) for name, tensor in whole.model.state_dict().items())
+
+
 # ---------------------------------------------------------------------------------------------------- pipeline
 
 
@@ -251,7 +295,7 @@ def project(tmp_path, write_config, tiny_bert):
         cfg = load_config(write_config(CONFIG.format(params=json.dumps(params))))
         wh = Warehouse(cfg.warehouse_root)
         for ds in ("toy_train", "toy_dev", *overrides.get("distill_datasets", [])):
-            ingest_dataset(wh, cfg, "toy", ds, "r0")
+            ingest_stage(cfg.section("toy"), ds, "r0")
         return cfg, wh, method_params("pear", cfg.project.pipelines["toy"].train[0].params)
 
     return make
@@ -294,7 +338,7 @@ def test_study_without_completed_trials_says_so_and_training_goes_on(project):
     dev_path = cfg.path.parent / "dev.tsv"
     rows = [line.split("\t") for line in dev_path.read_text().splitlines()[1:]]
     write_pairs(dev_path, [(a, b, 2.0, lang) for a, b, _, lang in rows])
-    ingest_dataset(wh, cfg, "toy", "toy_dev", "r1")
+    ingest_stage(cfg.section("toy"), "toy_dev", "r1")
     summary = train_method(cfg.section("toy"), "pear", params, "r1")
     assert summary["status"] == "ok"
     search = summary["runs"]["r1"]["search"]
@@ -325,7 +369,7 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     preds = pl.read_csv(tmp_path / "preds.tsv", separator="\t", quote_char=None)
     test = pl.read_csv(tmp_path / "test.tsv", separator="\t", quote_char=None)
     assert preds.height == test.height and preds["sentence1"].to_list() == test["sentence1"].to_list()
-    model = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    model = PearCrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
     assert trained.meta["symmetric"] is True  # the default: a pair scores the same in either order
     direct = model.predict(test["sentence1"].to_list(), test["sentence2"].to_list(), symmetric=True)
     assert preds["prediction"].to_numpy() == pytest.approx(direct, abs=1e-5)
@@ -380,7 +424,7 @@ def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny
     assert run.rows_computed == silver.height > 0 and (silver["status"] == "ok").all()
     assert set(silver["scorer"]) == {f"cross-encoder:{find_trained('pear:r1', wh.models_root).model_id}"}
     text = dict(wh.read("toy_train", "sentences").select("key", "text").iter_rows())
-    model = CrossEncoder(str(find_trained("pear:r1", wh.models_root).path / "cross_encoder"), device="cpu")
+    model = PearCrossEncoder(str(find_trained("pear:r1", wh.models_root).path / "cross_encoder"), device="cpu")
     direct = model.predict([text[k] for k in silver["sentence1_key"]], [text[k] for k in silver["sentence2_key"]])
     assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-5)
     assert silver["weak_label"].to_list() != silver["cosine"].to_list()  # not the bi-encoder's cosine
@@ -401,6 +445,19 @@ def test_per_language_mode_trains_one_model_per_language(project):
     en, de = find_trained("pear:r2-en", wh.models_root), find_trained("pear:r2-de", wh.models_root)
     assert en.meta["metrics"]["gold_pairs"] == 40 and de.meta["metrics"]["gold_pairs"] == 4
     assert en.meta["data"]["langs"] == ["en"] and de.meta["data"]["langs"] == ["de"]
+
+
+def test_max_steps_stops_with_a_checkpoint_and_the_same_run_id_resumes(project):
+    cfg, wh, params = project(k=1, e_weak=1, max_steps=3)  # 5 weak steps: stopped in the weak phase
+    summary = train_method(cfg.section("toy"), "pear", params, "part")
+    assert summary["status"] == "partial" and summary["models"] == []
+    assert summary["runs"]["part"]["stopped_at_step"] == 3
+    run = wh.models_root / "pear" / "part"
+    assert (run / "checkpoint").is_dir() and not (run / "model.json").exists()
+    summary = train_method(cfg.section("toy"), "pear", params.model_copy(update={"max_steps": None}), "part")
+    assert summary["status"] == "ok" and summary["models"] == ["pear:part"]
+    assert summary["runs"]["part"]["resumed_from"] == 3
+    assert (run / "model.json").exists() and not (run / "checkpoint").exists()
 
 
 def test_search_needs_dev_pairs():
@@ -431,8 +488,6 @@ def test_train_command_shows_training_progress_on_stderr(capsys):
 
 
 def test_base_targets_mix_gold_with_the_base_cosine_on_the_gold_scale():
-    from amrsim.methods.pear.train import base_targets
-
     gold = np.array([0.0, 0.5, 1.0, 0.25])
     on_line = np.array([0.1, 0.5, 0.9, 0.3])  # gold = 1.25 cos - 0.125 exactly: the fitted line recovers gold
     mixed, line = base_targets(gold, on_line, 0.5)
@@ -464,7 +519,6 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     """`distill_pairs` pairs from another dataset's sentences, none of them a gold or dev pair's: half nearest
     neighbours, half random partners, each targeted at the bi-encoder's cosine on the gold scale (the line fitted on
     the gold pairs); trained with the gold pairs and recorded in model.json."""
-    from amrsim.methods.pear.train import base_cosines, gold_scale_line, on_gold_scale
     from amrsim.stages.train.pear import distill_pairs, gold_pairs
 
     cfg, wh, params = project(distill_datasets=["toy_other"], distill_pairs=12)
@@ -479,10 +533,9 @@ def test_distilled_pairs_come_from_other_text_and_train_with_the_gold(project):
     other = set(wh.read("toy_other", "sentences").filter(pl.col("lang") == "en")["text"].to_list())
     assert used <= other and not used & known
     assert (frame["sentence1"] != frame["sentence2"]).all()
-    line = gold_scale_line(gold["target"].to_numpy(), base_cosines(params.biencoder, gold["sentence1"].to_list(),
-                                                                   gold["sentence2"].to_list(), device="cpu"))
+    line = gold_scale_line(gold["target"].to_numpy(), cosines(params.biencoder, gold))
     assert info["slope"] == pytest.approx(line["slope"])
-    cos = base_cosines(params.biencoder, frame["sentence1"].to_list(), frame["sentence2"].to_list(), device="cpu")
+    cos = cosines(params.biencoder, frame)
     assert np.allclose(frame["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
     summary = train_method(cfg.section("toy"), "pear", params, "distilled")
     assert summary["models"] == ["pear:distilled"]
@@ -500,7 +553,6 @@ def test_distilled_edits_pair_a_sentence_with_its_edited_copy_targeted_at_the_ba
     """`distill_edits` adds pairs of another dataset's sentence (not an anchor of the other distilled pairs) and an
     edited copy of it, targeted like the rest at the bi-encoder's cosine on the gold scale; model.json counts the
     edits; edits without English sentences are refused by name."""
-    from amrsim.methods.pear.train import base_cosines, on_gold_scale
     from amrsim.stages.train.pear import distill_pairs, gold_pairs
 
     cfg, wh, params = project(distill_datasets=["toy_other"], distill_pairs=4, distill_edits=4)
@@ -516,7 +568,7 @@ def test_distilled_edits_pair_a_sentence_with_its_edited_copy_targeted_at_the_ba
     for a, b in zip(edited["sentence1"], edited["sentence2"], strict=True):
         assert a != b and len(set(a.split()) & set(b.split())) >= 2  # a copy that differs in one place
     line = {k: info[k] for k in ("slope", "intercept")}
-    cos = base_cosines(params.biencoder, edited["sentence1"].to_list(), edited["sentence2"].to_list(), device="cpu")
+    cos = cosines(params.biencoder, edited)
     assert np.allclose(edited["target"].to_numpy(), on_gold_scale(cos, line), atol=1e-5)
     with pytest.raises(ConfigError, match="distill_edits edits English sentences; langs .'de'. has no 'en'"):
         distill_pairs(wh, params, ["de"], gold, dev)
@@ -535,20 +587,18 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     """`residual_on`: the score is σ(network logit + logit of the bi-encoder's cosine on the gold scale), the head
     zeroed. Untrained it scores every pair as the base's line does; trained, model.json keeps the line, the loaded
     model adds the base again, and the run root does not pose as a plain CrossEncoder (that would drop the base)."""
-    from amrsim.methods.loaders import load_encoder
-    from amrsim.methods.pear.train import BaseOffset, base_cosines, gold_scale_line, on_gold_scale, start_from_base
     from amrsim.stages.train.pear import gold_pairs
 
     biencoder = f"hf:{tiny_bert}#mean"
     cfg, wh, params = project(residual_on=biencoder, epochs=3, lr=5e-3)  # a zeroed head starts slowly
     gold, _ = gold_pairs(wh, ["toy_train"], "train", ["en"], {"toy_train": (0.0, 5.0)})
     t1, t2 = gold["sentence1"].to_list(), gold["sentence2"].to_list()
-    cos = base_cosines(biencoder, t1, t2, device="cpu")
+    cos = cosines(biencoder, gold)
     line = gold_scale_line(gold["target"].to_numpy(), cos)
-    offset = BaseOffset(biencoder, **line, device="cpu")
+    offset = BaseOffset(load_encoder(biencoder, device="cpu"), biencoder, **line)
     base_scores = np.clip(on_gold_scale(cos, line), offset.eps, 1 - offset.eps)
 
-    fresh = CrossEncoder(str(tiny_bert), device="cpu")
+    fresh = PearCrossEncoder(str(tiny_bert), device="cpu")
     assert not np.allclose(fresh.predict(t1, t2), base_scores, atol=1e-3)
     start_from_base(fresh, offset)
     np.testing.assert_allclose(fresh.predict(t1, t2), base_scores, atol=1e-6)
@@ -563,9 +613,9 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     card = (trained.path / "README.md").read_text()
     assert "load_encoder(" in card and "This model is residual" in card
     loaded = load_encoder("pear:res", device="cpu", models_root=wh.models_root).score(t1, t2)
-    network = CrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    network = PearCrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
     bare = network.predict(t1, t2, symmetric=trained.meta["symmetric"])
-    network.offset = BaseOffset(**trained.meta["residual"], device="cpu")
+    network.offset = BaseOffset(load_encoder(biencoder, device="cpu"), **trained.meta["residual"])
     np.testing.assert_allclose(loaded, network.predict(t1, t2, symmetric=trained.meta["symmetric"]), atol=1e-6)
     assert not np.allclose(loaded, bare, atol=1e-3)  # the base is part of the score
     assert not np.allclose(loaded, base_scores, atol=1e-3)  # and training corrected it

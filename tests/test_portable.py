@@ -22,8 +22,8 @@ def base64(tmp_path_factory):
 
 @pytest.mark.slow
 def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layout(base64, tmp_path, one_thread):
-    from amrsim.evaluate.aspects import aspect_slices
     from amrsim.methods.s3bert.train import train_s3bert
+    from amrsim.stages.evaluate.aspects import aspect_slices
 
     words = [t.split() for t in TEXTS]
     t1 = [" ".join(rng.choice(w, 3)) for w in words * 4]
@@ -71,12 +71,12 @@ def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread
 
 @pytest.mark.slow
 def test_pear_run_loads_with_sentence_transformers_cross_encoder(base64, tmp_path, one_thread):
-    from amrsim.methods.pear.train import CrossEncoder as PearModel
-    from amrsim.methods.pear.train import save_run, train_epochs
+    from amrsim.methods.pear import Hyper, save_run, train_epochs
+    from amrsim.methods.pear import PearCrossEncoder as PearModel
 
     model = PearModel(str(base64), device="cpu")
     t1, t2 = TEXTS * 3, list(reversed(TEXTS)) * 3
-    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), epochs=1, lr=1e-3, batch_size=4)
+    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), Hyper(lr=1e-3, batch_size=4), epochs=1)
     run = save_run(model, tmp_path / "models" / "pear" / "run1", {"symmetric": True})
     pairs = [[a, b] for a, b in zip(TEXTS, reversed(TEXTS), strict=True)] + [["der hund", "the cat runs"]]
     forward, imported = load_outside_amrsim("cross", run, pairs, tmp_path)

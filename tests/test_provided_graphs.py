@@ -202,7 +202,8 @@ def test_an_older_pairs_table_without_graphs_gains_the_columns_when_rows_are_add
 
 
 def test_mse_amr_reads_a_pairs_own_graphs_and_a_sentence_its_smallest_keyed_one(wh, write_tsv):
-    from amrsim.methods.mse_amr.data import pair_graphs, sentence_graphs
+    from amrsim.methods.mse_amr.data import sentence_graphs
+    from amrsim.stages.train.mse_amr import pair_graphs
 
     path = write_tsv("pairs.tsv", HEADER, ROWS)
     ingest_tables(wh, "bam", dataset(path), path, "r0")

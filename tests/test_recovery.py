@@ -18,7 +18,7 @@ import pytest
 from amrsim.config import load_config
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.stages.ingest import ingest_stage
 from amrsim.synthetic import pipeline_yaml, write_pairs
 from amrsim.warehouse import Warehouse
 from tests.helpers import COMPARED, cli_env
@@ -67,7 +67,7 @@ def test_refresh_killed_mid_metrics_leaves_whole_commits_and_the_rerun_computes_
     # an uninterrupted run of the same stages in a fresh warehouse
     cfg = load_config(_ref_config(tmp_path))
     ref = Warehouse(cfg.warehouse_root)
-    ingest_dataset(ref, cfg, "load", "synthetic", "ref")
+    ingest_stage(cfg.section("load"), "synthetic", "ref")
     options = cfg.project.pipelines["load"].metrics.options()  # type: ignore[union-attr]
     metrics_stage(ref, "load", "synthetic", options, "ref", partial(score_pairs, options=options), N_PAIRS)
     final, expected = (w.read("synthetic", "amr_metrics").select(COMPARED).sort("key") for w in (wh, ref))

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from deltalake import write_deltalake
 
-from amrsim.evaluate.mteb_export import export_mteb, parse_task_overrides
-from amrsim.evaluate.results import EVAL, RESULTS, Score, migrate_results, score_rows
-from amrsim.stages.evaluate import bitext_eval
+from amrsim.evaluate import Score
+from amrsim.stages.evaluate import bitext_eval, export_mteb, migrate_results, parse_task_overrides
+from amrsim.stages.evaluate.results import EVAL, RESULTS, score_rows
 from amrsim.warehouse.schemas import SCHEMAS
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 

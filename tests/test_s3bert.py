@@ -15,9 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from amrsim.errors import ConfigError
-from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_slices
-from amrsim.methods.s3bert import train as s3bert
-from amrsim.methods.s3bert.train import (
+from amrsim.evaluate.aspects import ASPECT_COLUMNS
+from amrsim.methods.s3bert import (
     RESIDUAL,
     S3BERT_ASPECTS,
     DecompositionLoss,
@@ -29,7 +28,10 @@ from amrsim.methods.s3bert.train import (
     train_s3bert,
     with_negatives,
 )
+from amrsim.methods.s3bert import train as s3bert_train
+from amrsim.methods.s3bert.model import PAPER_FEATURES
 from amrsim.methods.training import NonFiniteLossError, epoch_order
+from amrsim.stages.evaluate.aspects import aspect_slices
 from tests.helpers import HIDDEN, toy_pairs
 
 # ---------------------------------------------------------------- layout
@@ -39,7 +41,7 @@ def test_aspects_follow_the_reference_config_order_as_amr_metric_columns():
     paper = ["Concepts", "Frames", "Named Ent.", "Negations", "Reentrancies", "SRL", "Smatch", "Unlabeled",
              "max_indegree_sim", "max_outdegree_sim", "max_degree_sim", "root_sim", "quant_sim", "score_wlk",
              "score_wwlk"]
-    assert list(s3bert.PAPER_FEATURES) == paper
+    assert list(PAPER_FEATURES) == paper
     assert S3BERT_ASPECTS[:3] == ["concepts", "frames", "named_entities"]
     assert S3BERT_ASPECTS[-2:] == ["wlk", "wwlk"] and S3BERT_ASPECTS[6] == "smatch_f1"
     assert set(S3BERT_ASPECTS) <= set(ASPECT_COLUMNS) and len(set(S3BERT_ASPECTS)) == 15
@@ -291,7 +293,7 @@ KILLED_CHILD = """
 import json, sys, time
 import torch
 torch.set_num_threads(1)
-from amrsim.methods.s3bert.train import train_s3bert
+from amrsim.methods.s3bert import train_s3bert
 from tests.helpers import toy_pairs
 model, out, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 step = torch.optim.AdamW.step
@@ -349,7 +351,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
     train = toy_pairs(4, 20)
     kwargs = dict(batch_size=8, lr=1e-3, warmup=1, epochs=2, eval_every=2, n_aspects=N_ASPECTS,
                   aspect_dim=ASPECT_DIM, device="cpu", seed=5)
-    real = s3bert.consistency_loss
+    real = s3bert_train.consistency_loss
     calls = {"train": 0}
 
     def poisoned(*args, **kw):
@@ -360,7 +362,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
                 return value * float("nan")
         return value
 
-    monkeypatch.setattr(s3bert, "consistency_loss", poisoned)
+    monkeypatch.setattr(s3bert_train, "consistency_loss", poisoned)
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 3") as err:
         train_s3bert(tiny_model, *train, None, tmp_path / "run", **kwargs)
     # step 3 is epoch 0's third batch: rows 16..19 of that epoch's shuffle
@@ -370,7 +372,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text(encoding="utf-8"))
     assert state["step"] == 2
 
-    monkeypatch.setattr(s3bert, "consistency_loss", real)
+    monkeypatch.setattr(s3bert_train, "consistency_loss", real)
     again = train_s3bert(tiny_model, *train, None, tmp_path / "run", max_steps=4, **kwargs)
     assert again["resumed_from"] == 2 and again["steps"] == 4 and not again["completed"]
 

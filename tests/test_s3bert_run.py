@@ -1,4 +1,4 @@
-"""S3BERT through the warehouse: pairs with provided graphs -> metrics stage -> `s3bert.run.train` -> a model the
+"""S3BERT through the warehouse: pairs with provided graphs -> metrics stage -> the s3bert train stage -> a model the
 encoders load, naming the table versions it saw; config errors before any training; graph failures counted."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from amrsim.methods import method_params
 from amrsim.methods.loaders import load_encoder
 from amrsim.metrics.engine import score_pairs
 from amrsim.stages import metrics_stage
-from amrsim.stages.ingest import ingest_dataset
+from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import s3bert as s3bert_run
 from amrsim.stages.train import train_method
 from amrsim.warehouse import Warehouse
@@ -77,7 +77,7 @@ def project(tmp_path, write_config, tiny_model):  # noqa: F811
         path = write_config(CONFIG.format(aspects=json.dumps(aspects), model=json.dumps(tiny_model)))
         cfg = load_config(path)
         wh = Warehouse(cfg.warehouse_root)
-        ingest_dataset(wh, cfg, "toy", "toy_pairs", "r0")
+        ingest_stage(cfg.section("toy"), "toy_pairs", "r0")
         options = cfg.project.pipelines["toy"].metrics.options()
         metrics_stage(wh, "toy", "toy_pairs", options, "r0", partial(score_pairs, options=options))
         params = cfg.project.pipelines["toy"].train[0].params
@@ -137,7 +137,7 @@ def test_an_aspect_the_metrics_stage_leaves_out_is_a_config_error_before_trainin
     def no_training(*a, **k):
         raise AssertionError("training must not start")
 
-    monkeypatch.setattr("amrsim.methods.s3bert.train.train_s3bert", no_training)
+    monkeypatch.setattr(s3bert_run, "train_s3bert", no_training)
     with pytest.raises(ConfigError, match="named_entities"):
         train_method(cfg.section("toy"), "s3bert", params, "run2")
 
@@ -167,7 +167,7 @@ def test_explain_prints_every_aspect_and_the_contributions_add_up(project, one_t
     from typer.testing import CliRunner
 
     from amrsim.cli import app
-    from amrsim.methods.s3bert.train import contributions, explain, layout_from_meta
+    from amrsim.methods.s3bert import contributions, explain, layout_from_meta
 
     cfg, wh, params = project()
     train_method(cfg.section("toy"), "s3bert", {**params, "max_steps": None, "epochs": 1}, "run3")

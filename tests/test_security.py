@@ -260,7 +260,7 @@ def _run_with_pickled_weights(tiny_st: Path, run: Path, sub: str, marker: Path, 
 
 def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
     from amrsim.methods.loaders import load_encoder
-    from amrsim.methods.mse_amr.train import AmrEncoder
+    from amrsim.methods.mse_amr import AmrEncoder
 
     root, marker = tmp_path / "models", tmp_path / "ran"
     _run_with_pickled_weights(tiny_st, root / "s3bert" / "r1", "encoder", marker,
@@ -279,7 +279,7 @@ def test_trained_model_loaders_never_unpickle_weights(tiny_st, tmp_path):
 
 def test_model_json_cannot_point_a_loader_outside_its_run(tiny_st, tmp_path):
     from amrsim.methods.loaders import load_encoder
-    from amrsim.methods.mse_amr.train import AmrEncoder
+    from amrsim.methods.mse_amr import AmrEncoder
 
     root = tmp_path / "models"
     shutil.copytree(tiny_st, tmp_path / "elsewhere")  # a loadable model outside the run
@@ -438,7 +438,7 @@ def _config_models() -> list[type]:
     from pydantic import BaseModel
 
     from amrsim.config import ProjectConfig
-    from amrsim.methods import METHODS, _module
+    from amrsim.methods import METHODS
 
     seen: list[type] = []
 
@@ -456,7 +456,7 @@ def _config_models() -> list[type]:
 
     walk(ProjectConfig)
     for method in METHODS:
-        walk(_module(method).Params)
+        walk(METHODS[method])
     return seen
 
 

@@ -21,12 +21,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from amrsim.methods.dueam.train import train_dueam
-from amrsim.methods.meaning.train import Stage1Config, Stage2Config, train_stage1, train_stage2
-from amrsim.methods.mse_amr.train import encode_with, train_mse_amr
-from amrsim.methods.pear.train import Hyper, fit_pear
-from amrsim.methods.s3bert.train import train_s3bert
-from amrsim.stages.train.mse_amr import Params
+from amrsim.methods import meaning
+from amrsim.methods.dueam import train_dueam
+from amrsim.methods.meaning.train import train_stage1, train_stage2
+from amrsim.methods.mse_amr import Params, encode_with, train_mse_amr
+from amrsim.methods.pear import Hyper, fit_pear
+from amrsim.methods.s3bert import train_s3bert
 from tests import helpers
 from tests.helpers import TINY_WORDS, tiny_bert, tiny_sentence_transformer
 
@@ -131,13 +131,13 @@ def test_meaning(tmp_path):
     lang = np.repeat(np.arange(3), 20)
     pairs = np.array([(i * 20 + k, k) for i in range(1, 3) for k in range(20)])
     torch.manual_seed(0)
-    model, m1 = train_stage1(x.astype(np.float32), lang, pairs, 3, Stage1Config(epochs=3, batch_size=16, lr=5e-3,
-                                                                               head="mlp", hidden=8))
+    model, m1 = train_stage1(x.astype(np.float32), lang, pairs, 3, meaning.Hyper(epochs=3, batch_size=16, lr=5e-3,
+                                                                                head="mlp", hidden=8))
     u, v = rng.normal(size=(40, 8)).astype(np.float32), rng.normal(size=(40, 8)).astype(np.float32)
     gold = (np.tanh(u[:, 0] * v[:, 0]) + 1) / 2
     torch.manual_seed(1)
     head, m2 = train_stage2(u[:30], v[:30], gold[:30], (u[30:], v[30:], gold[30:]),
-                            Stage2Config(epochs=3, lr=3e-3, batch_size=8, hidden=8))
+                            meaning.Hyper(sts_epochs=3, sts_lr=3e-3, sts_batch_size=8, sts_hidden=8))
     weights = {**{f"stage1.{k}": t for k, t in model.state_dict().items()},
                **{f"stage2.{k}": t for k, t in head.state_dict().items()}}
     numbers = [float(v) for h in m1["history"] for part in ("train", "dev")

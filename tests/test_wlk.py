@@ -216,32 +216,32 @@ def test_engine_records_the_bound_per_pair():
 def test_emd_cost_is_pots_emd2():
     """WWLK calls POT's network simplex without emd2's wrapper: the same cost as ot.emd2 on uniform weights of
     unequal sizes, ties and zero distances included."""
-    from amrsim.metrics.wlk import _emd_cost, _pot
+    from amrsim.metrics.wlk import emd_cost, load_pot
 
-    ot = _pot()
+    ot = load_pot()
     rng = np.random.default_rng(3)
     for n1, n2 in ((1, 1), (1, 5), (3, 7), (12, 9), (40, 33)):
         for dist in (rng.uniform(0, 2, (n1, n2)), np.round(rng.uniform(0, 2, (n1, n2)), 1), np.zeros((n1, n2))):
             a, b = np.full(n1, 1.0 / n1), np.full(n2, 1.0 / n2)
-            assert _emd_cost(a, b, np.ascontiguousarray(dist)) == float(ot.emd2(a, b, dist))
+            assert emd_cost(a, b, np.ascontiguousarray(dist)) == float(ot.emd2(a, b, dist))
 
 
 def test_diag_quad_is_numpys_einsum_to_the_last_bit():
     """WWLK's squared norms in C repeat einsum's order of sums: every graph size it takes (3 to 90 nodes), shared or
     per-run Gram matrices, a bounded pair's fewer runs and more runs than the default; outside that range, and for
-    arrays it does not take, `_diag_quad` is einsum itself. Bad arguments are refused, naming the rule."""
+    arrays it does not take, `diag_quad` is einsum itself. Bad arguments are refused, naming the rule."""
     from amrsim.metrics import _wwlk_core
-    from amrsim.metrics.wlk import _DIAG_QUAD_NODES, _diag_quad
+    from amrsim.metrics.wlk import DIAG_QUAD_NODES, diag_quad
 
     rng = np.random.default_rng(0)
-    low, high = _DIAG_QUAD_NODES
+    low, high = DIAG_QUAD_NODES
     for n in range(1, high + 3):
         for runs in ((1, 16) if n % 7 else (1, 2, 5, 16, 33)):
             for g_runs in sorted({1, runs}):
                 a = rng.standard_normal((runs, n, n)) * rng.uniform(0.01, 10)
                 g = rng.standard_normal((g_runs, n, n))
                 expected = np.einsum("rij,rjk,rik->ri", a, g, a)
-                assert np.array_equal(_diag_quad(a, g), expected), (n, runs, g_runs)
+                assert np.array_equal(diag_quad(a, g), expected), (n, runs, g_runs)
                 if low <= n <= high:
                     out = np.empty((runs, n))
                     _wwlk_core.diag_quad(a, g, out)
@@ -249,7 +249,7 @@ def test_diag_quad_is_numpys_einsum_to_the_last_bit():
     a = rng.standard_normal((4, 6, 6))
     g = rng.standard_normal((4, 6, 6))
     strided = a.transpose(0, 2, 1)  # not C-contiguous: einsum's own path
-    assert np.array_equal(_diag_quad(strided, g), np.einsum("rij,rjk,rik->ri", strided, g, strided))
+    assert np.array_equal(diag_quad(strided, g), np.einsum("rij,rjk,rik->ri", strided, g, strided))
     with pytest.raises(ValueError, match="shapes must be"):
         _wwlk_core.diag_quad(a, g[:, :5, :5].copy(), np.empty((4, 6)))
     with pytest.raises(TypeError, match="float64"):

@@ -39,8 +39,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import AMRError, parse
+from amrsim.amr.result import ParseResult
 
 # amrlib, torch are imported inside the functions: importing this module must stay cheap
 

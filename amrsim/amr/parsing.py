@@ -7,58 +7,25 @@ seq2seq model. A row's result never depends on its batch: backends are determini
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import polars as pl
 
-from amrsim.amr.backends import FAILED, OK, AMRParser, ParseResult
+from amrsim.amr.backends import BACKENDS, AMRParser, ParseResult, ParserSpec
 from amrsim.amr.graph import AMRError
 from amrsim.amr.linearize import linearize
+from amrsim.warehouse import FAILED, OK
 
-# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
-
-
-@dataclass(frozen=True)
-class ParserSpec:
-    """Everything that builds a backend; `id` names it in the `amr.parser` column and in content keys."""
-
-    backend: str  # ud | amrlib
-    lang: str = "en"
-    model_dir: str | None = None
-    batch_size: int | None = None  # None: the backend's default (ud 1000 sentences, amrlib 16)
-    num_beams: int = 4
-    device: str = "auto"
-
-    @property
-    def id(self) -> str:
-        if self.backend == "amrlib":
-            return f"amrlib:{Path(self.model_dir or '').name}"
-        return self.backend
-
-
-DEFAULT_BATCH_SIZE = {"ud": 1000, "amrlib": 16}  # spaCy gains from big batches; a seq2seq beam batch is GPU memory
-
-
-def batch_size_for(spec: ParserSpec) -> int:
-    return spec.batch_size or DEFAULT_BATCH_SIZE.get(spec.backend, 64)
+__all__ = ["ParserSpec", "linearized_column", "parse_frame", "parse_texts", "parser_for"]
 
 
 @lru_cache(maxsize=8)
 def parser_for(spec: ParserSpec) -> AMRParser:
-    if spec.backend == "ud":
-        from amrsim.amr.ud import UDParser
-
-        return UDParser(spec.lang, batch_size=batch_size_for(spec))
-    if spec.backend == "amrlib":
-        from amrsim.amr.amrlib_parser import AmrlibParser
-
-        if not spec.model_dir:
-            raise ValueError("backend amrlib needs a model directory")
-        return AmrlibParser(spec.model_dir, device=spec.device, batch_size=batch_size_for(spec),
-                            num_beams=spec.num_beams)
-    raise ValueError(f"unknown parser backend '{spec.backend}': use ud or amrlib")
+    build = BACKENDS[spec.backend].build if spec.backend in BACKENDS else None
+    if build is None:
+        raise ValueError(f"unknown parser backend '{spec.backend}': use one of "
+                         f"{', '.join(n for n, b in BACKENDS.items() if b.build)}")
+    return build(spec)
 
 
 def parse_texts(spec: ParserSpec, texts: list[str]) -> tuple[list[ParseResult], float]:

@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amrsim.amr.backends import ParseResult
 from amrsim.amr.graph import parse as parse_amr
+from amrsim.amr.result import ParseResult
 
 # spacy is imported inside the functions: importing this module must stay cheap
 

@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 import polars as pl
 
-from amrsim.warehouse.keys import content_key
+from amrsim.warehouse import FAILED, OK, content_key
 
 KINDS = ("exact", "hnsw", "ivf")
 HNSW_EF_CONSTRUCTION = 200
@@ -361,6 +361,6 @@ def augment_pairs(
         "scorer": [scorer.name] * len(pairs),
         "k": [k] * len(pairs),
         "index_kind": [kind] * len(pairs),
-        "status": ["ok" if e is None else "failed" for e in errors],
+        "status": [OK if e is None else FAILED for e in errors],
         "error": errors,
     }, schema=PAIR_SCHEMA)

@@ -87,7 +87,7 @@ def shown_values(frame, columns: list[str]):
     """`columns` as text with 2 decimals; a null or NaN (a correlation of constant input) as `undefined`."""
     import polars as pl
 
-    from amrsim.evaluate.results import UNDEFINED
+    from amrsim.evaluate import UNDEFINED
 
     return frame.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None)
                               .map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null(UNDEFINED)

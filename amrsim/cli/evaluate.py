@@ -187,7 +187,7 @@ def evaluate_sts_cmd(
 
 def _translators(items: list[str] | None, device: str) -> dict:
     """['es=Helsinki-NLP/opus-mt-es-en', 'de=./opus-de-en'] -> {language: TranslatorSpec}; a directory must exist."""
-    from amrsim.config import looks_like_path
+    from amrsim.files import looks_like_path
     from amrsim.ingest.normalise import normalise_lang
     from amrsim.translate.run import TranslatorSpec
 
@@ -280,7 +280,6 @@ def evaluate_bitext_cmd(
     print_scores(rows, "Bitext retrieval accuracy (x100)")
     means = rows.filter(pl.col("metric") == "accuracy")
     if means.height > 1:
-
         console.print(f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}")
 
 
@@ -369,14 +368,14 @@ def evaluate_suite_cmd(
         batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
     """Every evaluation the pipeline configures (sts, bitext, transfer, aspects) for one encoder, then the report."""
     from amrsim.config import load_config
-    from amrsim.evaluate.suite import run_suite
+    from amrsim.stages.evaluate import run_suite
 
     cfg = load_config(config, pipeline=pipeline)
     name, pipe = cfg.pipeline(pipeline)
     if not pipe.evaluate:
         raise ConfigError(f"{cfg.path}: pipeline '{name}' has no `evaluate:` section")
     wh = _warehouse(config, encoder)
-    out = run_suite(wh, cfg, name, [encoder], batch_size=batch_size, device=device)
+    out = run_suite(wh, cfg.section(name), [encoder], batch_size=batch_size, device=device)
     for title, rows in out.tables.items():
         print_scores(rows, title)
     for note in out.notes:
@@ -390,7 +389,8 @@ def _ood_encoders(items: list[str], splits: list[str] | None, base: str | None,
     """--encoder [SPLIT=]NAME values -> encoders per protocol split (a bare name: every split) and each model's base
     (--base, else the base its model.json records, else minilm)."""
     from amrsim.encoders import model_id
-    from amrsim.evaluate.ood import SPLITS, base_for, split_named
+    from amrsim.evaluate.ood import SPLITS, split_named
+    from amrsim.stages.evaluate import base_for
 
     per_split: dict[str, list[str]] = {}
     everywhere: list[str] = []
@@ -428,8 +428,6 @@ def print_ood(table) -> None:
     """The protocol's table; a model scoring under its base is flagged in the last column."""
     import polars as pl
 
-    from amrsim.console import console, frame_table
-
     if not table.height:
         console.print("out-of-distribution protocol: no results")
         return
@@ -463,18 +461,17 @@ def evaluate_ood_cmd(
     """Out-of-distribution protocol: each model and its base on each split's in-distribution and held-out test pairs,
     side by side; a model below its base is flagged. Results go to eval/results (datasets ood_<split>)."""
     from amrsim.config import load_config
-    from amrsim.console import console
-    from amrsim.evaluate.ood import evaluate_ood, ood_table
+    from amrsim.encoders import run_name
+    from amrsim.evaluate.ood import ood_table
+    from amrsim.stages.evaluate import evaluate_ood
     from amrsim.warehouse.lineage import new_run_id
 
     cfg = load_config(config, pipeline=pipeline)
     name, _ = cfg.pipeline(pipeline)
     wh = _warehouse(config)
     encoders, bases = _ood_encoders(encoder, split, base, wh.models_root)
-    from amrsim.encoders import run_name
-
     bases = {run_name(m, wh.models_root): b and run_name(b, wh.models_root) for m, b in bases.items()}
-    rows, notes = evaluate_ood(wh, cfg, name, encoders, new_run_id(), batch_size=batch_size, device=device)
+    rows, notes = evaluate_ood(wh, cfg.section(name), encoders, new_run_id(), batch_size=batch_size, device=device)
     print_ood(ood_table(rows, bases))
     for note in notes:
         console.print(note)

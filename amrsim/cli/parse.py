@@ -2,58 +2,40 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from amrsim.cli.common import refuse_out_over_input, write_out
 from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
-from amrsim.files import file_format
+from amrsim.files import file_format, header_columns
 
-# The parsers, translators and config (spaCy, torch, pydantic) are imported inside the command: `amrsim --help`
-# does not need them.
+# The parsers, translators, readers and config (spaCy, torch, polars, pydantic) are imported inside the command:
+# `amrsim --help` does not need them.
 
 
 def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | None]]:
     """Sentences (and graphs, for --backend provided) from JSONL(.gz)/TSV/CSV with a sentence|snt column, or a
     plain text file with one sentence per line."""
+    from amrsim.ingest.readers import read_rows
+
     if not path.is_file():
         raise InputError(str(path), "file not found")
-    fmt = file_format(path, {".jsonl": "jsonl", ".tsv": "tsv", ".csv": "csv"})
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except UnicodeDecodeError as e:
-        raise InputError(str(path), f"not UTF-8 ({e.reason} at byte {e.start})") from None
-    if fmt == "jsonl":
-        records = []
-        for i, line in enumerate(lines, 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{i}", f"invalid JSON: {e.msg}") from None
-    elif fmt in ("tsv", "csv"):
-        sep = "\t" if fmt == "tsv" else ","
-        header = lines[0].split(sep) if lines else []
-        records = [dict(zip(header, line.split(sep), strict=False)) for line in lines[1:] if line.strip()]
-        if not records:
-            raise InputError(str(path), "no rows after the header" if lines else "empty file")
-    else:
-        return lines, [None] * len(lines)
-    column = next((c for c in ("sentence", "snt") if records and c in records[0]), None)
+    fmt = file_format(path, {".jsonl": "jsonl", ".tsv": "tsv", ".csv": "csv"}, default="lines")
+    header = ["sentence"] if fmt == "lines" else header_columns(path, fmt)
+    column = next((c for c in ("sentence", "snt") if c in header), None)
     if column is None:
         raise InputError(str(path), "needs a 'sentence' or 'snt' column")
-    if want_amr and "amr" not in records[0]:
+    want_amr = want_amr and fmt != "lines"
+    if want_amr and "amr" not in header:
         raise InputError(str(path), "--backend provided needs an 'amr' column")
-    return ([str(r.get(column) or "") for r in records],
-            [r.get("amr") for r in records] if want_amr else [None] * len(records))
+    columns = [column, "amr"] if want_amr else [column]
+    rows = read_rows(path, fmt, columns, text_columns=columns)
+    return [s or "" for s in rows[column]], rows["amr"].to_list() if want_amr else [None] * rows.height
 
 
 def _translate_to_english(model: str, sentences: list[str], device: str) -> tuple[list[str | None], list[str | None]]:
@@ -67,6 +49,35 @@ def _translate_to_english(model: str, sentences: list[str], device: str) -> tupl
         raise ConfigError(f"--translate '{model}': {e}") from None
     results = translator.translate(sentences)
     return [r.text for r in results], [r.error for r in results]
+
+
+def _parse_section(backend: str, **options: Any) -> Any:
+    """The options as a pipeline's `parse` section, validated by it; a bad value is a ConfigError naming it."""
+    from pydantic import ValidationError
+
+    from amrsim.config import ParseConfig
+
+    try:
+        return ParseConfig(backend=backend, **options)
+    except ValidationError as e:
+        err = e.errors()[0]
+        option = f"--{str(err['loc'][0]).replace('_', '-')} {err['input']!r}" if err["loc"] else f"--backend {backend}"
+        raise ConfigError(f"{option}: {err['msg'].removeprefix('Value error, ')}") from None
+
+
+def _checked_graphs(graphs: list[str | None]) -> list[Any]:
+    """Graphs given in the input as parse results: each one that does not read fails with the reason."""
+    from amrsim.amr.backends import ParseResult
+    from amrsim.amr.graph import AMRError, parse
+
+    results = []
+    for g in graphs:
+        try:
+            parse(g or "")
+            results.append(ParseResult(g))
+        except AMRError as e:
+            results.append(ParseResult.failed(str(e)))
+    return results
 
 
 def parse_command(
@@ -86,52 +97,48 @@ def parse_command(
 ) -> None:
     """Parse sentences into AMR graphs; every input row gets an output row, written atomically. Text in a language
     without a parser is translated into English first with --translate."""
-    from amrsim.amr.backends import ParseResult
-    from amrsim.amr.parsing import ParserSpec, linearized_column, parser_for
-    from amrsim.config import PARSER_LANGS, PIVOT_LANG
+    from amrsim.amr.backends import BACKENDS, PIVOT_LANG, PROVIDED, ParseResult
+    from amrsim.amr.parsing import linearized_column, parser_for
+    from amrsim.warehouse import OK
 
     refuse_out_over_input(out, file=file)
-    if backend not in PARSER_LANGS:
-        raise ConfigError(f"--backend '{backend}': use one of {sorted(PARSER_LANGS)}")
-    if translate is not None and (backend == "provided" or lang == PIVOT_LANG):
+    if backend not in BACKENDS:
+        raise ConfigError(f"--backend '{backend}': use one of {sorted(BACKENDS)}")
+    if translate is not None and (backend == PROVIDED or lang == PIVOT_LANG):
         raise ConfigError(f"--translate: translates --lang into English for parsing; it does not apply to "
-                          f"{'--backend provided' if backend == 'provided' else 'English sentences'}")
+                          f"{'--backend provided' if backend == PROVIDED else 'English sentences'}")
     parse_lang = PIVOT_LANG if translate is not None else lang
-    if backend != "provided" and parse_lang not in PARSER_LANGS[backend]:
-        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(PARSER_LANGS[backend])}; translate into "
+    langs = BACKENDS[backend].langs
+    if backend != PROVIDED and parse_lang not in langs:
+        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(langs)}; translate into "
                           f"English first: --translate Helsinki-NLP/opus-mt-{lang}-en (or a model directory)")
-    if backend == "amrlib" and (model_dir is None or not model_dir.is_dir()):
-        raise ConfigError(f"--model-dir: parse_xfm model directory not found ({model_dir})")
+    if model_dir is not None and not model_dir.is_dir():
+        raise ConfigError(f"--model-dir: model directory not found ({model_dir})")
     if linearize not in ("paper", "pointer", "none"):
         raise ConfigError(f"--linearize '{linearize}': use paper, pointer or none")
-    sentences, given = _read_sentences(file, want_amr=backend == "provided")
+    section = _parse_section(backend, langs=[parse_lang] if backend != PROVIDED else [], batch_size=batch_size,
+                             model_dir=str(model_dir) if model_dir else None, device=device)
+    sentences, given = _read_sentences(file, want_amr=backend == PROVIDED)
     t0 = time.perf_counter()
     english: list[str | None] = []
     why: list[str | None] = []
     if translate is not None:
         english, why = _translate_to_english(translate, sentences, device)
-    if backend == "provided":
-        from amrsim.amr.graph import AMRError, parse
-
-        results = []
-        for g in given:
-            try:
-                parse(g or "")
-                results.append(ParseResult(g))
-            except AMRError as e:
-                results.append(ParseResult.failed(str(e)))
+    if backend == PROVIDED:
+        results = _checked_graphs(given)
     else:
-        spec = ParserSpec(backend, parse_lang, str(model_dir) if model_dir else None, batch_size, device=device)
+        parser = parser_for(section.parser_specs()[parse_lang])
         if translate is None:
-            results = parser_for(spec).parse(sentences)
+            results = parser.parse(sentences)
         else:  # parse the rows that translated; the others fail with the translation's reason
             ok = [i for i, t in enumerate(english) if t is not None]
-            parsed = dict(zip(ok, parser_for(spec).parse([english[i] or "" for i in ok]), strict=True))
+            parsed = dict(zip(ok, parser.parse([english[i] or "" for i in ok]), strict=True))
             results = [parsed.get(i) or ParseResult.failed(f"translation failed: {why[i]}")
                        for i in range(len(sentences))]
     seconds = time.perf_counter() - t0
     graphs, status = [r.penman for r in results], [r.status for r in results]
     lin = linearized_column(graphs, status, None if linearize == "none" else linearize)
+
     def write_jsonl(path: Path) -> None:
         with open(path, "w", encoding="utf-8") as f:
             for i, (snt, r, line) in enumerate(zip(sentences, results, lin, strict=True)):
@@ -143,8 +150,6 @@ def parse_command(
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     write_out(out, write_jsonl)
-    failed = sum(s != "ok" for s in status)
+    failed = sum(r.status != OK for r in results)
     rate = f"{len(sentences) / seconds:.0f} sentences/s" if sentences and seconds else "no sentences"
     console.print(f"{len(sentences)} sentences: {len(sentences) - failed} parsed, {failed} failed ({rate}) -> {out}")
-
-

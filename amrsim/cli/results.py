@@ -25,9 +25,8 @@ def export_command(
         config: ConfigOpt = "pipelines.yaml") -> None:
     """Write the results that measure an MTEB task (STSBenchmark, SICK-R, STSBenchmarkMultilingualSTS, STS17,
     STS22, Tatoeba) as MTEB result JSON files."""
-    from amrsim.evaluate.mteb_export import export_mteb, parse_task_overrides
-    from amrsim.evaluate.results import EVAL, RESULTS
-    from amrsim.evaluate.sts import is_cross_encoder
+    from amrsim.stages.evaluate import export_mteb, is_cross_encoder, parse_task_overrides
+    from amrsim.stages.evaluate.results import EVAL, RESULTS
     from amrsim.warehouse import Warehouse
 
     if format_ != "mteb":
@@ -51,7 +50,7 @@ def migrate_command(config: ConfigOpt = "pipelines.yaml") -> None:
     """Bring an eval/results table written by an older amrsim to the current schema: rows asked for as
     `<method>:latest` are renamed to the run that was newest when they were stored (`model_requested` keeps the
     name asked for)."""
-    from amrsim.evaluate.results import migrate_results
+    from amrsim.stages.evaluate import migrate_results
     from amrsim.warehouse import Warehouse
 
     renamed, unresolved = migrate_results(Warehouse(warehouse_root(config)))

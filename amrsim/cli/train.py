@@ -123,7 +123,7 @@ def explain_command(
     from amrsim.encoders import find_trained
     from amrsim.methods.loaders import load_encoder
     from amrsim.methods.portable import method_config
-    from amrsim.methods.s3bert.train import RESIDUAL, contributions, explain, layout_from_meta
+    from amrsim.methods.s3bert import RESIDUAL, contributions, explain, layout_from_meta
 
     root = warehouse_root(config) / "models"
     try:

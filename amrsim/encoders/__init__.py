@@ -13,6 +13,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+__all__ = ["PACKAGED", "Encoder", "EncoderLoader", "TrainedLoader", "TrainedModel", "base_model", "find_trained",
+           "list_trained", "load_encoder", "model_id", "model_subdir", "models_root_default", "resolve_device",
+           "resolves_inside", "run_name", "split_hf_name"]
+
 
 class Encoder(Protocol):
     name: str

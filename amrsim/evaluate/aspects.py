@@ -8,36 +8,18 @@ an encoder without one (the paper's SBERT baseline row). Score: Spearman x 100 o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import find_trained
-from amrsim.evaluate.results import Score
+from amrsim.evaluate import Score
 from amrsim.evaluate.sts import correlations, cosine
-from amrsim.methods.portable import method_config
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
+
+__all__ = ["ASPECT_COLUMNS", "aspect_scores"]
 
 # the aspects S3BERT decomposes into (its Table 1), by amr_metrics column; smatch precision/recall are redundant
 ASPECT_COLUMNS = [c for c in AMR_METRIC_COLUMNS if c not in ("smatch_precision", "smatch_recall")]
-
-
-def aspect_slices(encoder: str, models_root: Path | None = None) -> dict[str, tuple[int, int]]:
-    """A trained decomposed model's sub-embedding ranges by aspect column; {} for any other encoder."""
-    if encoder in ("minilm", "muse") or encoder.startswith("hf:") or ":" not in encoder:
-        return {}
-
-    model = find_trained(encoder, models_root)
-    meta = method_config(model.path, "s3bert", model.meta)
-    slices = {}
-    for name, span in (meta.get("aspects") or {}).items():
-        if (not isinstance(span, list | tuple) or len(span) != 2 or not all(isinstance(x, int) for x in span)
-                or not 0 <= span[0] < span[1]):
-            raise ValueError(f"model '{encoder}': aspects.{name} must be [start, end) with 0 <= start < end, "
-                             f"got {span!r}")
-        slices[name] = (span[0], span[1])
-    return slices
 
 
 def aspect_scores(model: str, dataset: str, split: str, metrics: pl.DataFrame, vectors1: np.ndarray,

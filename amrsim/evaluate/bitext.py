@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from amrsim.errors import InputError
-from amrsim.evaluate.results import Score
+from amrsim.evaluate import Score
 
 # faiss, sklearn are imported inside the functions: importing this module must stay cheap
 

@@ -5,25 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
 
-from amrsim.encoders import find_trained, model_id
-from amrsim.encoders.cache import read_embeddings
-from amrsim.evaluate.results import EVAL, RESULTS, Score
-from amrsim.warehouse.keys import content_key
-from amrsim.warehouse.store import OK, Warehouse
+from amrsim.evaluate import Score
 
 # scipy is imported inside the functions: importing this module must stay cheap
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["EVAL", "RESULTS", "StsEvaluator", "correlations", "cosine", "evaluate_sts",
-           "is_constant", "is_cross_encoder", "result_key", "select_pairs"]
+__all__ = ["StsEvaluator", "correlations", "cosine", "is_constant", "sts_scores"]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -72,55 +61,8 @@ def correlations(pred: np.ndarray, gold: np.ndarray) -> dict[str, float | None]:
     return {"spearman": float(spearmanr(pred, gold)[0] * 100), "pearson": float(pearsonr(pred, gold)[0] * 100)}
 
 
-def select_pairs(pairs: pl.DataFrame, split: str | None, lang_pair: str) -> pl.DataFrame:
-    """Ok pairs of one split in one language pair; 'en-de' takes sentence1 in en and sentence2 in de from rows
-    sharing an item id (row-aligned translations), as cross-lingual STS is built from multilingual STSb."""
-    l1, l2 = lang_pair.split("-")
-    ok = pairs.filter(pl.col("status") == OK)
-    if split and split != "all":
-        ok = ok.filter(pl.col("split") == split)
-    same = ok.filter((pl.col("lang1") == l1) & (pl.col("lang2") == l2))
-    if same.height or l1 == l2:
-        return same.select("item_id", "sentence1_key", "sentence2_key", "score")
-    left = ok.filter((pl.col("lang1") == l1) & (pl.col("lang2") == l1)).select(
-        "item_id", "sentence1_key", "score")
-    right = ok.filter((pl.col("lang1") == l2) & (pl.col("lang2") == l2)).select("item_id", "sentence2_key")
-    return left.join(right, on="item_id", how="inner").select("item_id", "sentence1_key", "sentence2_key",
-                                                                "score")
-
-
-def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pair_keys: list[str],
-               models_root: Path | None = None) -> str:
-    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, sorted(pair_keys))
-
-
-def pair_similarities(wh: Warehouse, dataset: str, encoder: str, pairs: pl.DataFrame) -> \
-        tuple[np.ndarray, np.ndarray]:
-    """(cosine, gold) per row of `pairs` (as `select_pairs` returns them), from the cached embeddings."""
-    if pairs.height == 0:
-        return np.zeros(0), np.zeros(0)
-    keys1, keys2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
-    both = read_embeddings(wh, dataset, encoder, keys1 + keys2)
-    return cosine(both[: len(keys1)], both[len(keys1):]), pairs["score"].to_numpy()
-
-
-def evaluate_sts(wh: Warehouse, dataset: str, encoder: str, split: str, lang_pair: str,
-                 pairs: pl.DataFrame) -> list[Score]:
-    """Spearman and Pearson of one (dataset, split, language pair) whose pairs were selected by the caller;
-    [] without 2 pairs."""
-    if pairs.height < 2:
-        return []
-    sims, gold = pair_similarities(wh, dataset, encoder, pairs)
-    return [Score("sts", encoder, dataset, split or "all", lang_pair, metric, value, pairs.height)
-            for metric, value in correlations(sims, gold).items()]
-
-
-def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
-    """A trained model that scores pairs directly (model.json `kind: cross-encoder`, e.g. `pear:latest`)."""
-    if encoder.startswith("hf:") or ":" not in encoder:
-        return False
-
-    try:
-        return find_trained(encoder, models_root).meta.get("kind") == "cross-encoder"
-    except ValueError:
-        return False
+def sts_scores(model: str, dataset: str, split: str | None, lang_pair: str, pred: np.ndarray,
+               gold: np.ndarray) -> list[Score]:
+    """`correlations` of one (dataset, split, language pair) as Scores (task "sts", split None -> "all")."""
+    return [Score("sts", model, dataset, split or "all", lang_pair, metric, value, len(gold))
+            for metric, value in correlations(pred, gold).items()]

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from amrsim.errors import InputError
-from amrsim.evaluate.results import Score
+from amrsim.evaluate import Score
 from amrsim.files import file_format
 
 # threadpoolctl, sklearn are imported inside the functions: importing this module must stay cheap

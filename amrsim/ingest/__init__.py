@@ -14,6 +14,8 @@ from amrsim.ingest import derive
 from amrsim.ingest.normalise import normalise, source_columns, text_columns
 from amrsim.ingest.readers import ERROR, read_rows
 
+__all__ = ["normalise", "read_dataset", "read_rows", "source_columns", "text_columns"]
+
 
 def read_dataset(ds: DatasetConfig, path: Path | str,
                  resolve: Callable[[str], Path | str] = Path) -> dict[str, pl.DataFrame]:

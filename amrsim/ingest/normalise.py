@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
-import langcodes
 import polars as pl
 
+from amrsim.amr.backends import PROVIDED
 from amrsim.config import KIND_COLUMNS, TEXT_ROLES, DatasetConfig
 from amrsim.ingest.readers import ERROR, LINE
+from amrsim.langs import normalise_lang
+from amrsim.warehouse import FAILED, OK
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
-from amrsim.warehouse.store import FAILED, OK
 
 DERIVED_ERROR = ERROR  # why a row's cells cannot be used (reader: a non-string cell; derive: no negative): it fails
-
-
-@lru_cache(maxsize=4096)
-def normalise_lang(code: str | None) -> str | None:
-    """A BCP-47 tag in standard form ('deu' -> 'de', 'en_US' -> 'en-US'); None if not a valid language tag."""
-    if not code or not code.strip():
-        return None
-    code = code.strip().replace("_", "-")
-    try:
-        if not langcodes.tag_is_valid(code):
-            return None
-        return langcodes.standardize_tag(code, macro=True)  # macro: cmn -> zh, so Tatoeba meets STSb codes
-    except (ValueError, langcodes.tag_parser.LanguageTagError):
-        return None
 
 
 def source_columns(ds: DatasetConfig) -> list[str]:
@@ -208,14 +194,14 @@ class Normaliser:
 def provided_graph_key(sentence_key: str | None, penman: str) -> str:
     """Key of a graph the input gives a sentence: of the sentence and the graph's text, so a sentence given different
     graphs in different rows keeps each (one row per distinct text), and a row's graph is found by its key."""
-    return content_key("amr", sentence_key, "provided", penman)
+    return content_key("amr", sentence_key, PROVIDED, penman)
 
 
 def _add_provided_graph(tables: _Tables, sentence_key: str | None, lang: str | None, text: str) -> str:
     """A graph given in the input (parser 'provided'), its key returned; it is validated when a metric reads it."""
     key = provided_graph_key(sentence_key, text)
     tables.add("amr", {"key": key, "sentence_key": sentence_key,
-                       "lang": lang, "penman": text, "parser": "provided", "pivot_lang": None, "parsed_text": None,
+                       "lang": lang, "penman": text, "parser": PROVIDED, "pivot_lang": None, "parsed_text": None,
                        "linearized": None, "status": OK if text else FAILED,
                        "error": None if text else "empty graph", "seconds": None})
     return key

@@ -1,4 +1,5 @@
-"""Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet, Hugging Face datasets and PENMAN files of graphs.
+"""Readers for TSV (no quoting), CSV, JSONL(.gz), Parquet, plain text lines, Hugging Face datasets and PENMAN files
+of graphs.
 
 Each yields polars frames of at most `chunk_rows` rows: the requested columns as strings (None where absent) plus
 `__line`, the 1-based line (or row) of the file, so every later error can name it, and `__error`: why the row's
@@ -406,6 +407,9 @@ def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | No
         yield from iter_jsonl(path, columns, chunk_rows, tail, text_columns)
     elif fmt == "parquet":
         yield from iter_parquet(path, columns, chunk_rows, text_columns)
+    elif fmt == "lines":  # plain text: each line (blank ones too) is a row of the one column
+        lines = ([text.removesuffix("\r"), number, None] for number, text in _text_lines(path, tail, header=False))
+        yield from _chunked(lines, columns[:1], chunk_rows)
     else:
         raise InputError(str(path), f"unknown format '{fmt}'")
 

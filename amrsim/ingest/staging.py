@@ -112,7 +112,7 @@ def sync_staged(wh: Warehouse, dataset: str, table: str, stage: Stage, scope: tu
         rows = con.sql(f"SELECT s.* EXCLUDE ({SEQ}) FROM {staged} s SEMI JOIN (SELECT seq FROM added) a "
                        f"ON s.{SEQ} = a.seq").to_arrow_reader(BATCH_ROWS)
         path = wh.table_path(dataset, table)
-        dt = wh._open(dataset, table)
+        dt = wh.snapshot(dataset, table)
         if dt is None or not n_removed:  # the common refresh: rows only added, a plain append
             path.parent.mkdir(parents=True, exist_ok=True)
             write_deltalake_stream(path, _conformed(wh, table, rows), evolve=bool(LATER_COLUMNS.get(table)))

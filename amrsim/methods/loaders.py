@@ -6,45 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from amrsim.encoders import Encoder, TrainedLoader, TrainedModel
+from amrsim.encoders import Encoder, TrainedLoader
 from amrsim.encoders import load_encoder as load_named
 from amrsim.encoders.cache import embed_sentences as cached_embed
+from amrsim.methods.meaning.encoder import load_trained as load_meaning
+from amrsim.methods.mse_amr.model import load_trained as load_mse_amr
+from amrsim.methods.pear.model import load_fused as load_pear_fused
+from amrsim.methods.pear.model import load_trained as load_pear
 
 __all__ = ["TRAINED_LOADERS", "embed_sentences", "load_encoder"]
 
 
-# TEMPORARY wrappers (function-level imports) until each method's loader, in a module that imports torch only inside
-# its functions, takes the TrainedLoader arguments and is imported here at module top.
-def _mse_amr(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-             load: Any) -> Encoder:
-    from amrsim.methods.mse_amr.encoder import load_trained
-
-    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
-
-
-def _pear(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-          load: Any) -> Encoder:
-    from amrsim.methods.pear.train import load_trained
-
-    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
-
-
-def _pear_fused(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-                load: Any) -> Encoder:
-    from amrsim.methods.pear.train import load_fused
-
-    return load_fused(name, model.model_id, str(model.path), batch_size, device, models_root)
-
-
-def _meaning(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-             load: Any) -> Encoder:
-    from amrsim.methods.meaning.train import load_trained
-
-    return load_trained(name, model.model_id, str(model.path), batch_size, device, models_root)
-
-
-TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": _mse_amr, "pear": _pear, "pear_fused": _pear_fused,
-                                             "meaning": _meaning}
+TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": load_mse_amr, "pear": load_pear, "pear_fused": load_pear_fused,
+                                             "meaning": load_meaning}
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",

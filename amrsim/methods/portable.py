@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from amrsim.methods.training import atomic_json
+from amrsim.files import atomic_json
 
 # sentence_transformers is imported inside the functions: importing this module must stay cheap
 

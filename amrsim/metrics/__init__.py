@@ -1,1 +1,18 @@
-"""AMR graph metrics: Smatch, fine-grained aspects, Weisfeiler-Leman kernels; batch engine."""
+"""AMR graph metrics: Smatch, fine-grained aspects, Weisfeiler-Leman kernels; batch engine and corpus Smatch."""
+
+from amrsim.metrics.aspects import S3BERT_ASPECTS
+from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
+from amrsim.metrics.engine import (
+    ALL_ASPECTS,
+    METRICS_VERSION,
+    MetricsOptions,
+    PairScorer,
+    aspect_columns,
+    score_pairs,
+    score_pairs_parallel,
+)
+from amrsim.metrics.wlk import wwlk_score
+
+# the functions `smatch` and `wlk` keep their modules' names: `amrsim.metrics.smatch.smatch`, `amrsim.metrics.wlk.wlk`
+__all__ = ["ALL_ASPECTS", "METRICS_VERSION", "S3BERT_ASPECTS", "GoldGraphError", "MetricsOptions", "PairScorer",
+           "aspect_columns", "corpus_smatch", "score_pairs", "score_pairs_parallel", "wwlk_score"]

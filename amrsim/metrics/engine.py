@@ -28,10 +28,10 @@ from typing import Any
 import polars as pl
 
 from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-from amrsim.metrics import wlk
 from amrsim.metrics.aspects import SMATCH_FAMILY, VECTOR_ASPECTS, GraphView, Search, aspect_scores
 from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
+from amrsim.metrics.wlk import load_pot, wlk, wwlk_score
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
 from amrsim.warehouse.store import FAILED, OK
@@ -161,12 +161,8 @@ class _Scorer:
         if part == "family":
             return row | {"status": OK}
         if "wlk" in opts.aspects:
-            from amrsim.metrics.wlk import wlk
-
             row["wlk"] = wlk(graph1, graph2, k=opts.wlk_iterations)
         if "wwlk" in opts.aspects:
-            from amrsim.metrics.wlk import wwlk_score
-
             w = wwlk_score(graph1, graph2, vectors=self._node_vectors(), k=opts.wlk_iterations,
                            stability_level=opts.wwlk_stability, seed=opts.seed)
             row["wwlk"] = w.value
@@ -507,7 +503,7 @@ def warm_up(options: MetricsOptions | None) -> None:
     """What the first pairs would otherwise pay for, once per process: POT's import (WWLK) and the node vectors
     (seconds). A pool worker does it at start-up; a pilot before it times pairs, so that it times pairs only."""
     if options is None or "wwlk" in options.aspects:
-        wlk._pot()
+        load_pot()
     if options is not None and options.needs_vectors:
         _node_vectors(options.vectors, options.seed).vector("thing")
 

@@ -374,7 +374,7 @@ def wwlk_from_built(
     return _checked(_wwlk(b1, b2, _links(b1), _links(b2), vectors, k, stability_level, seed, work_budget))
 
 
-def _pot():
+def load_pot():
     """POT, imported without its torch/jax/cupy/tensorflow backends: WWLK passes numpy arrays, and POT's probing
     imports torch (3-4 s per worker process)."""
     if "ot" not in sys.modules:
@@ -385,27 +385,27 @@ def _pot():
     return ot
 
 
-def _emd_cost(a: np.ndarray, b: np.ndarray, dist: np.ndarray) -> float:
+def emd_cost(a: np.ndarray, b: np.ndarray, dist: np.ndarray) -> float:
     """`ot.emd2(a, b, dist)` for float64 weights that are all positive and a C-contiguous float64 cost matrix: POT's
     own network simplex (`emd_c`) after emd2's one step for that case (b rescaled to a's mass), without its backend
     dispatch, marginal check and dual potentials, which took a fifth of a pair's time. The same solver, the same
     number (a test compares them); a non-optimal result warns as emd2 does."""
-    solver = _pot().lp.emd_wrap  # POT's solver module, the one emd2 calls (pot is pinned)
+    solver = load_pot().lp.emd_wrap  # POT's solver module, the one emd2 calls (pot is pinned)
     b = b * a.sum(0) / b.sum(0, keepdims=True)
     _plan, cost, _u, _v, code = solver.emd_c(a, b, dist, 100000, 1, None, None)
     solver.check_result(code)
     return float(cost)
 
 
-_DIAG_QUAD_NODES = (3, 90)  # graph sizes where einsum's sums run in the order `_wwlk_core.diag_quad` repeats
+DIAG_QUAD_NODES = (3, 90)  # graph sizes where einsum's sums run in the order `_wwlk_core.diag_quad` repeats
 
 
-def _diag_quad(a: np.ndarray, g: np.ndarray) -> np.ndarray:
+def diag_quad(a: np.ndarray, g: np.ndarray) -> np.ndarray:
     """`np.einsum("rij,rjk,rik->ri", a, g, a)` to the last bit, in C where its sums run in einsum's order (3 to 90
     nodes: below, numpy's iterator orders a 2x2 sum its own way; above, its buffer splits the sum): a fifth of the
     time. (A faster formula, `((a @ g) * a).sum(-1)`, moves WWLK scores by up to 3e-12.)"""
     n = a.shape[1]
-    if (_DIAG_QUAD_NODES[0] <= n <= _DIAG_QUAD_NODES[1] and a.dtype == g.dtype == np.float64
+    if (DIAG_QUAD_NODES[0] <= n <= DIAG_QUAD_NODES[1] and a.dtype == g.dtype == np.float64
             and a.flags.c_contiguous and g.flags.c_contiguous):
         out = np.empty(a.shape[:2])
         _wwlk_core.diag_quad(a, g, out)
@@ -442,8 +442,8 @@ def _wwlk(
     # the squared norms of the other levels stay one einsum each (a reordered sum moves scores by up to 1e-12)
     # (summed from level 0 up, as before: floating-point sums in another order differ in the last bits)
     cross = sum((a1 @ g12 @ a2.transpose(0, 2, 1) for a1, a2 in zip(p1[1:], p2[1:], strict=True)), g12)
-    sq1 = sum((_diag_quad(a, g11) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
-    sq2 = sum((_diag_quad(a, g22) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
+    sq1 = sum((diag_quad(a, g11) for a in p1[1:]), np.diagonal(g11, axis1=1, axis2=2))
+    sq2 = sum((diag_quad(a, g22) for a in p2[1:]), np.diagonal(g22, axis1=1, axis2=2))
     n1, n2 = np.sqrt(np.maximum(sq1, 0.0)), np.sqrt(np.maximum(sq2, 0.0))
     inv1, inv2 = np.divide(1.0, n1, out=np.zeros_like(n1), where=n1 > 0), np.divide(1.0, n2, out=np.zeros_like(n2),
                                                                                      where=n2 > 0)
@@ -453,7 +453,7 @@ def _wwlk(
     dist = np.sqrt(sq).mean(axis=0)
     a = np.full(len(b1.labels), 1.0 / len(b1.labels))
     bw = np.full(len(b2.labels), 1.0 / len(b2.labels))
-    return WWLKScore(float(1.0 - _emd_cost(a, bw, np.ascontiguousarray(dist))), runs, runs < stability_level + 1)
+    return WWLKScore(float(1.0 - emd_cost(a, bw, np.ascontiguousarray(dist))), runs, runs < stability_level + 1)
 
 
 def _checked(score: WWLKScore) -> float:

@@ -13,10 +13,9 @@ from amrsim.encoders import model_id
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.methods.loaders import embed_sentences, load_encoder
-from amrsim.warehouse.keys import config_hash, content_key
+from amrsim.warehouse import OK, Warehouse, config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.schemas import SCHEMAS
-from amrsim.warehouse.store import OK, Warehouse
 
 
 def cross_encoder_scorer(wh: Warehouse, name: str, keys: list[str], sentences: pl.DataFrame) -> Scorer:
@@ -69,6 +68,5 @@ def augment_stage(wh: Warehouse, pipeline: str, dataset: str, aug: AugmentConfig
         run.rows_computed = added
         run.rows_failed = frame.filter(pl.col("status") != OK).height
         run.rows_out = frame.height
-        if added or removed:
-            run.outputs.append("augmented_pairs")
+        run.wrote("augmented_pairs", added or removed)
     return run

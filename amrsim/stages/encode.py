@@ -6,21 +6,21 @@ from collections.abc import Callable
 
 import polars as pl
 
-from amrsim.config import LoadedConfig
+from amrsim.config import Pipeline
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.methods.loaders import embed_sentences
-from amrsim.warehouse.keys import config_hash
+from amrsim.warehouse import OK, Warehouse, config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.store import OK, Warehouse
 
 
-def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, encoder: str, run_id: str,
+def encode_stage(pipe: Pipeline, dataset: str, encoder: str, run_id: str,
                  on_progress: Callable[[int], None] | None = None) -> StageRun:
     """Embed every ok sentence of a dataset with one encoder (cached by content key)."""
-    enc_cfg = cfg.project.pipelines[pipeline].encode
+    enc_cfg = pipe.spec.encode
     assert enc_cfg is not None
-    run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"encode:{encoder}", dataset=dataset,
+    wh = Warehouse(pipe.warehouse_root)
+    run = StageRun(run_id=run_id, pipeline=pipe.name, stage=f"encode:{encoder}", dataset=dataset,
                    config_hash=config_hash({"model": model_id(encoder, wh.models_root)}))
     with record_stage(wh, run):
         run.input_versions = {"sentences": wh.version(dataset, "sentences")}
@@ -29,7 +29,6 @@ def encode_stage(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, 
         run.rows_computed, run.rows_failed = embed_sentences(
             wh, dataset, encoder, sentences, batch_size=enc_cfg.batch_size, device=enc_cfg.device,
             on_progress=on_progress)
-        if run.rows_computed:
-            run.outputs.append(EMBEDDINGS)
+        run.wrote(EMBEDDINGS, run.rows_computed)
         run.rows_out = run.rows_computed
     return run

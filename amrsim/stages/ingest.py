@@ -5,28 +5,31 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import polars as pl
 
-from amrsim.config import DatasetConfig, LoadedConfig
+from amrsim.amr.backends import PROVIDED
+from amrsim.config import DatasetConfig, Pipeline
 from amrsim.ingest import append, read_dataset
 from amrsim.ingest.normalise import Normaliser, source_columns, text_columns
 from amrsim.ingest.readers import CHUNK_ROWS, LINE, Tail, iter_rows
 from amrsim.ingest.staging import Stage, sync_staged
-from amrsim.warehouse.keys import config_hash, file_stat_digest
+from amrsim.warehouse import Warehouse, config_hash
+from amrsim.warehouse.keys import file_stat_digest
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.store import Warehouse
 
 # tables are written in dependency order: sentences before the rows that reference them
 TABLE_ORDER = ("sentences", "amr", "parallel", "pairs", "triples")
 
 
-def ingest_dataset(wh: Warehouse, cfg: LoadedConfig, pipeline: str, dataset: str, run_id: str) -> StageRun:
+def ingest_stage(pipe: Pipeline, dataset: str, run_id: str) -> StageRun:
     """Sync the dataset's canonical tables with its source file: only changed rows are written."""
-    ds = cfg.project.pipelines[pipeline].datasets[dataset]
-    path = ds.path if ds.resolved_format() == "hf" else cfg.resolve_path(ds.path)
-    return ingest_tables(wh, dataset, ds, path, run_id, pipeline, resolve=cfg.resolve_path)
+    ds = pipe.spec.datasets[dataset]
+    path = ds.path if ds.resolved_format() == "hf" else pipe.resolve_path(ds.path)
+    return ingest_tables(Warehouse(pipe.warehouse_root), dataset, ds, path, run_id, pipe.name,
+                         resolve=pipe.resolve_path)
 
 
 def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | str, run_id: str,
@@ -60,10 +63,9 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
             for table in TABLE_ORDER:
                 if not stage.has(table):  # the file gave no rows for it (amr, parallel): leave the table alone
                     continue
-                scope = ("parser", "provided") if table == "amr" else None  # parsed graphs belong to the parse stage
+                scope = ("parser", PROVIDED) if table == "amr" else None  # parsed graphs belong to the parse stage
                 added, removed = sync_staged(wh, dataset, table, stage, scope=scope, append_only=tail is not None)
-                if added or removed:
-                    run.outputs.append(table)
+                run.wrote(table, added or removed)
                 if table == ds.kind:
                     run.rows_computed = added
                     run.rows_out = run.rows_in
@@ -79,7 +81,7 @@ def older_graph_layout(wh: Warehouse, dataset: str, ds: DatasetConfig | None = N
     if not wh.exists(dataset, "pairs") or "amr1_key" in wh.columns(dataset, "pairs"):
         return False
     return ds is not None or wh.read(dataset, "amr", columns=["parser"]).filter(
-        pl.col("parser") == "provided").height > 0
+        pl.col("parser") == PROVIDED).height > 0
 
 
 def _streamable(ds: DatasetConfig) -> bool:
@@ -98,10 +100,11 @@ def _stage_file(stage: Stage, ds: DatasetConfig, path: Path | str, resolve: Call
         return
     id_col = ds.column("id")
     source_file = Path(str(path)).name
+    frames = partial(iter_rows, path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
+                     text_columns(ds))
     # first pass assumes no id repeats (the usual case) and stages every line's id beside the rows
     normaliser = Normaliser(ds, source_file, repeated_ids={})
-    for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
-                           text_columns(ds)):
+    for frame in frames():
         tables = normaliser.chunk(frame)
         if id_col:
             raw = pl.col(id_col).fill_null("")
@@ -115,6 +118,5 @@ def _stage_file(stage: Stage, ds: DatasetConfig, path: Path | str, resolve: Call
     if repeated:  # a second pass marks the repeats as failed rows, as the in-memory normaliser would
         stage.clear()
         normaliser = Normaliser(ds, source_file, repeated_ids=repeated)
-        for frame in iter_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, chunk_rows, tail,
-                               text_columns(ds)):
+        for frame in frames():
             stage.add(normaliser.chunk(frame))

@@ -6,20 +6,20 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import duckdb
 import polars as pl
 
+from amrsim.amr.backends import PROVIDED
 from amrsim.errors import WarehouseError
 from amrsim.metrics.engine import METRICS_VERSION
 from amrsim.stages.ingest import older_graph_layout
-from amrsim.warehouse.keys import config_hash
+from amrsim.warehouse import OK, Warehouse, config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.query import existing_keys, scan_connection
+from amrsim.warehouse.query import scan_connection
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
-from amrsim.warehouse.store import OK, Warehouse
-
-PROVIDED = "provided"  # the parser id of graphs given in the input: each pair names its own (pairs.amr1_key/amr2_key)
 
 
 def check_graph_layout(wh: Warehouse, dataset: str, parser: str) -> None:
@@ -33,32 +33,10 @@ def check_graph_layout(wh: Warehouse, dataset: str, parser: str) -> None:
             f"and the next metrics run scores the pairs whose graphs changed and drops the rows no pair uses")
 
 
-def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame:
-    """Ok pairs whose two graphs from `parser` are ok: item_id, split, keys, score, amr1, amr2. Provided graphs are
-    the pair's own (its row's `amr1_key`/`amr2_key`); a parser's are its sentences' graphs."""
-    check_graph_layout(wh, dataset, parser)
-    pairs = wh.read(dataset, "pairs").filter(pl.col("status") == OK)
-    graphs = wh.read(dataset, "amr").filter((pl.col("status") == OK) & (pl.col("parser") == parser))
-    if parser == PROVIDED:
-        sides = [c for c in ("amr1_key", "amr2_key") if c not in pairs.columns]
-        pairs = pairs.with_columns(pl.lit(None, pl.String).alias(c) for c in sides)
-        graphs, on = graphs.select(graph="key", penman="penman"), ("amr1_key", "amr2_key")
-    else:
-        # the graph with the smallest amr key, as the SQL's arg_min picks: training looks metrics up by the graphs
-        graphs = graphs.sort("key").unique("sentence_key", keep="first").select(graph="sentence_key",
-                                                                               penman="penman")
-        on = ("sentence1_key", "sentence2_key")
-    return (pairs.select(pair_key="key", item_id="item_id", split="split", sentence1_key="sentence1_key",
-                         sentence2_key="sentence2_key", score="score", g1=on[0], g2=on[1])
-            .join(graphs.rename({"graph": "g1", "penman": "amr1"}), on="g1")
-            .join(graphs.rename({"graph": "g2", "penman": "amr2"}), on="g2")
-            .drop("g1", "g2"))
-
-
 # the pairs' graphs (provided: each pair's own, by amr key; a parser's: each sentence's, by sentence key)
 _GRAPHS = {
-    "provided": ("SELECT key AS graph, penman FROM amr WHERE status = 'ok' AND parser = $parser",
-                 "amr1_key", "amr2_key"),
+    PROVIDED: ("SELECT key AS graph, penman FROM amr WHERE status = 'ok' AND parser = $parser",
+               "amr1_key", "amr2_key"),
     "parsed": ("SELECT sentence_key AS graph, arg_min(penman, key) AS penman FROM amr "
                "WHERE status = 'ok' AND parser = $parser GROUP BY sentence_key", "sentence1_key", "sentence2_key"),
 }
@@ -69,6 +47,7 @@ j AS (SELECT p.key AS pair_key, p.item_id, p.split, p.sentence1_key, p.sentence2
       FROM pairs p JOIN g g1 ON g1.graph = p.{side1} JOIN g g2 ON g2.graph = p.{side2}
       WHERE p.status = 'ok')
 """
+GRAPH_PAIRS_ALL = "SELECT pair_key, item_id, split, sentence1_key, sentence2_key, score, amr1, amr2 FROM j"
 # a pair is done when a row of these options has its graphs (md5 of both texts: the content key's inputs)
 GRAPH_PAIRS_TODO = """
 SELECT j.* EXCLUDE (amr1, amr2), d.graphs_md5 IS NOT NULL AS done,
@@ -90,13 +69,11 @@ def graph_pairs_sql(parser: str, query: str) -> str:
     return GRAPH_PAIRS.format(graphs=graphs, side1=side1, side2=side2) + query
 
 
-def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: str, rows: int,
-                       memory_limit: str = "256MB", stale: list[str] | None = None) -> Iterator[pl.DataFrame]:
-    """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified), plus `graphs_md5` and
-    `done`: a metrics row of these options has the pair's graphs already (its graphs are then left out). DuckDB
-    joins the tables out of core, so memory is bounded by `rows` and `memory_limit`, not by the table sizes. Once
-    the stream is read to its end, `stale` (if given) holds the keys of the `amr_metrics` rows of these options that
-    no current pair's graphs have, as of the snapshot the stream read."""
+@contextmanager
+def graph_pairs_connection(wh: Warehouse, dataset: str, parser: str,
+                           memory_limit: str = "256MB") -> Iterator[duckdb.DuckDBPyConnection]:
+    """DuckDB over the dataset's `pairs`, `amr` and `amr_metrics` (`m`) snapshots, for `graph_pairs_sql`: joins out
+    of core, spilling beyond `memory_limit`. Refuses a dataset in the older graph layout."""
     check_graph_layout(wh, dataset, parser)
     with tempfile.TemporaryDirectory(prefix="amrsim-duckdb-") as spill:
         tables = {"pairs": (dataset, "pairs"), "amr": (dataset, "amr"), "m": (dataset, "amr_metrics")}
@@ -106,25 +83,45 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
                    "m": ["key", "pair_key", "graphs_md5", "options"]}
         con = scan_connection(wh, tables, memory_limit, spill, columns)
         try:
-            params = {"parser": parser, "options": options_json}
-            reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
-            buffered: list[pl.DataFrame] = []
-            size = 0
-            for batch in reader:  # DuckDB hands out vectors of ~2048 rows: regroup them into `rows`-row frames
-                frame = pl.from_arrow(batch)
-                assert isinstance(frame, pl.DataFrame)
-                buffered.append(frame)
-                size += frame.height
-                if size >= rows:
-                    yield pl.concat(buffered)
-                    buffered, size = [], 0
-            if buffered:
-                yield pl.concat(buffered)
-            if stale is not None:  # the views read the snapshots registered above: rows committed since are not seen
-                stale += [r[0] for r in con.execute(graph_pairs_sql(parser, STALE_METRICS),
-                                                    params | {"version": METRICS_VERSION}).fetchall()]
+            yield con
         finally:
             con.close()
+
+
+def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame:
+    """Ok pairs whose two graphs from `parser` are ok, in the pairs table's order: item_id, split, keys, score, amr1,
+    amr2. Provided graphs are the pair's own (its row's `amr1_key`/`amr2_key`); a parser's are its sentences'."""
+    with graph_pairs_connection(wh, dataset, parser) as con:
+        found = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_ALL), params={"parser": parser}).pl()
+    order = wh.read(dataset, "pairs", columns=["key"]).select(pair_key="key")
+    return order.join(found, on="pair_key", maintain_order="left")
+
+
+def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: str, rows: int,
+                       memory_limit: str = "256MB", stale: list[str] | None = None) -> Iterator[pl.DataFrame]:
+    """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified), plus `graphs_md5` and
+    `done`: a metrics row of these options has the pair's graphs already (its graphs are then left out). Memory is
+    bounded by `rows` and `memory_limit`, not by the table sizes. Once the stream is read to its end, `stale` (if
+    given) holds the keys of the `amr_metrics` rows of these options that no current pair's graphs have, as of the
+    snapshot the stream read."""
+    with graph_pairs_connection(wh, dataset, parser, memory_limit) as con:
+        params = {"parser": parser, "options": options_json}
+        reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
+        buffered: list[pl.DataFrame] = []
+        size = 0
+        for batch in reader:  # DuckDB hands out vectors of ~2048 rows: regroup them into `rows`-row frames
+            frame = pl.from_arrow(batch)
+            assert isinstance(frame, pl.DataFrame)
+            buffered.append(frame)
+            size += frame.height
+            if size >= rows:
+                yield pl.concat(buffered)
+                buffered, size = [], 0
+        if buffered:
+            yield pl.concat(buffered)
+        if stale is not None:  # the views read the snapshots registered above: rows committed since are not seen
+            stale += [r[0] for r in con.execute(graph_pairs_sql(parser, STALE_METRICS),
+                                                params | {"version": METRICS_VERSION}).fetchall()]
 
 
 def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
@@ -150,7 +147,7 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             chunk = chunk.unique("key", keep="first", maintain_order=True)
             # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done. The
             # check sees this run's earlier commits too, so a key repeated across chunks is computed once.
-            done = existing_keys(wh, dataset, "amr_metrics", chunk["key"].to_list())
+            done = wh.existing_keys(dataset, "amr_metrics", chunk["key"].to_list())
             todo = chunk.filter(~pl.col("key").is_in(list(done))) if done else chunk
             if not todo.height:
                 continue
@@ -162,13 +159,11 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             # an append (one commit), no merge against the whole table: it leaves out keys a concurrent run
             # committed since the check above, so only the rows it adds are counted
             added = wh.append_new(dataset, "amr_metrics", scored.drop("amr1", "amr2"))
-            if "amr_metrics" not in run.outputs:
-                run.outputs.append("amr_metrics")
+            run.wrote("amr_metrics")
             run.rows_computed += added.num_rows
             run.rows_failed += added.num_rows - added.column("status").to_pylist().count(OK)
         # rows whose graphs no pair has any more (a changed graph or pair) go, so readers of the table by split or
         # sentence keys see the current pairs' metrics only
-        if stale and wh.delete_keys(dataset, "amr_metrics", stale) and "amr_metrics" not in run.outputs:
-            run.outputs.append("amr_metrics")
+        run.wrote("amr_metrics", stale and wh.delete_keys(dataset, "amr_metrics", stale))
         run.rows_out = run.rows_computed
     return run

@@ -8,11 +8,11 @@ from typing import Any
 
 import polars as pl
 
+from amrsim.amr.backends import PROVIDED
 from amrsim.config import PIVOT_LANG, ParseConfig, TranslateConfig
 from amrsim.stages.translate import english_translation_key
-from amrsim.warehouse.keys import config_hash, content_key
+from amrsim.warehouse import FAILED, OK, Warehouse, config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.store import OK, Warehouse
 
 PARSE_TODO_SCHEMA = {"key": pl.String, "sentence_key": pl.String, "lang": pl.String, "parser": pl.String,
                      "pivot_lang": pl.String, "pivot_source": pl.String, "parsed_text": pl.String,
@@ -95,7 +95,7 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
         # parsers are deterministic per sentence: a failed row would fail again, so failed keys count as done
         todo = todo.filter(~pl.col("key").is_in(list(wh.keys(dataset, "amr", ok_only=False))))
         unparsable = todo.filter(pl.col("reason").is_not_null()).select(
-            pl.exclude("reason"), pl.lit(None, pl.String).alias("penman"), pl.lit("failed").alias("status"),
+            pl.exclude("reason"), pl.lit(None, pl.String).alias("penman"), pl.lit(FAILED).alias("status"),
             pl.col("reason").alias("error"), pl.lit(None, pl.Float64).alias("seconds"),
             pl.lit(None, pl.String).alias("linearized"))
         runnable = todo.filter(pl.col("reason").is_null()).drop("reason")
@@ -105,15 +105,13 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
         for i, chunk in enumerate(chunks):
             rows = chunk if i == 0 and unparsable.height else parse_batches(chunk)
             wh.upsert(dataset, "amr", rows.drop("parse_lang", strict=False))
-            if "amr" not in run.outputs:
-                run.outputs.append("amr")
+            run.wrote("amr")
             run.rows_computed += rows.height
             run.rows_failed += rows.filter(pl.col("status") != OK).height
-        if parser_id != "provided" and wh.exists(dataset, "amr"):  # graphs given in the input belong to ingest
+        if parser_id != PROVIDED and wh.exists(dataset, "amr"):  # graphs given in the input belong to ingest
             stored = wh.read(dataset, "amr", columns=["key", "sentence_key", "parser"]).filter(
                 (pl.col("parser") == parser_id) & pl.col("sentence_key").is_in(current["sentence_key"].to_list()))
             stale = stored.filter(~pl.col("key").is_in(current["key"].to_list()))["key"].to_list()
-            if wh.delete_keys(dataset, "amr", stale) and "amr" not in run.outputs:
-                run.outputs.append("amr")
+            run.wrote("amr", wh.delete_keys(dataset, "amr", stale))
         run.rows_out = run.rows_computed
     return run

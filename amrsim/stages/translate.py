@@ -7,11 +7,12 @@ from collections.abc import Callable
 
 import polars as pl
 
-from amrsim.config import PIVOT_LANG, TranslateConfig
+from amrsim.config import PIVOT_LANG, Pipeline, TranslateConfig
+from amrsim.files import looks_like_path
 from amrsim.translate import translation_key
-from amrsim.warehouse.keys import config_hash, content_key
+from amrsim.translate.run import TranslatorSpec
+from amrsim.warehouse import OK, Warehouse, config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
-from amrsim.warehouse.store import OK, Warehouse
 
 TRANSLATION_TODO_SCHEMA = {"key": pl.String, "source_key": pl.String, "source_lang": pl.String,
                            "target_lang": pl.String, "source": pl.String, "model": pl.String}
@@ -61,7 +62,7 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
         rows = pl.concat(frames, how="diagonal_relaxed") if frames else todo
         if rows.height:
             wh.upsert(dataset, "translations", rows)
-            run.outputs.append("translations")
+            run.wrote("translations")
             run.rows_computed = rows.height
             run.rows_failed = rows.filter(pl.col("status") != OK).height
         run.rows_out = run.rows_computed
@@ -71,3 +72,12 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
 def english_translation_key(sentence_key: str, lang: str, tr: TranslateConfig) -> str:
     """The content key of a sentence's English translation with the model `tr` names for its language."""
     return translation_key(sentence_key, PIVOT_LANG, tr.to_english[lang], tr.num_beams, tr.max_length)
+
+
+def translator_spec(pipe: Pipeline, model: str) -> TranslatorSpec:
+    """How a model the translate section names (hub id or directory, as configured) loads: a path resolved against
+    the config's directory, the section's generation settings."""
+    tr = pipe.spec.translate
+    assert tr is not None
+    return TranslatorSpec(str(pipe.resolve_path(model)) if looks_like_path(model) else model, tr.batch_size,
+                          tr.num_beams, tr.max_length, tr.device, configured=model)

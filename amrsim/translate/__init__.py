@@ -1,4 +1,5 @@
-"""Machine translation backends (OPUS-MT / MarianMT) for the translation stage."""
+"""Machine translation for the translation stage: what a backend returns (here), MarianMT (`marian`) and translation
+over a table (`run`)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from amrsim.warehouse.keys import content_key
+from amrsim.warehouse import FAILED, OK, content_key
 
-OK, FAILED = "ok", "failed"
+__all__ = ["ENGLISH", "TranslationResult", "Translator", "translation_key"]
+
 ENGLISH = "en"
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amrsim.files import looks_like_path
 from amrsim.translate import TranslationResult
 
 # torch, transformers are imported inside the functions: importing this module must stay cheap
@@ -55,11 +56,6 @@ def resolve_dtype(dtype: str, device: str):
     if dtype not in _DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; expected 'auto' or one of {sorted(_DTYPES)}")
     return getattr(torch, _DTYPES[dtype])
-
-
-def _looks_like_path(model: str) -> bool:
-    """Hub ids are 'name' or 'org/name'; anything else (absolute, ./, ~, deeper) is meant as a directory."""
-    return model.startswith(("/", ".", "~")) or model.count("/") > 1 or "\\" in model
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -131,7 +127,7 @@ class MarianTranslator:
         path = Path(source).expanduser()
         if path.exists():
             source = str(path)
-        elif _looks_like_path(source):
+        elif looks_like_path(source):
             raise FileNotFoundError(f"translation model directory not found: {source}")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source)

@@ -5,16 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import polars as pl
 
+from amrsim.translate import ENGLISH, Translator, translation_key
 from amrsim.translate.marian import MarianTranslator
-
-if TYPE_CHECKING:
-    from amrsim.warehouse.store import Warehouse
-
-from amrsim.translate import ENGLISH, FAILED, OK, Translator, translation_key
+from amrsim.warehouse import FAILED, OK, Warehouse
 
 
 @dataclass(frozen=True)

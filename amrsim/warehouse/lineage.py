@@ -60,6 +60,11 @@ class StageRun:
     status: str = "ok"
     error: str | None = None
 
+    def wrote(self, table: str, changed: object = True) -> None:
+        """Note that the stage changed `table` (listed once, in order), if `changed`."""
+        if changed and table not in self.outputs:
+            self.outputs.append(table)
+
     def summary(self) -> dict[str, object]:
         return {"stage": self.stage, "dataset": self.dataset, "rows_in": self.rows_in,
                 "computed": self.rows_computed, "failed": self.rows_failed, "rows_out": self.rows_out,

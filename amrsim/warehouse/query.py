@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import duckdb
 import polars as pl
 
+from amrsim.warehouse.scan import SQL_TYPES, register_snapshot
 from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import BrokenTable, Warehouse
 
@@ -23,7 +22,7 @@ def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConne
     for dataset, table in wh.tables():
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{dataset}"')
         try:
-            snapshot = wh._open(dataset, table)
+            snapshot = wh.snapshot(dataset, table)
         except BrokenTable as e:
             con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS {_failing_select(table, str(e))}')
             continue
@@ -41,7 +40,7 @@ def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConne
 def _failing_select(table: str, message: str) -> str:
     """A SELECT with the table's columns whose every read raises `message` (the filter needs the failing value,
     so no projection can skip it)."""
-    columns = "".join(f', NULL::{_SQL_TYPES.get(str(f.type), "VARCHAR")} AS "{f.name}"'
+    columns = "".join(f', NULL::{SQL_TYPES.get(str(f.type), "VARCHAR")} AS "{f.name}"'
                       for f in SCHEMAS.get(table, []))
     quoted = message.replace("'", "''")
     return f"SELECT * EXCLUDE (__broken) FROM (SELECT error('{quoted}') AS __broken{columns}) WHERE __broken IS NULL"
@@ -78,38 +77,4 @@ def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_li
 def register_table(con: duckdb.DuckDBPyConnection, wh: Warehouse, name: str, dataset: str, table: str,
                    columns: list[str] | None = None) -> None:
     """View `name` over a table's current snapshot, streamed (see `scan_connection`); only `columns` if given."""
-    snapshot = wh._open(dataset, table)
-    if snapshot is not None:
-        data = snapshot.to_pyarrow_dataset()
-        # a scanner, not the dataset: DuckDB reads a dataset in 1M-row Arrow batches, which would make memory
-        # grow with the table up to that size; 64k-row batches (one row group) with little read-ahead do not
-        wanted = [c for c in (columns or data.schema.names) if c in data.schema.names]
-        source: Any = data.scanner(columns=wanted, batch_size=64 * 1024, batch_readahead=1, fragment_readahead=1)
-        names = wanted
-    else:
-        source = SCHEMAS[table].empty_table()
-        names = source.schema.names
-    con.register(f"__{name}", source)
-    # a table written before a column joined its schema reads that column as null
-    missing = [f for f in SCHEMAS.get(table, []) if f.name not in names and (columns is None or f.name in columns)]
-    extra = "".join(f", NULL::{_SQL_TYPES[str(f.type)]} AS {f.name}" for f in missing)
-    con.execute(f"CREATE VIEW {name} AS SELECT *{extra} FROM __{name}")
-
-
-_SQL_TYPES = {"string": "VARCHAR", "double": "DOUBLE", "int64": "BIGINT", "bool": "BOOLEAN",
-              "timestamp[us, tz=UTC]": "TIMESTAMPTZ"}
-
-
-def existing_keys(wh: Warehouse, dataset: str, table: str, keys: list[str]) -> set[str]:
-    """Which of `keys` the table's current snapshot holds: a semi-join that streams the table's key column in
-    64k-row batches, so the memory it needs is that of `keys`, not of the table."""
-    if not keys or not wh.exists(dataset, table):
-        return set()
-    con = duckdb.connect(config={"memory_limit": "128MB"})
-    try:
-        register_table(con, wh, "t", dataset, table, ["key"])
-        con.register("k", pl.DataFrame({"key": keys}).to_arrow())
-        found = con.execute("SELECT t.key FROM t SEMI JOIN k ON t.key = k.key").fetchall()
-    finally:
-        con.close()
-    return {row[0] for row in found}
+    register_snapshot(con, name, wh.snapshot(dataset, table), table, columns)

@@ -21,14 +21,13 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from amrsim.errors import WarehouseError
+from amrsim.secrets import redact
 from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
+from amrsim.warehouse.scan import keys_in
 from amrsim.warehouse.schemas import LATER_COLUMNS, SCHEMAS
 
-# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
-
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-OK = "ok"
-FAILED = "failed"
+OK, FAILED = "ok", "failed"  # the values of every table's `status` column (a failed row's `error` says why)
 # a reader decodes a whole Parquet row group at once: parquet-rs's default (1M rows) would make a streaming scan's
 # memory grow with the table up to a million rows; 64k rows keeps it at one small group
 WRITER = WriterProperties(max_row_group_size=64 * 1024)
@@ -63,7 +62,7 @@ class Warehouse:
         """Hold the table's write lock (waits up to `lock_timeout` seconds for another writer)."""
         return table_lock(self.root, dataset, table, self.lock_timeout)
 
-    def _open(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:
+    def snapshot(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:
         """The table's snapshot, None if it has no commit yet; BrokenTable if its log or data files are damaged."""
         path = self.table_path(dataset, table)
         log = path / "_delta_log"
@@ -77,7 +76,7 @@ class Warehouse:
                 return None  # a first commit that never happened (killed writer): the table does not exist yet
             raise BrokenTable(f"table '{name}' is unreadable: {_first_line(e)}") from None
         except Exception as e:  # deltalake raises its own DeltaError, OSError or ValueError for a damaged log
-            if version is not None and self._open(dataset, table) is not None:
+            if version is not None and self.snapshot(dataset, table) is not None:
                 raise WarehouseError(f"table '{name}' has no version {version}") from None
             raise BrokenTable(f"table '{name}' is unreadable: {_first_line(e)}") from None
         _check_log(name, log)
@@ -86,16 +85,16 @@ class Warehouse:
 
     # -- reading ------------------------------------------------------------------------------------------------
     def exists(self, dataset: str, table: str) -> bool:
-        return self._open(dataset, table) is not None
+        return self.snapshot(dataset, table) is not None
 
     def version(self, dataset: str, table: str) -> int | None:
-        dt = self._open(dataset, table)
+        dt = self.snapshot(dataset, table)
         return None if dt is None else dt.version()
 
     def read(self, dataset: str, table: str, version: int | None = None, columns: list[str] | None = None,
              where: pl.Expr | None = None) -> pl.DataFrame:
         """A table (optionally pinned to a version) as a polars frame; an empty frame of its schema if absent."""
-        dt = self._open(dataset, table, version)
+        dt = self.snapshot(dataset, table, version)
         if dt is None:
             if version is not None:
                 raise WarehouseError(f"table '{dataset}/{table}' has no version {version}")
@@ -117,7 +116,7 @@ class Warehouse:
         return frame.filter(where) if where is not None and frame.height else frame
 
     def columns(self, dataset: str, table: str) -> list[str]:
-        dt = self._open(dataset, table)
+        dt = self.snapshot(dataset, table)
         return [] if dt is None else [f.name for f in dt.schema().fields]
 
     def count(self, dataset: str, table: str, status: str | None = None) -> int:
@@ -159,8 +158,6 @@ class Warehouse:
         data = data.select(schema.names).cast(schema)
         if "error" in data.column_names and data.column("error").null_count < data.num_rows:
             # a row's error message may quote a token from the environment or a URL: mask it before it is stored
-            from amrsim.secrets import redact
-
             masked = pa.array([redact(e) for e in data.column("error").to_pylist()], pa.string())
             data = data.set_column(data.column_names.index("error"), "error", masked)
         return data
@@ -172,7 +169,7 @@ class Warehouse:
             return 0
         path = self.table_path(dataset, table)
         with self.lock(dataset, table):  # two first writes would both append; two merges would conflict
-            dt = self._open(dataset, table)
+            dt = self.snapshot(dataset, table)
             if dt is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
@@ -199,7 +196,7 @@ class Warehouse:
             if not added and not removed:
                 return 0, 0
             path = self.table_path(dataset, table)
-            dt = self._open(dataset, table)
+            dt = self.snapshot(dataset, table)
             if dt is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_deltalake(str(path), data, mode="append", writer_properties=WRITER)
@@ -218,7 +215,7 @@ class Warehouse:
     def delete_keys(self, dataset: str, table: str, keys: Iterable[str], key: str = "key") -> int:
         """Delete the rows whose key is in `keys`, one commit (none when nothing matches); returns rows deleted."""
         with self.lock(dataset, table):
-            dt = self._open(dataset, table)
+            dt = self.snapshot(dataset, table)
             wanted = sorted(set(keys) & self.keys(dataset, table, ok_only=False)) if dt is not None else []
             if dt is None or not wanted:
                 return 0
@@ -256,7 +253,7 @@ class Warehouse:
         Returns the new version, or None when nothing was written."""
         path = self.table_path(dataset, table)
         with self.lock(dataset, table):
-            if self._open(dataset, table) is None:
+            if self.snapshot(dataset, table) is None:
                 return None
             changed = change(self.read(dataset, table))
             if changed is None:
@@ -265,12 +262,14 @@ class Warehouse:
                             writer_properties=WRITER)
         return self.version(dataset, table)
 
+    def existing_keys(self, dataset: str, table: str, keys: list[str]) -> set[str]:
+        """Which of `keys` the table's current snapshot holds, reading its key column in small batches."""
+        return keys_in(self.snapshot(dataset, table), table, keys)
+
     def _new_rows(self, dataset: str, table: str, data: pa.Table) -> pa.Table:
         """`data` less rows whose key the table holds or an earlier row of `data` repeats."""
-        from amrsim.warehouse.query import existing_keys
-
         keys = data.column("key").to_pylist()
-        present = existing_keys(self, dataset, table, keys)
+        present = self.existing_keys(dataset, table, keys)
         seen: set[str] = set()
         keep = []
         for k in keys:

@@ -1,8 +1,14 @@
-"""DuEAM (Goswami et al. 2021): a learner taught by an anchor"s Word Mover"s Distance.
+"""DuEAM (Goswami et al. 2021): a dual encoder whose learner regresses a frozen anchor's Word Mover's Distance,
+L = L_A - lam * L_B (`loss`), the anchor and the learner (`model`), the paper's pairs from NLI items (`data`),
+`train_dueam` on the one Trainer (`train`) and its parameters (`params`)."""
 
-`train.py`: the model, loss and training loop; `run.py`: the pipeline entry (`Params`, `train`). The names of the
-flat module this package replaced resolve lazily (`amrsim.methods.dueam.X`)."""
+from amrsim.methods.dueam.data import MODES, NLIItem, TrainPair, construct_pairs
+from amrsim.methods.dueam.loss import LAMBDA, EmptyTokensError, anchor_loss, cosine_term, dueam_loss, wmd
+from amrsim.methods.dueam.model import EMPTY_TOKENS, Anchor, AnchorTargets, anchor_targets, load_learner
+from amrsim.methods.dueam.params import Hyper, Params
+from amrsim.methods.dueam.train import train_dueam
+from amrsim.methods.training import NonFiniteLossError
 
-from amrsim.methods import reexport_lazily
-
-__getattr__ = reexport_lazily(__name__, ("train", "amrsim.methods.training"))
+__all__ = ["EMPTY_TOKENS", "LAMBDA", "MODES", "Anchor", "AnchorTargets", "EmptyTokensError", "Hyper", "NLIItem",
+           "NonFiniteLossError", "Params", "TrainPair", "anchor_loss", "anchor_targets", "construct_pairs",
+           "cosine_term", "dueam_loss", "load_learner", "train_dueam", "wmd"]

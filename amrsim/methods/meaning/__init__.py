@@ -1,9 +1,9 @@
-"""Meaning embeddings (Tiyajamorn et al. 2021): meaning and language parts of a frozen multilingual embedding, plus a
-supervised STS head.
+"""Meaning embeddings (Tiyajamorn et al. 2021) with a stage-2 STS head (two-stage, McCain et al.): a frozen
+encoder's embedding split into meaning and language parts on parallel data, then an MLP on the meaning part tuned on
+STS. `params` and `encoder` (re-exported here) load no torch; `model` (networks, run files), `loss` and `train`
+(`train_stage1`, `train_stage2`) do, and are imported from their modules."""
 
-`train.py`: the model, loss and training loop; `run.py`: the pipeline entry (`Params`, `train`). The names of the
-flat module this package replaced resolve lazily (`amrsim.methods.meaning.X`)."""
+from amrsim.methods.meaning.encoder import MeaningEncoder, load_trained
+from amrsim.methods.meaning.params import Hyper, Params
 
-from amrsim.methods import reexport_lazily
-
-__getattr__ = reexport_lazily(__name__, ("train",))
+__all__ = ["Hyper", "MeaningEncoder", "Params", "load_trained"]

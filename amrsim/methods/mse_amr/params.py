@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, StrictFloat, StrictInt
 
-from amrsim.methods.training import MethodParams
+from amrsim.methods.training import TrainingArgs
 
 
-class Params(MethodParams):
+class Params(TrainingArgs):
+    DEFAULTS: ClassVar[dict[str, Any]] = {"batch_size": 512, "lr": 5e-5, "eval_every": 125}
+
     datasets: list[str] = Field(min_length=1)  # triples datasets (parsed by the pipeline's parse stage)
     split: str | None = "train"  # None: every split
     parser: str = "ud"  # whose graphs (amr.parser)
@@ -23,21 +25,13 @@ class Params(MethodParams):
     base_encoder: str = "muse"
     integration: Literal["concat", "sum", "s_only", "h_only"] = "concat"
     pooling: Literal["mlp", "cls"] = "mlp"
-    lr: StrictFloat = Field(default=5e-5, gt=0)
-    batch_size: StrictInt = Field(default=512, ge=2)
     micro_batch: StrictInt = Field(default=32, ge=2)
     max_length: StrictInt = Field(default=128, ge=8)
-    epochs: StrictInt = Field(default=1, ge=1)
-    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
-    eval_every: StrictInt = Field(default=125, ge=1)
     min_count: StrictInt = Field(default=5, ge=1)
     p_graph: StrictFloat = Field(default=0.5, ge=0, le=1)
     temperature: StrictFloat = Field(default=0.05, gt=0)
     symmetric_loss: bool = True
     warmup_ratio: StrictFloat = Field(default=0.0, ge=0, lt=1)
-    weight_decay: StrictFloat = Field(default=0.0, ge=0)
-    seed: StrictInt = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
     keep_checkpoint: bool = False  # a finished run keeps only amr_encoder/ + model.json (the checkpoint: ~400 MB)
 
     def dataset_refs(self) -> list[tuple[str, str]]:

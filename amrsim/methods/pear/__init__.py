@@ -1,8 +1,41 @@
-"""PEAR (Jørgensen 2024): a cross-encoder for relatedness with kNN re-sampling and an Optuna search.
+"""PEAR (Jørgensen 2024, SemEval-2024 Task 1): a cross-encoder for relatedness trained with BCE on 0-1 gold scores,
+bi-encoder kNN re-sampling with weak labels from the cross-encoder, and `pear_fused`, its scores fused with its base
+bi-encoder's cosine. `params` (pipeline parameters), `loss`, `model` (the model, its run directory and loaders),
+`train` (`fit_pear` on the shared Trainer); the pipeline stage (data, Optuna search) is `amrsim.stages.train.pear`."""
 
-`train.py`: the model, loss and training loop; `run.py`: the pipeline entry (`Params`, `train`). The names of the
-flat module this package replaced resolve lazily (`amrsim.methods.pear.X`)."""
+from amrsim.methods.pear.loss import base_targets, bce_loss, gold_scale_line, normalise_scores, on_gold_scale
+from amrsim.methods.pear.model import (
+    FUSED_METHOD,
+    BaseOffset,
+    CrossEncoderScorer,
+    Fusion,
+    PearCrossEncoder,
+    TrainedCrossEncoder,
+    TrainedFused,
+    base_cosines,
+    fit_fusion,
+    load_fused,
+    load_trained,
+    save_fused,
+    save_run,
+    start_from_base,
+)
+from amrsim.methods.pear.params import Hyper, Params, SearchParams
+from amrsim.methods.pear.train import (
+    RunControl,
+    both_orders,
+    checkpoint_state,
+    fit_pear,
+    length_batches,
+    param_groups,
+    train_epochs,
+    warmup_steps,
+)
 
-from amrsim.methods import reexport_lazily
-
-__getattr__ = reexport_lazily(__name__, ("train", "amrsim.methods.training"))
+__all__ = [
+    "FUSED_METHOD", "BaseOffset", "CrossEncoderScorer", "Fusion", "Hyper", "Params", "PearCrossEncoder", "RunControl",
+    "SearchParams", "TrainedCrossEncoder", "TrainedFused", "base_cosines", "base_targets", "bce_loss", "both_orders",
+    "checkpoint_state", "fit_fusion", "fit_pear", "gold_scale_line", "length_batches", "load_fused", "load_trained",
+    "normalise_scores", "on_gold_scale", "param_groups", "save_fused", "save_run", "start_from_base", "train_epochs",
+    "warmup_steps",
+]

@@ -1,8 +1,22 @@
-"""S3BERT (Opitz & Frank 2022): AMR-aspect sub-embeddings of a sentence-transformers model.
+"""S3BERT (Opitz & Frank 2022): AMR-metric aspects routed into fixed sub-embeddings of a sentence encoder (`model`),
+trained by a per-aspect decomposition loss and a consistency loss against a frozen teacher (`loss`) on normalised
+metric targets with swapped-partner negatives (`data`), on the shared Trainer (`train`); `params`: its pipeline
+parameters. No module imports torch at import time."""
 
-`train.py`: the model, loss and training loop; `run.py`: the pipeline entry (`Params`, `train`). The names of the
-flat module this package replaced resolve lazily (`amrsim.methods.s3bert.X`)."""
+from amrsim.methods.s3bert.data import normalise_targets, partners, with_negatives
+from amrsim.methods.s3bert.loss import DecompositionLoss, consistency_loss
+from amrsim.methods.s3bert.model import (
+    RESIDUAL,
+    S3BERT_ASPECTS,
+    aspect_layout,
+    contributions,
+    explain,
+    layout_from_meta,
+)
+from amrsim.methods.s3bert.params import Params
+from amrsim.methods.s3bert.train import train_s3bert
+from amrsim.methods.training import NonFiniteLossError
 
-from amrsim.methods import reexport_lazily
-
-__getattr__ = reexport_lazily(__name__, ("train", "amrsim.methods.training"))
+__all__ = ["RESIDUAL", "S3BERT_ASPECTS", "DecompositionLoss", "NonFiniteLossError", "Params", "aspect_layout",
+           "consistency_loss", "contributions", "explain", "layout_from_meta", "normalise_targets", "partners",
+           "train_s3bert", "with_negatives"]

@@ -1,6 +1,6 @@
 """Training in the pipeline: one module per method (`stages/train/<name>.py`: read the pinned warehouse tables,
 call the method's core in `amrsim.methods.<name>`, write `warehouse/models/<name>/<run_id>/`), `common.py` (run
-directories, lineage, incremental reruns) and `card.py` (model cards)."""
+directories, lineage, incremental reruns); model cards are `amrsim.stages.evaluate.card`'s."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import BaseModel
 
 from amrsim.config import Pipeline
 from amrsim.methods import method_params
+from amrsim.stages.evaluate.card import refresh_cards
 from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
-from amrsim.stages.train.card import refresh_cards
 from amrsim.stages.train.common import finished_run_with, request_key, write_request
 from amrsim.warehouse import Warehouse
 

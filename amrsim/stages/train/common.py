@@ -13,8 +13,7 @@ from pydantic import BaseModel
 
 from amrsim.encoders import resolves_inside
 from amrsim.errors import WarehouseError
-from amrsim.files import atomic_write
-from amrsim.methods.training import atomic_json
+from amrsim.files import atomic_json, atomic_write
 from amrsim.secrets import redact_obj
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import config_hash, content_key

@@ -1,11 +1,5 @@
-"""DuEAM in the pipeline: NLI-style items from the warehouse, the paper's pair constructions, then
-`amrsim.methods.dueam.train.train_dueam` into `warehouse/models/dueam/<run id>/`
-(loadable as `dueam:<run id|latest>`).
-
-Items (`load_items`): each row group of a `triples` table (premise; entailment and contradiction are its hypotheses)
-or a `pairs` table (sentence1 = premise, sentence2 = hypothesis; lang1/lang2 per side) sharing an item id, split
-`split`; other languages from the dataset's own translated rows, its `parallel` table and its `translations` table
-(the translate stage). Labels are never read. Tables are read at the versions recorded in lineage and model.json.
+"""DuEAM in the pipeline: NLI-style items from the pinned warehouse tables (labels never read), the paper's pairs,
+then `amrsim.methods.dueam.train_dueam` into `warehouse/models/dueam/<run id>/` (loadable as `dueam:<run id|latest>`).
 """
 
 from __future__ import annotations
@@ -13,16 +7,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import polars as pl
-from pydantic import Field, StrictFloat, StrictInt
 
-from amrsim.config import LoadedConfig, Pipeline
+from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
-from amrsim.methods.dueam.train import NLIItem, construct_pairs, train_dueam
-from amrsim.methods.training import MethodParams, base_model_path
+from amrsim.methods.dueam import NLIItem, Params, TrainPair, construct_pairs, train_dueam
+from amrsim.methods.training import base_model_path
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
@@ -37,53 +30,18 @@ ENGLISH_ONLY = ("all-MiniLM-L6-v2 (the packaged `minilm`) is an English model: o
 ROLES = {"triples": ("premise", ("entailment", "contradiction")), "pairs": ("sentence1", ("sentence2",))}
 
 
-class Params(MethodParams):
-    datasets: list[str] = Field(min_length=1)  # NLI-style datasets: kind triples or pairs
-    split: str | None = "train"  # None: every split
-    modes: list[Literal["unsupervised", "monolingual", "cross_lingual"]] = Field(
-        default=["monolingual", "cross_lingual"], min_length=1)  # the paper's weakly supervised setting
-    langs: list[str] | None = None  # None: every language found
-    max_cross_per_item: StrictInt | None = Field(default=None, ge=1)  # cross-lingual layouts per hypothesis (sampled)
-    max_pairs: StrictInt | None = Field(default=None, ge=1)  # a seeded sample of the constructed pairs (CPU recipes)
-    anchor: str = "minilm"  # frozen token encoder: minilm, hf:<id|path> or a transformers dir
-    learner: str = "minilm"  # sentence encoder to train: minilm, hf:<id|path>, a sentence-transformers dir
-    anchor_layer: StrictInt = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
-    wmd_weights: Literal["uniform", "norm"] = "uniform"
-    unit_vectors: bool = True  # unit token vectors before the Euclidean cost: WMD in [0, 2]
-    normalize: bool = True  # unit learner embeddings: ||s' - t'|| in [0, 2]
-    lam: StrictFloat = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
-    max_length: StrictInt = Field(default=128, ge=4)
-    batch_size: StrictInt = Field(default=64, ge=2)
-    lr: StrictFloat = Field(default=2e-5, gt=0)
-    warmup: StrictInt = Field(default=100, ge=0)
-    epochs: StrictInt = Field(default=1, ge=1)
-    eval_every: StrictInt = Field(default=1000, ge=1)
-    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
-    weight_decay: StrictFloat = Field(default=0.01, ge=0)
-    max_grad_norm: StrictFloat = Field(default=1.0, gt=0)
-    dev_dataset: str | None = None  # pairs with gold scores (STSb dev): keeps the best learner by Spearman
-    dev_split: str | None = "dev"
-    dev_lang_pair: str = "en-en"
-    seed: StrictInt = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-
-    def dataset_refs(self) -> list[tuple[str, str]]:
-        refs = [("datasets", d) for d in self.datasets]
-        return refs + ([("dev_dataset", self.dev_dataset)] if self.dev_dataset else [])
-
-
-def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> dict[str, str]:
+def check_config(pipe: Pipeline, params: Params) -> dict[str, str]:
     """Dataset name -> kind (triples or pairs), before anything is read."""
-    pipe = cfg.project.pipelines[pipeline]
+    datasets = pipe.spec.datasets
     kinds = {}
     for d in params.datasets:
-        kind = pipe.datasets[d].kind if d in pipe.datasets else None
+        kind = datasets[d].kind if d in datasets else None
         if kind not in ROLES:
-            raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train dueam datasets: '{d}' is kind '{kind}', "
+            raise ConfigError(f"{pipe.where}: train dueam datasets: '{d}' is kind '{kind}', "
                               f"needs 'triples' or 'pairs' (premise-hypothesis rows)")
         kinds[d] = kind
-    if params.dev_dataset and pipe.datasets[params.dev_dataset].kind != "pairs":
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train dueam dev_dataset '{params.dev_dataset}' "
+    if params.dev_dataset and datasets[params.dev_dataset].kind != "pairs":
+        raise ConfigError(f"{pipe.where}: train dueam dev_dataset '{params.dev_dataset}' "
                           f"needs kind 'pairs' (with gold scores)")
     return kinds
 
@@ -91,7 +49,6 @@ def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> dict[str, 
 def translations_by_key(wh: Warehouse, dataset: str, versions: dict[str, int | None]) -> dict[str, dict[str, str]]:
     """Sentence key -> {language: text} of its translations: the `parallel` table (given in the input) first, then
     the `translations` table (the translate stage); ok rows only."""
-
     out: dict[str, dict[str, str]] = {}
     for table, text in (("parallel", "target"), ("translations", "text")):
         version = versions.get(f"{dataset}.{table}")
@@ -105,9 +62,11 @@ def translations_by_key(wh: Warehouse, dataset: str, versions: dict[str, int | N
 
 
 def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions: dict[str, int | None]
-               ) -> tuple[list[Any], Counter[str], int]:
-    """NLI items of every dataset (sorted by dataset, item id), rows left out by reason, rows read."""
-
+               ) -> tuple[list[NLIItem], Counter[str], int]:
+    """NLI items of every dataset (sorted by dataset, item id), rows left out by reason, rows read. An item is the
+    rows of a `triples` table (premise; entailment and contradiction are its hypotheses) or a `pairs` table
+    (sentence1 = premise, sentence2 = hypothesis) sharing an item id, in every language of its own translated rows,
+    its `parallel` table and its `translations` table."""
     items: list[NLIItem] = []
     left_out: Counter[str] = Counter()
     rows_read = 0
@@ -151,8 +110,6 @@ def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions
 def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
               ) -> tuple[tuple[list[str], list[str], Any] | None, dict[str, Any]]:
     """(texts1, texts2, gold) of the dev pairs in `dev_lang_pair`, and counts."""
-
-
     ds = params.dev_dataset
     assert ds is not None
     pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
@@ -169,48 +126,55 @@ def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
             usable["score"].to_numpy().astype(np.float64)), info
 
 
-def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
+def sample_pairs(items: list[NLIItem], params: Params, left_out: Counter[str]
+                 ) -> tuple[list[TrainPair], Counter[str]]:
+    """The pairs (a seeded sample of `max_pairs`) and how many of each mode were built; what was not, in `left_out`."""
+    pairs, missing = construct_pairs(items, params.modes, params.langs, params.seed, params.max_cross_per_item)
+    left_out.update(missing)
+    built = Counter(p.mode for p in pairs)
+    if params.max_pairs is not None and len(pairs) > params.max_pairs:
+        left_out[SAMPLED_OUT] = len(pairs) - params.max_pairs
+        pick = np.sort(np.random.default_rng(params.seed).choice(len(pairs), params.max_pairs, replace=False))
+        pairs = [pairs[i] for i in pick]
+    if not pairs:
+        raise ConfigError(f"dueam: no training pairs from {params.datasets} (split {params.split}, modes "
+                          f"{params.modes}, langs {params.langs}; left out: {dict(left_out)}); ingest the "
+                          f"datasets, or add translations for cross_lingual")
+    return pairs, built
 
+
+def run_meta(pipe: Pipeline, params: Params, versions: dict[str, int | None], items: list[NLIItem],
+             pairs: list[TrainPair], built: Counter[str], left_out: Counter[str], dev_info: dict[str, Any]
+             ) -> dict[str, Any]:
+    """What model.json records beside the training: the data read and the pairs built, the named base models."""
+    langs_found = sorted({lg for it in items for lg in [*it.premise, *(k for h in it.hypotheses for k in h)]})
+    data = {"pipeline": pipe.name, "datasets": params.datasets, "split": params.split, "modes": params.modes,
+            "langs": params.langs, "langs_found": langs_found, "table_versions": versions, "items": len(items),
+            "pairs_built": dict(built), "pairs_used": dict(Counter(p.mode for p in pairs)),
+            "lang_pairs_used": dict(Counter(f"{p.lang1}-{p.lang2}" for p in pairs)),
+            "left_out": dict(left_out), "dev": dev_info}
+    log.info("dueam: %d pairs %s from %d items (langs %s); left out %s", len(pairs), data["pairs_used"],
+             len(items), langs_found, dict(left_out))
+    meta: dict[str, Any] = {"data": data, "anchor_name": params.anchor, "learner_name": params.learner}
+    return meta | ({"languages": ENGLISH_ONLY} if "minilm" in (params.anchor, params.learner) else {})
+
+
+def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     started = time.perf_counter()
-    wh = Warehouse(cfg.warehouse_root)
-    kinds = check_config(cfg, pipeline, params)
-    with training_run(wh, pipeline, METHOD, run_id, params) as run:
+    wh = Warehouse(pipe.warehouse_root)
+    kinds = check_config(pipe, params)
+    with training_run(wh, pipe.name, METHOD, run_id, params) as run:
         versions = {**table_versions(wh, params.datasets, ["triples", "pairs", "parallel", "translations"]),
                     **(table_versions(wh, [params.dev_dataset], ["pairs"]) if params.dev_dataset else {})}
         run.input_versions = versions
         items, left_out, rows_read = load_items(wh, kinds, params.split, versions)
-        pairs, missing = construct_pairs(items, params.modes, params.langs, params.seed, params.max_cross_per_item)
-        left_out.update(missing)
-        built = Counter(p.mode for p in pairs)
-        if params.max_pairs is not None and len(pairs) > params.max_pairs:
-            left_out[SAMPLED_OUT] = len(pairs) - params.max_pairs
-            pick = np.sort(np.random.default_rng(params.seed).choice(len(pairs), params.max_pairs, replace=False))
-            pairs = [pairs[i] for i in pick]
-        if not pairs:
-            raise ConfigError(f"dueam: no training pairs from {params.datasets} (split {params.split}, modes "
-                              f"{params.modes}, langs {params.langs}; left out: {dict(left_out)}); ingest the "
-                              f"datasets, or add translations for cross_lingual")
+        pairs, built = sample_pairs(items, params, left_out)
         dev, dev_info = dev_pairs(wh, params, versions) if params.dev_dataset else (None, {})
-        langs_found = sorted({lg for it in items for lg in [*it.premise, *(k for h in it.hypotheses for k in h)]})
-        data = {"pipeline": pipeline, "datasets": params.datasets, "split": params.split, "modes": params.modes,
-                "langs": params.langs, "langs_found": langs_found, "table_versions": versions, "items": len(items),
-                "pairs_built": dict(built), "pairs_used": dict(Counter(p.mode for p in pairs)),
-                "lang_pairs_used": dict(Counter(f"{p.lang1}-{p.lang2}" for p in pairs)),
-                "left_out": dict(left_out), "dev": dev_info}
-        meta: dict[str, Any] = {"data": data, "anchor_name": params.anchor, "learner_name": params.learner}
-        if "minilm" in (params.anchor, params.learner):
-            meta["languages"] = ENGLISH_ONLY
-        log.info("dueam: %d pairs %s from %d items (langs %s); left out %s", len(pairs), data["pairs_used"],
-                 len(items), langs_found, dict(left_out))
+        meta = run_meta(pipe, params, versions, items, pairs, built, left_out, dev_info)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_dueam(
-            base_model_path(params.anchor), base_model_path(params.learner), [p.text1 for p in pairs],
-            [p.text2 for p in pairs], out_dir, dev=dev, lam=params.lam, batch_size=params.batch_size, lr=params.lr,
-            warmup=params.warmup, epochs=params.epochs, eval_every=params.eval_every, max_steps=params.max_steps,
-            seed=params.seed, device=params.device, anchor_layer=params.anchor_layer, weights=params.wmd_weights,
-            unit_vectors=params.unit_vectors, normalize=params.normalize, max_length=params.max_length,
-            weight_decay=params.weight_decay, max_grad_norm=params.max_grad_norm, extra_meta=meta)
+        result = train_dueam(base_model_path(params.anchor), base_model_path(params.learner),
+                             [p.text1 for p in pairs], [p.text2 for p in pairs], out_dir, params, dev=dev,
+                             extra_meta=meta)
         skipped = dict(result["skipped"])
         failed = sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values())
         run.rows_in, run.rows_computed, run.rows_failed = rows_read, result["train_pairs"], failed
@@ -219,4 +183,4 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                          model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
                          resumed_from=result["resumed_from"], best_dev=result["best_dev"],
                          best_step=result["best_step"], initial_dev=result["initial_dev"],
-                         pairs=data["pairs_used"], left_out={**dict(left_out), **skipped})
+                         pairs=meta["data"]["pairs_used"], left_out={**dict(left_out), **skipped})

@@ -1,48 +1,41 @@
-"""Meaning embeddings in the pipeline: parallel data and STS pairs from files and the warehouse, embedded once by a
-frozen encoder (cached in `embeddings`), then `amrsim.methods.meaning.train` trains stage 1 (and stage 2).
-
-Stage-1 data: translation pairs from `files` (two-column TSVs whose header names the languages, as the shared
-Tatoeba files; their vectors are cached under the warehouse dataset `files_dataset`, shared with the bitext
-evaluation) and from the `parallel` tables of `datasets`. Languages are compared as normalised BCP-47 codes
-(`deu` = `de`, `cmn` = `zh`); a pair with a language in `exclude_langs` is held out, and `langs` (when given)
-keeps only pairs whose two languages are listed: a listed language without rows is an error naming it.
-
-Stage 2 (when `sts_datasets` is given): pairs of `sts_train_lang_pairs` (split `sts_train_split`) train the STS head
-on the frozen meaning embeddings; the dev split of the same language pairs selects the epoch; the dev split of
-`sts_eval_lang_pairs` (pairs it never trained on) is scored for the summary.
-
-Stage 2 is kept only where it does not lose to stage 1 alone on data it was not tuned on (`stage2_selection:
-heldout`): the held-out language pairs (dev split) and, with `sts_genre_files`, each genre left out in turn (a head
-trained the same way on the other genres' train pairs, scored on the left-out genre's dev pairs). Otherwise the run
-saves stage 1 alone; model.json records both scores per held-out set and the decision.
-"""
+"""Meaning embeddings in the pipeline (`Params`: `amrsim.methods.meaning.params`): translation pairs from bitext
+`files` (vectors cached under the dataset `files_dataset`, shared with the bitext evaluation) and `parallel` tables,
+languages compared as normalised BCP-47 codes and held out by `exclude_langs` / `langs`; STS pairs of `sts_datasets`
+for stage 2. Every sentence is embedded once by the frozen encoder (the `embeddings` cache); the core
+(`amrsim.methods.meaning.train`) trains on the vectors. Stage 2 is kept only where it does not lose to stage 1 alone
+on held-out data (`stage2_selection: heldout`: the dev split of `sts_eval_lang_pairs` and, with `sts_genre_files`,
+each genre left out in turn); model.json records both scores per held-out set and the decision."""
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from typing import Any, Literal
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-from pydantic import Field, StrictFloat, StrictInt, field_validator, model_validator
 
-from amrsim.config import LoadedConfig, Pipeline
+from amrsim.config import Pipeline
 from amrsim.encoders import model_id, resolve_device
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
 from amrsim.evaluate.bitext import read_bitext
-from amrsim.evaluate.sts import select_pairs
-from amrsim.files import file_digest
+from amrsim.evaluate.ood import genre_of
+from amrsim.files import file_digest, file_format
+from amrsim.ingest.readers import LINE, read_rows
+from amrsim.langs import normalise_lang
 from amrsim.methods.loaders import embed_sentences
-from amrsim.methods.training import MethodParams
+from amrsim.methods.meaning.params import Params
+from amrsim.stages.evaluate.sts import select_pairs
+from amrsim.stages.evaluate.suite import bitext_files
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
-from amrsim.warehouse import Warehouse
-from amrsim.warehouse.keys import content_key
-from amrsim.warehouse.store import OK
+from amrsim.warehouse import OK, Warehouse, content_key
 
-# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
+if TYPE_CHECKING:
+    from amrsim.methods.meaning.model import MeaningModel, StsHead
+
+__all__ = ["Params", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -50,86 +43,11 @@ HELD_OUT = "language held out (exclude_langs)"
 NOT_LISTED = "language not in langs"
 EMPTY_TEXT = "empty sentence"
 SAMPLED_OUT = "over max_pairs_per_lang (sampled out)"
-_LANG_PAIR = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)?-[A-Za-z]+(?:-[A-Za-z]+)?$")
-
-
-class Params(MethodParams):
-    encoder: str = "muse"  # the frozen encoder: minilm, muse, hf:<id|path>, <method>:<run>
-    files: list[str] = Field(default_factory=list)  # bitext TSVs (globs, relative to pipelines.yaml)
-    files_dataset: str = "tatoeba"  # warehouse dataset caching the files' sentences and vectors
-    datasets: list[str] = Field(default_factory=list)  # datasets whose `parallel` table adds translation pairs
-    split: str | None = None  # parallel rows of this split only (None: all)
-    exclude_langs: list[str] = Field(default_factory=list)  # held out: the languages evaluated on
-    langs: list[str] | None = None  # keep only pairs in these languages (None: every language not excluded)
-    max_pairs_per_lang: StrictInt | None = Field(default=None, ge=1)  # seeded sample per language pair (CPU recipes)
-    head: Literal["linear", "mlp"] = "linear"
-    hidden: StrictInt | None = Field(default=None, ge=1)  # mlp heads: hidden units (default: the embedding dim)
-    dropout: StrictFloat = Field(default=0.0, ge=0, lt=1)
-    epochs: StrictInt = Field(default=5, ge=1)
-    batch_size: StrictInt = Field(default=256, ge=2)
-    lr: StrictFloat = Field(default=1e-3, gt=0)
-    weight_decay: StrictFloat = Field(default=0.0, ge=0)
-    margin: StrictFloat = Field(default=0.0, ge=-1, le=1)  # random pairs cost max(0, cos - margin)
-    negatives: Literal["same_language", "cross_language"] = "same_language"  # random pairs: see stage1_losses
-    w_meaning: StrictFloat = Field(default=1.0, ge=0)
-    w_reconstruction: StrictFloat = Field(default=1.0, ge=0)
-    w_language_id: StrictFloat = Field(default=1.0, ge=0)
-    w_language_similarity: StrictFloat = Field(default=1.0, ge=0)
-    dev_fraction: StrictFloat = Field(default=0.05, ge=0, lt=1)
-    # stage 2: an STS head on the meaning embeddings
-    sts_datasets: list[str] = Field(default_factory=list)  # pairs datasets (with translations); empty: no stage 2
-    sts_train_split: str = "train"
-    sts_dev_split: str | None = "dev"
-    sts_train_lang_pairs: list[str] = Field(default_factory=lambda: ["en-en"])
-    sts_eval_lang_pairs: list[str] = Field(default_factory=list)  # held out from stage 2, scored on the dev split
-    sts_hidden: StrictInt | None = Field(default=None, ge=1)
-    sts_dropout: StrictFloat = Field(default=0.1, ge=0, lt=1)
-    sts_residual: bool = True
-    sts_epochs: StrictInt = Field(default=10, ge=1)
-    sts_batch_size: StrictInt = Field(default=64, ge=2)
-    sts_lr: StrictFloat = Field(default=1e-4, gt=0)
-    sts_weight_decay: StrictFloat = Field(default=0.01, ge=0)
-    # sts dataset -> a file row-aligned with the dataset's own (same lines, same sentence1/sentence2 in its language)
-    # with a `genre` column (the English STS benchmark for stsb_multi_mt): each genre is held out once for selection
-    sts_genre_files: dict[str, str] = Field(default_factory=dict)
-    # heldout: keep stage 2 only if >= stage 1 on every held-out set, else save stage 1 alone; always: keep it
-    stage2_selection: Literal["heldout", "always"] = "heldout"
-    seed: StrictInt = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-
-    @field_validator("sts_train_lang_pairs", "sts_eval_lang_pairs")
-    @classmethod
-    def _pairs(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not _LANG_PAIR.fullmatch(p) or p.count("-") != 1:
-                raise ValueError(f"lang pair '{p}' must look like 'en-de'")
-        return v
-
-    @model_validator(mode="after")
-    def _sources(self) -> Params:
-        if not self.files and not self.datasets:
-            raise ValueError("meaning needs parallel data: give `files` (bitext TSVs) or `datasets` (parallel tables)")
-        both = sorted(set(self.sts_train_lang_pairs) & set(self.sts_eval_lang_pairs))
-        if both:
-            raise ValueError(f"sts_eval_lang_pairs {both} are also sts_train_lang_pairs; held-out pairs must differ")
-        unknown = sorted(set(self.sts_genre_files) - set(self.sts_datasets))
-        if unknown:
-            raise ValueError(f"sts_genre_files names {unknown}, which are not sts_datasets")
-        if self.sts_datasets and self.stage2_selection == "heldout" and not (
-                self.sts_dev_split and (self.sts_eval_lang_pairs or self.sts_genre_files)):
-            raise ValueError("stage2_selection: heldout compares stage 2 with stage 1 on held-out dev data: give "
-                             "sts_dev_split and sts_eval_lang_pairs or sts_genre_files, or set "
-                             "stage2_selection: always")
-        return self
-
-    def dataset_refs(self) -> list[tuple[str, str]]:
-        return [("datasets", d) for d in self.datasets] + [("sts_datasets", d) for d in self.sts_datasets]
+PAIR_COLUMNS = ("text1", "text2", "key1", "key2", "raw1", "raw2", "lang1", "lang2")
 
 
 def lang_code(code: str) -> str:
     """A language code in the project's normal form (BCP-47; 'deu' -> 'de'), or the code itself if not a tag."""
-    from amrsim.ingest.normalise import normalise_lang
-
     return normalise_lang(code) or code.strip()
 
 
@@ -147,7 +65,7 @@ class ParallelData:
         self.pair_langs: list[tuple[str, str]] = []
         self.skipped: dict[str, int] = {}
         self.notes: list[str] = []  # sources that gave nothing, with the reason
-        self.rows_by_lang: dict[str, int] = {}
+        self.rows_by_lang: Counter[str] = Counter()
 
     def skip(self, reason: str, n: int = 1) -> None:
         if n:
@@ -184,13 +102,16 @@ def _sample(frame: pl.DataFrame, params: Params, data: ParallelData) -> pl.DataF
     return frame
 
 
-def file_pairs(cfg: LoadedConfig, params: Params, data: ParallelData) -> tuple[pl.DataFrame, dict[str, str]]:
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=dict.fromkeys(PAIR_COLUMNS,
+                                                                                                   pl.String))
+
+
+def file_pairs(pipe: Pipeline, params: Params, data: ParallelData) -> tuple[pl.DataFrame, dict[str, str]]:
     """Kept pairs of the bitext files as rows (key1, lang1, text1, key2, lang2, text2) with raw language codes (the
     bitext evaluation's sentence keys), and each file's digest (what the model saw)."""
-    from amrsim.evaluate.suite import bitext_files
-
     frames, digests = [], {}
-    for path in bitext_files(cfg, params.files) if params.files else []:
+    for path in bitext_files(pipe, params.files, f"pipeline '{pipe.name}': train meaning files"):
         src_lang, tgt_lang, src, tgt = read_bitext(path)
         digests[path.name] = file_digest(path)
         l1, l2 = lang_code(src_lang), lang_code(tgt_lang)
@@ -212,10 +133,7 @@ def file_pairs(cfg: LoadedConfig, params: Params, data: ParallelData) -> tuple[p
             key2=pl.col("text2").map_elements(lambda t, lang=tgt_lang: content_key("sentence", lang, t),
                                               return_dtype=pl.String),
             raw1=pl.lit(src_lang), raw2=pl.lit(tgt_lang), lang1=pl.lit(l1), lang2=pl.lit(l2)))
-    if not frames:
-        return pl.DataFrame(schema={c: pl.String for c in ("text1", "text2", "key1", "key2", "raw1", "raw2",
-                                                           "lang1", "lang2")}), digests
-    return pl.concat(frames, how="vertical_relaxed"), digests
+    return _concat(frames), digests
 
 
 def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str) -> pl.DataFrame:
@@ -242,10 +160,7 @@ def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str)
         frames.append(_sample(usable, params, data).select(
             text1="source", text2="target", key1="source_key", key2="target_key", raw1="source_lang",
             raw2="target_lang", lang1="lang1", lang2="lang2"))
-    if not frames:
-        return pl.DataFrame(schema={c: pl.String for c in ("text1", "text2", "key1", "key2", "raw1", "raw2",
-                                                           "lang1", "lang2")})
-    return pl.concat(frames, how="vertical_relaxed")
+    return _concat(frames)
 
 
 def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFrame, register: bool = False,
@@ -265,11 +180,11 @@ def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFra
     return read_embeddings(wh, dataset, encoder, frame["key"].to_list())
 
 
-def parallel_data(cfg: LoadedConfig, wh: Warehouse, params: Params) -> tuple[ParallelData, np.ndarray, dict]:
+def parallel_data(pipe: Pipeline, wh: Warehouse, params: Params) -> tuple[ParallelData, np.ndarray, dict]:
     """Every kept translation pair, its sentences' vectors (aligned with data.keys) and the data's versions."""
     data = ParallelData()
     parts: list[tuple[str, pl.DataFrame, bool]] = []
-    files, digests = file_pairs(cfg, params, data)
+    files, digests = file_pairs(pipe, params, data)
     if files.height:
         parts.append((params.files_dataset, files, True))
     for ds in params.datasets:
@@ -288,10 +203,7 @@ def parallel_data(cfg: LoadedConfig, wh: Warehouse, params: Params) -> tuple[Par
             wanted = sentences.unique("key", maintain_order=True)
             wanted = pl.DataFrame({"key": new_keys}).join(wanted, on="key", how="left", maintain_order="left")
             vectors.append(encoder_vectors(wh, ds, params.encoder, wanted, register=register))
-    for l1, l2 in data.pair_langs:
-        data.rows_by_lang[l1] = data.rows_by_lang.get(l1, 0) + 1
-        if l2 != l1:
-            data.rows_by_lang[l2] = data.rows_by_lang.get(l2, 0) + 1
+    data.rows_by_lang = Counter(lang for pair in data.pair_langs for lang in set(pair))
     if params.langs is not None:
         held = {lang_code(x) for x in params.exclude_langs}
         for lang in sorted(params.langs, key=lambda x: lang_code(x) not in held):  # held-out ones first
@@ -309,8 +221,8 @@ def parallel_data(cfg: LoadedConfig, wh: Warehouse, params: Params) -> tuple[Par
 # ---------------------------------------------------------------------------------------------------- stage-2 data
 
 
-def _score_range(cfg: LoadedConfig, pipeline: str, dataset: str, pairs: pl.DataFrame) -> tuple[float, float]:
-    ds = cfg.project.pipelines[pipeline].datasets.get(dataset)
+def _score_range(pipe: Pipeline, dataset: str, pairs: pl.DataFrame) -> tuple[float, float]:
+    ds = pipe.spec.datasets.get(dataset)
     if ds is not None and ds.score_range is not None:
         return float(ds.score_range[0]), float(ds.score_range[1])
     scores = pairs.filter(pl.col("status") == OK)["score"].drop_nulls()
@@ -319,15 +231,11 @@ def _score_range(cfg: LoadedConfig, pipeline: str, dataset: str, pairs: pl.DataF
     return float(scores.min()), float(scores.max())  # type: ignore[arg-type]
 
 
-def item_genres(cfg: LoadedConfig, wh: Warehouse, dataset: str, path: str) -> dict[str, str]:
+def item_genres(pipe: Pipeline, wh: Warehouse, dataset: str, path: str) -> dict[str, str]:
     """item id -> genre of an sts dataset's pairs, from `path`, a file with `genre`, `sentence1` and `sentence2`
     columns row-aligned with the dataset's source file: line n of both holds the same pair (checked on the text of
     the pairs read from that line); a line whose pair differs is an error naming the file and line."""
-    from amrsim.evaluate.ood import genre_of
-    from amrsim.files import file_format
-    from amrsim.ingest.readers import LINE, read_rows
-
-    file = cfg.resolve_path(path)
+    file = pipe.resolve_path(path)
     fmt = file_format(file)
     if fmt is None:
         raise ConfigError(f"meaning: sts_genre_files.{dataset}: cannot tell the format of {file} (tsv, csv, jsonl)")
@@ -352,7 +260,7 @@ def item_genres(cfg: LoadedConfig, wh: Warehouse, dataset: str, path: str) -> di
 StsSet = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # sentence1 vectors, sentence2 vectors, gold, genre
 
 
-def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
+def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
               strict: bool, genres: dict[str, dict[str, str]] | None = None
               ) -> tuple[dict[str, StsSet], dict[str, str]]:
     """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1], genre of each pair ("" unknown)) of the
@@ -364,7 +272,7 @@ def sts_pairs(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, s
         if not wh.exists(ds, "pairs"):
             raise ConfigError(f"meaning: sts dataset '{ds}' has no `pairs` table; ingest it first")
         pairs = wh.read(ds, "pairs")
-        lo, hi = _score_range(cfg, pipeline, ds, pairs)
+        lo, hi = _score_range(pipe, ds, pairs)
         sentences = wh.read(ds, "sentences", columns=["key", "lang", "text"])
         genre_of_item = (genres or {}).get(ds, {})
         for lp in lang_pairs:
@@ -416,31 +324,32 @@ def _summary(by_lang_pair: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
             "n": int(sum(x["n"] for x in both.values())), "by_lang_pair": by_lang_pair}
 
 
-def train_sts_stage(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Params, model: Any, config: Any,
-                    device: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: MeaningModel,
+                    device: str) -> tuple[StsHead | None, dict[str, Any], dict[str, Any]]:
     """Stage 2 on the frozen meaning embeddings, then its selection against stage 1 alone on held-out data.
     Returns (the head, None when stage 1 alone is kept; stage-2 metrics; the selection record)."""
-    from amrsim.methods.meaning.train import apply_module, cosines, meaning_of, spearman, train_stage2
+    from amrsim.methods.meaning.model import apply_module, cosines, meaning_of, spearman
+    from amrsim.methods.meaning.train import train_stage2
 
-    genres = {ds: item_genres(cfg, wh, ds, path) for ds, path in params.sts_genre_files.items()}
-    trained, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
+    genres = {ds: item_genres(pipe, wh, ds, path) for ds, path in params.sts_genre_files.items()}
+    trained, _ = sts_pairs(pipe, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
                            strict=True, genres=genres)
     dev_sets: dict[str, StsSet] = {}
     held_out: dict[str, StsSet] = {}
     missing: dict[str, str] = {}
     if params.sts_dev_split:
-        dev_sets, _ = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
+        dev_sets, _ = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
                                 strict=False, genres=genres)
-        held_out, missing = sts_pairs(cfg, pipeline, wh, params, params.sts_dev_split, params.sts_eval_lang_pairs,
+        held_out, missing = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_eval_lang_pairs,
                                       strict=False)
 
-    def fit(train_rows: StsSet, dev_rows: StsSet | None) -> tuple[Any, dict[str, Any]]:
+    def fit(train_rows: StsSet, dev_rows: StsSet | None) -> tuple[StsHead, dict[str, Any]]:
         dev = None if dev_rows is None else (meaning_of(model, dev_rows[0]), meaning_of(model, dev_rows[1]),
                                              dev_rows[2])
         return train_stage2(meaning_of(model, train_rows[0]), meaning_of(model, train_rows[1]), train_rows[2], dev,
-                            config, device)
+                            params, device)
 
-    def compare(head: Any, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
+    def compare(head: StsHead, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
         ma, mb = meaning_of(model, a), meaning_of(model, b)
         return {"n": len(gold), "encoder": spearman(cosines(a, b), gold), "meaning": spearman(cosines(ma, mb), gold),
                 "sts_head": spearman(cosines(apply_module(head, ma), apply_module(head, mb)), gold)}
@@ -486,53 +395,37 @@ def train_sts_stage(cfg: LoadedConfig, pipeline: str, wh: Warehouse, params: Par
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
-    from amrsim.methods.meaning.train import (
-        Stage1Config,
-        Stage2Config,
-        save_model,
-        train_stage1,
-    )
+    from amrsim.methods.meaning.model import save_model
+    from amrsim.methods.meaning.train import train_stage1
 
     started = time.perf_counter()
-    wh = Warehouse(cfg.warehouse_root)
+    wh = Warehouse(pipe.warehouse_root)
     device = resolve_device(params.device)
-    with training_run(wh, pipeline, "meaning", run_id, params) as run:
+    with training_run(wh, pipe.name, "meaning", run_id, params) as run:
         out_dir = run_dir(wh, "meaning", run_id)
         if (out_dir / "model.json").exists():
             raise ConfigError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
-        data, vectors, versions = parallel_data(cfg, wh, params)
+        data, vectors, versions = parallel_data(pipe, wh, params)
         run.input_versions = versions["tables"]
         lang_names = sorted(set(data.langs))
         lang_index = {lang: i for i, lang in enumerate(lang_names)}
-        stage1 = Stage1Config(head=params.head, hidden=params.hidden, dropout=params.dropout, epochs=params.epochs,
-                              batch_size=params.batch_size, lr=params.lr, weight_decay=params.weight_decay,
-                              margin=params.margin, dev_fraction=params.dev_fraction, seed=params.seed,
-                              negatives=params.negatives,
-                              weights={"meaning": params.w_meaning, "reconstruction": params.w_reconstruction,
-                                       "language_id": params.w_language_id,
-                                       "language_similarity": params.w_language_similarity})
         log.info("meaning: %d pairs, %d sentences, %d languages; left out %s", len(data.pairs), len(data.keys),
                  len(lang_names), data.skipped)
         model, m1 = train_stage1(vectors, np.array([lang_index[x] for x in data.langs]), np.array(data.pairs),
-                                 len(lang_names), stage1, device)
-        head, stage2, m2, selection = None, None, None, None
+                                 len(lang_names), params, device)
+        head, m2, selection = None, None, None
         if params.sts_datasets:
-            stage2 = Stage2Config(hidden=params.sts_hidden, dropout=params.sts_dropout, residual=params.sts_residual,
-                                  epochs=params.sts_epochs, batch_size=params.sts_batch_size, lr=params.sts_lr,
-                                  weight_decay=params.sts_weight_decay, seed=params.seed)
-            head, m2, selection = train_sts_stage(cfg, pipeline, wh, params, model, stage2, device)
-        data_meta = {"pipeline": pipeline, "files": params.files, "files_dataset": params.files_dataset,
+            head, m2, selection = train_sts_stage(pipe, wh, params, model, device)
+        data_meta = {"pipeline": pipe.name, "files": params.files, "files_dataset": params.files_dataset,
                      "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
                      "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
                      "langs_trained": {lang: data.rows_by_lang.get(lang, 0) for lang in lang_names},
                      "pairs": len(data.pairs), "sentences": len(data.keys), "left_out": data.skipped,
-                     "notes": data.notes,
-                     "sts_datasets": params.sts_datasets,
+                     "notes": data.notes, "sts_datasets": params.sts_datasets,
                      "sts_table_versions": table_versions(wh, params.sts_datasets, ["pairs", "sentences"]),
                      "sts_train_lang_pairs": params.sts_train_lang_pairs,
                      "sts_eval_lang_pairs": params.sts_eval_lang_pairs}
-        save_model(out_dir, model, params.encoder, lang_names, stage1, head, stage2,
+        save_model(out_dir, model, params.encoder, lang_names, params, head,
                    extra_meta={"base_model_id": model_id(params.encoder, wh.models_root), "seed": params.seed,
                                "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
                                "metrics": {"stage1": m1, "stage2": m2}, "stage2_selection": selection})

@@ -1,16 +1,15 @@
 """MSE-AMR in the pipeline: triples and graphs from the warehouse, STSb-dev model selection, then
-`amrsim.methods.mse_amr.train.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
+`amrsim.methods.mse_amr.train_mse_amr` into `warehouse/models/mse_amr/<run id>/`.
 
-Training data (`amrsim.methods.mse_amr.data.load_triples`): the `triples` tables of `datasets` (split `split`), each
-sentence's graph from the dataset's `amr` table (parser `parser`, linearised as `linearize`), other languages from
-ingested translations (their own graphs only: a graph parsed through the English side is the English graph again).
-Triples with a role lacking a graph are skipped and counted by reason. Tables are read at the versions recorded in
-lineage and model.json, so a model names the data it saw; a rerun with the same run id resumes the checkpoint.
+Training data (`load_triples`): the `triples` tables of `datasets` (split `split`), each sentence's graph from the
+dataset's `amr` table (parser `parser`, linearised as `linearize`), other languages from ingested translations (their
+own graphs only: a graph parsed through the English side is the English graph again). Triples with a role lacking a
+graph are skipped and counted by reason. Tables are read at the versions recorded in lineage and model.json, so a
+model names the data it saw; a rerun with the same run id resumes the checkpoint.
 
 Model selection (`dev_dataset`, e.g. STSb dev): Spearman x100 of the *combined* embedding (base encoder of the text
-(+) AMR encoder of the graph, with the run's integration) on the dev pairs whose two sentences have a graph. The
-combined model is what the evaluation suite loads (`mse_amr:latest`), and a graph encoder that scores well alone
-may add nothing the base encoder lacks; `dev_metric: graph` selects on the graph encoder alone instead.
+(+) AMR encoder of the graph, with the run's integration) on the dev pairs whose two sentences have a graph: the
+model the evaluation suite loads (`mse_amr:latest`). `dev_metric: graph` selects on the graph encoder alone.
 """
 
 from __future__ import annotations
@@ -18,107 +17,64 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from amrsim.config import LoadedConfig, Pipeline
+from amrsim.amr.backends import PROVIDED
+from amrsim.config import Pipeline
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
-from amrsim.evaluate.sts import correlations, cosine
+from amrsim.evaluate.sts import StsEvaluator
 from amrsim.methods.loaders import embed_sentences
-from amrsim.methods.mse_amr.data import load_triples, pair_graphs, sentence_graphs
-from amrsim.methods.mse_amr.params import Params
+from amrsim.methods.mse_amr import (
+    ENGLISH,
+    ROLES,
+    Graphs,
+    Params,
+    embed_combined,
+    encode_with,
+    graphs_of,
+    sentence_graphs,
+    train_mse_amr,
+)
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
-from amrsim.warehouse import Warehouse
-from amrsim.warehouse.store import OK
+from amrsim.warehouse import OK, Warehouse
+
+__all__ = ["METHOD", "Params", "TripleData", "check_config", "dev_evaluator", "load_triples", "pair_graphs", "train"]
 
 log = logging.getLogger(__name__)
 
 METHOD = "mse_amr"
+Example = dict[str, dict[str, dict[str, str | None]]]  # a triple as `train_mse_amr` reads it
 
 
-def check_config(cfg: LoadedConfig, pipeline: str, params: Params) -> None:
+def check_config(pipe: Pipeline, params: Params) -> None:
     """Kinds and parsing of the datasets, before anything is read."""
-    pipe = cfg.project.pipelines[pipeline]
+    datasets = pipe.spec.datasets
     for d in params.datasets:
-        if d in pipe.datasets and pipe.datasets[d].kind != "triples":
-            raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train mse_amr datasets: '{d}' is kind "
-                              f"'{pipe.datasets[d].kind}', needs 'triples'")
-    if params.dev_dataset and params.dev_dataset in pipe.datasets and pipe.datasets[params.dev_dataset].kind != "pairs":
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train mse_amr dev_dataset '{params.dev_dataset}' "
-                          f"needs kind 'pairs'")
-    if params.parser != "provided":
-        parsed = set(pipe.parse_datasets())
+        if d in datasets and datasets[d].kind != "triples":
+            raise ConfigError(f"{pipe.where}: train mse_amr datasets: '{d}' is kind '{datasets[d].kind}', needs "
+                              f"'triples'")
+    if params.dev_dataset and params.dev_dataset in datasets and datasets[params.dev_dataset].kind != "pairs":
+        raise ConfigError(f"{pipe.where}: train mse_amr dev_dataset '{params.dev_dataset}' needs kind 'pairs'")
+    if params.parser != PROVIDED:
+        parsed = set(pipe.spec.parse_datasets())
         unparsed = [d for d in [*params.datasets, *([params.dev_dataset] if params.dev_dataset else [])]
                     if d not in parsed]
         if unparsed:
-            raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': mse_amr reads graphs of {unparsed}, which the "
-                              f"pipeline's `parse:` section does not parse")
-
-
-def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]) -> tuple[Any, dict[str, Any]]:
-    """`dev_eval(model, tokenizer) -> Spearman x100` on the dev pairs (English, both graphs present) and counts."""
-
-    from amrsim.methods.mse_amr.train import embed_combined, encode_with
-
-    ds = params.dev_dataset
-    assert ds is not None
-    pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
-    if params.dev_split:
-        pairs = pairs.filter(pl.col("split") == params.dev_split)
-    total = pairs.height
-    pairs = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == "en") & (pl.col("lang2") == "en"))
-    # a pair's graphs: provided ones are its own (amr1_key/amr2_key), a parser's are its sentences'
-    own = params.parser == "provided" and "amr1_key" in pairs.columns
-    g1, g2 = ("amr1_key", "amr2_key") if own else ("sentence1_key", "sentence2_key")
-    wanted = pairs[g1].drop_nulls().to_list() + pairs[g2].drop_nulls().to_list()
-    if own:
-        graphs = pair_graphs(wh, ds, wanted, params.linearize, versions.get(f"{ds}.amr"))
-    else:
-        graphs = sentence_graphs(wh, ds, params.parser, params.linearize, wanted, versions.get(f"{ds}.amr"))
-    have = list(graphs.ok)
-    usable = pairs.filter(pl.col(g1).is_in(have) & pl.col(g2).is_in(have))
-    info = {"dataset": ds, "split": params.dev_split, "metric": params.dev_metric, "pairs": usable.height,
-            "left_out": {"failed or not English": total - pairs.height, "no graph": pairs.height - usable.height}}
-    if usable.height < 2:
-        raise ConfigError(f"mse_amr: fewer than 2 dev pairs with graphs in {ds} ({info['left_out']}); run its parse "
-                          f"stage")
-    # one vector per (sentence, graph): a sentence given two graphs is embedded with each
-    side1 = list(zip(usable["sentence1_key"].to_list(), usable[g1].to_list(), strict=True))
-    side2 = list(zip(usable["sentence2_key"].to_list(), usable[g2].to_list(), strict=True))
-    nodes = list(dict.fromkeys(side1 + side2))
-    index = {n: i for i, n in enumerate(nodes)}
-    i1 = np.array([index[n] for n in side1])
-    i2 = np.array([index[n] for n in side2])
-    gold = usable["score"].to_numpy()
-    texts = [graphs.ok[g][0] for _, g in nodes]
-    base = None
-    if params.dev_metric == "combined" and params.integration != "h_only":
-        keys = [k for k, _ in nodes]
-        sentences = wh.read(ds, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
-        embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
-        base = read_embeddings(wh, ds, params.base_encoder, keys)
-
-    def dev_eval(model: Any, tokenizer: Any) -> float:
-        h = encode_with(model, tokenizer, texts, pooling=params.pooling, max_length=params.max_length,
-                        batch_size=128)
-        emb = embed_combined(base, h, params.integration) if base is not None else h
-        score = correlations(cosine(emb[i1], emb[i2]), gold)["spearman"]
-        return float("nan") if score is None else score
-
-    return dev_eval, info
+            raise ConfigError(f"{pipe.where}: mse_amr reads graphs of {unparsed}, which the pipeline's `parse:` "
+                              f"section does not parse")
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
-    from amrsim.methods.mse_amr.train import train_mse_amr
-
     started = time.perf_counter()
-    wh = Warehouse(cfg.warehouse_root)
-    check_config(cfg, pipeline, params)
-    with training_run(wh, pipeline, METHOD, run_id, params) as run:
+    wh = Warehouse(pipe.warehouse_root)
+    check_config(pipe, params)
+    with training_run(wh, pipe.name, METHOD, run_id, params) as run:
         versions = table_versions(wh, params.datasets, ["triples", "parallel", "amr"])
         if params.dev_dataset:
             versions |= table_versions(wh, [params.dev_dataset], ["pairs", "amr"])
@@ -133,7 +89,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         dev_eval, dev_info = dev_evaluator(wh, params, versions) if params.dev_dataset else (None, {})
         sources = _contradiction_sources(data.item_ids)
         meta = {
-            "pipeline": pipeline, "parser": params.parser, "linearize": params.linearize,
+            "pipeline": pipe.name, "parser": params.parser, "linearize": params.linearize,
             "table_versions": versions, "seeds": {"train": params.seed},
             "data": {"datasets": params.datasets, "split": params.split, "langs": data.langs,
                      "require_graphs": params.require_graphs, "rows": data.rows, "triples": len(data.triples),
@@ -151,6 +107,190 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                          resumed_from=result["resumed_from"], best_dev=result["best_dev"],
                          best_step=result["best_step"], langs=data.langs, left_out=dict(data.skipped),
                          contradiction_sources=sources)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# model selection
+
+
+def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
+                  ) -> tuple[Callable[[Any, Any], float | None], dict[str, Any]]:
+    """`dev_eval(model, tokenizer)`: the `StsEvaluator` score (Spearman x100) on the dev pairs (English, both graphs
+    present) of the embeddings the model gives now; and what was read."""
+    ds = params.dev_dataset
+    assert ds is not None
+    pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
+    if params.dev_split:
+        pairs = pairs.filter(pl.col("split") == params.dev_split)
+    total = pairs.height
+    pairs = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == ENGLISH) & (pl.col("lang2") == ENGLISH))
+    # a pair's graphs: provided ones are its own (amr1_key/amr2_key), a parser's are its sentences'
+    own = params.parser == PROVIDED and "amr1_key" in pairs.columns
+    g1, g2 = ("amr1_key", "amr2_key") if own else ("sentence1_key", "sentence2_key")
+    wanted = pairs[g1].drop_nulls().to_list() + pairs[g2].drop_nulls().to_list()
+    if own:
+        graphs = pair_graphs(wh, ds, wanted, params.linearize, versions.get(f"{ds}.amr"))
+    else:
+        graphs = sentence_graphs(wh, ds, params.parser, params.linearize, wanted, versions.get(f"{ds}.amr"))
+    usable = pairs.filter(pl.col(g1).is_in(list(graphs.ok)) & pl.col(g2).is_in(list(graphs.ok)))
+    info = {"dataset": ds, "split": params.dev_split, "metric": params.dev_metric, "pairs": usable.height,
+            "left_out": {"failed or not English": total - pairs.height, "no graph": pairs.height - usable.height}}
+    if usable.height < 2:
+        raise ConfigError(f"mse_amr: fewer than 2 dev pairs with graphs in {ds} ({info['left_out']}); run its parse "
+                          f"stage")
+    # one vector per (sentence, graph): a sentence given two graphs is embedded with each
+    side1 = list(zip(usable["sentence1_key"].to_list(), usable[g1].to_list(), strict=True))
+    side2 = list(zip(usable["sentence2_key"].to_list(), usable[g2].to_list(), strict=True))
+    nodes = list(dict.fromkeys(side1 + side2))
+    index = {n: str(i) for i, n in enumerate(nodes)}
+    ids1, ids2, gold = [index[n] for n in side1], [index[n] for n in side2], usable["score"].to_numpy()
+    texts = [graphs.ok[g][0] for _, g in nodes]
+    base = None
+    if params.dev_metric == "combined" and params.integration != "h_only":
+        keys = [k for k, _ in nodes]
+        sentences = wh.read(ds, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
+        embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
+        base = read_embeddings(wh, ds, params.base_encoder, keys)
+
+    def dev_eval(model: Any, tokenizer: Any) -> float | None:
+        h = encode_with(model, tokenizer, texts, pooling=params.pooling, max_length=params.max_length,
+                        batch_size=128)
+        emb = embed_combined(base, h, params.integration) if base is not None else h
+        return StsEvaluator(ids1, ids2, gold, lambda ids: emb[[int(i) for i in ids]])()
+
+    return dev_eval, info
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# training triples
+
+
+@dataclass
+class TripleData:
+    """Training triples (sorted by dataset, item id), what was left out and why, and the languages found."""
+
+    triples: list[Example] = field(default_factory=list)
+    item_ids: list[str] = field(default_factory=list)  # "<dataset>:<item id>", aligned with triples
+    rows: int = 0  # triple rows of the split read (every language variant counted once per item)
+    skipped: Counter[str] = field(default_factory=Counter)
+    per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
+    graph_langs: Counter[str] = field(default_factory=Counter)  # languages with a graph of their own (not pivoted)
+    langs: list[str] = field(default_factory=list)  # the languages the triples were built for
+
+
+def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, parser: str, variant: str = "paper",
+                 langs: Sequence[str] | None = None, require_graphs: bool = True,
+                 versions: dict[str, int | None] | None = None) -> TripleData:
+    """Triples of `split` (None: all) from each dataset's `triples` table with graphs from its `amr` table.
+
+    Per item: the English row's texts and graphs; other languages from triple rows of the same item (ingested
+    translations) and from the `parallel` table (translations of each English sentence). A non-English sentence
+    counts only with a graph of its own. A role is usable with a graph in one of `langs` (default: English and every
+    language with a graph of its own), or, when not `require_graphs`, with English text; a triple with an unusable
+    role is skipped, counted by reason."""
+    out = TripleData()
+    items = [(ds, *item) for ds in datasets for item in _dataset_items(wh, ds, split, parser, variant, versions or {},
+                                                                         out)]
+    use = list(langs) if langs else [ENGLISH, *sorted(lg for lg, n in out.graph_langs.items() if n)]
+    for ds, item_id, example, missing in items:
+        reason = None
+        for role in ROLES:
+            entries = {lg: e for lg, e in example[role].items() if lg in use}
+            has_graph = any(e.get("graph") for e in entries.values())
+            has_text = bool((entries.get(ENGLISH) or {}).get("text"))
+            if not has_graph and (require_graphs or not has_text):
+                reason = next((why for k, why in missing.items() if k.startswith(f"{role}:")), f"no graph in {use}")
+                break
+        if reason is not None:
+            out.skipped[reason] += 1
+            out.per_dataset[ds]["skipped"][reason] += 1
+            continue
+        out.triples.append({r: {lg: dict(e) for lg, e in example[r].items() if lg in use} for r in ROLES})
+        out.item_ids.append(f"{ds}:{item_id}")
+        out.per_dataset[ds]["used"] += 1
+    out.per_dataset = {ds: {k: dict(v) if isinstance(v, Counter) else v for k, v in d.items()}
+                       for ds, d in out.per_dataset.items()}
+    out.langs = use
+    return out
+
+
+def _dataset_items(wh: Warehouse, ds: str, split: str | None, parser: str, variant: str,
+                   versions: dict[str, int | None], out: TripleData) -> list[tuple[str, Example, dict[str, str]]]:
+    """(item id, example, role:lang -> why it has no graph) of one dataset's items, sorted; counts go to `out`."""
+    tv = versions.get(f"{ds}.triples")
+    if tv is None and not wh.exists(ds, "triples"):
+        raise ValueError(f"dataset '{ds}' has no triples table: is it a `kind: triples` dataset of the pipeline, "
+                         f"ingested?")
+    table = wh.read(ds, "triples", version=tv)
+    if split:
+        table = table.filter(pl.col("split") == split)
+    ok = table.filter(pl.col("status") == OK).sort("item_id", pl.col("lang") != ENGLISH, "lang")
+    items = table.select("item_id").unique().height
+    failed_items = items - ok.select("item_id").unique().height  # items without any ok row
+    out.per_dataset[ds] = {"items": items, "used": 0, "skipped": Counter()}
+    if failed_items:
+        out.skipped["triple row failed at ingest"] += failed_items
+        out.per_dataset[ds]["skipped"]["triple row failed at ingest"] = failed_items
+    out.rows += items
+    keys = [k for r in ROLES for k in ok[f"{r}_key"].to_list()]
+    trans = translations_of(wh, ds, versions.get(f"{ds}.parallel"))
+    keys += [t for k in set(keys) for _, t, _ in trans.get(k, [])]
+    graphs = sentence_graphs(wh, ds, parser, variant, keys, versions.get(f"{ds}.amr"))
+    by_item: dict[str, Example] = {}
+    why_missing: dict[str, dict[str, str]] = {}
+    for row in ok.iter_rows(named=True):
+        example = by_item.setdefault(row["item_id"], {r: {} for r in ROLES})
+        reasons = why_missing.setdefault(row["item_id"], {})
+        for role in ROLES:
+            variants = [(row["lang"], row[f"{role}_key"], row[role])]
+            if row["lang"] == ENGLISH:
+                variants += trans.get(row[f"{role}_key"], [])
+            for v_lang, v_key, v_text in variants:
+                if v_lang not in example[role]:
+                    example[role][v_lang] = _variant(v_lang, v_key, v_text, graphs, f"{role}:{v_lang}", reasons,
+                                                     out.graph_langs)
+    return [(item_id, example, why_missing.get(item_id, {})) for item_id, example in sorted(by_item.items())]
+
+
+def _variant(lang: str, key: str, text: str | None, graphs: Graphs, where: str, reasons: dict[str, str],
+             graph_langs: Counter[str]) -> dict[str, str | None]:
+    """A sentence of a triple in one language: its text and own graph (a non-English sentence's graph parsed
+    through English is none of its own); why it has none goes to `reasons[where]`."""
+    graph, pivot = graphs.ok.get(key, (None, None))
+    if lang != ENGLISH and pivot is not None:
+        graph = None  # the English graph again
+    if graph is None:
+        if key in graphs.failed:
+            reasons.setdefault(where, "graph failed to parse")
+        elif lang == ENGLISH or pivot is None:
+            reasons.setdefault(where, "no graph (dataset not parsed?)")
+    else:
+        graph_langs[lang] += lang != ENGLISH
+    return {"text": text, "graph": graph}
+
+
+def translations_of(wh: Warehouse, dataset: str, version: int | None = None) -> dict[str, list[tuple[str, str, str]]]:
+    """English sentence key -> [(target lang, target key, target text)] from the `parallel` table."""
+    if version is None and not wh.exists(dataset, "parallel"):
+        return {}
+    par = wh.read(dataset, "parallel", version=version,
+                  columns=["source_lang", "source_key", "target_lang", "target_key", "target", "status"])
+    par = par.filter((pl.col("status") == OK) & (pl.col("source_lang") == ENGLISH))
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for s, lang, t, text in zip(par["source_key"], par["target_lang"], par["target_key"], par["target"], strict=True):
+        if (lang, t, text) not in out.setdefault(s, []):
+            out[s].append((lang, t, text))
+    return out
+
+
+def pair_graphs(wh: Warehouse, dataset: str, amr_keys: Sequence[str], variant: str = "paper",
+                version: int | None = None) -> Graphs:
+    """Graphs by their own `amr` key (a pair's `amr1_key`/`amr2_key`: the graphs its input row gave), linearised
+    with `variant`."""
+    if version is None and not wh.exists(dataset, "amr"):
+        return Graphs()
+    amr = wh.read(dataset, "amr", version=version, columns=["key", "penman", "pivot_lang", "status", "error"])
+    return graphs_of(amr.filter(pl.col("key").is_in(list(set(amr_keys)))), "key", variant)
 
 
 def _contradiction_sources(item_ids: list[str]) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train.train_s3bert`.
+"""S3BERT in the pipeline: metric targets from the warehouse, then `amrsim.methods.s3bert.train_s3bert`.
 
 Training pairs are the pairs of `datasets` (split `train_split`, languages `langs`) whose two graphs from `parser` are
 ok (provided graphs: the pair's own, as its input row gave them) and that have an ok `amr_metrics` row for those graphs
@@ -13,88 +13,58 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import polars as pl
-from pydantic import Field, StrictFloat, StrictInt
 
-from amrsim.config import LoadedConfig, Pipeline
+from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
-from amrsim.methods.training import MethodParams, base_model_path
-from amrsim.metrics.aspects import S3BERT_ASPECTS
+from amrsim.methods.s3bert import S3BERT_ASPECTS, Params, normalise_targets, partners, train_s3bert
+from amrsim.methods.training import base_model_path
 from amrsim.metrics.engine import score_pairs_parallel
+from amrsim.stages.metrics import metric_graph_pairs
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
-
-# other amrsim modules are imported inside the functions: keeps this module cheap to import, free of cycles
 
 log = logging.getLogger(__name__)
 
 # the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each
 ASPECT_OF_COLUMN = {"smatch_f1": "smatch"}
 SAMPLED_OUT = "over max_pairs (sampled out)"
-
-
-class Params(MethodParams):
-    datasets: list[str] = Field(min_length=1)  # pairs datasets with graphs and amr_metrics
-    train_split: str = "train"
-    dev_split: str | None = "dev"  # None: no dev selection (the last weights are kept)
-    langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
-    parser: str | None = None  # whose graphs (amr.parser); default: the pipeline's metrics.parser
-    base_model: str = "minilm"  # minilm (the packaged all-MiniLM-L6-v2), hf:<hub id or path>, a directory or hub id
-    negatives: bool = True
-    max_pairs: StrictInt | None = Field(default=None, ge=2)  # a seeded sample of the training pairs (CPU recipes)
-    max_dev_pairs: StrictInt | None = Field(default=None, ge=2)
-    batch_size: StrictInt = Field(default=64, ge=2)
-    lr: StrictFloat = Field(default=2e-5, gt=0)
-    warmup: StrictInt = Field(default=100, ge=0)
-    epochs: StrictInt = Field(default=2, ge=1)
-    eval_every: StrictInt = Field(default=1000, ge=1)
-    max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
-    trainable_layers: StrictInt = Field(default=2, ge=1)
-    n_aspects: StrictInt = Field(default=15, ge=1, le=15)
-    aspect_dim: StrictInt = Field(default=16, ge=1)
-    similarity: Literal["cosine", "manhattan"] = "cosine"
-    consistency_weight: StrictFloat = Field(default=1.0, ge=0)
-    seed: StrictInt = 0
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    workers: StrictInt | None = Field(default=None, ge=1)  # processes scoring negatives (default: chosen by the work)
-
-    def dataset_refs(self) -> list[tuple[str, str]]:
-        return [("datasets", d) for d in self.datasets]
+# the Params keys that are train_s3bert's arguments
+TRAIN_ARGS = {"batch_size", "lr", "warmup", "epochs", "eval_every", "max_steps", "trainable_layers", "n_aspects",
+              "aspect_dim", "similarity", "consistency_weight", "weight_decay", "max_grad_norm", "seed", "device"}
 
 
 def required_columns(n_aspects: int) -> list[str]:
-    return list(S3BERT_ASPECTS.values())[:n_aspects]
+    return S3BERT_ASPECTS[:n_aspects]
 
 
-def check_metric_config(cfg: LoadedConfig, pipeline: str, params: Params) -> Any:
+def check_metric_config(pipe: Pipeline, params: Params) -> Any:
     """The pipeline's metrics options, after checking they compute every aspect S3BERT needs (a config error
     before any training, naming the missing aspects)."""
-    pipe = cfg.project.pipelines[pipeline]
-    if pipe.metrics is None:
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert needs a `metrics:` section (its targets are "
-                          f"the amr_metrics of the training pairs)")
-    options = pipe.metrics.options()
+    metrics = pipe.spec.metrics
+    if metrics is None:
+        raise ConfigError(f"{pipe.where}: s3bert needs a `metrics:` section (its targets are the amr_metrics of the "
+                          "training pairs)")
+    options = metrics.options()
     needed = [ASPECT_OF_COLUMN.get(c, c) for c in required_columns(params.n_aspects)]
     missing = [a for a in needed if a not in options.aspects]
     if missing:
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert needs metric aspect(s) {', '.join(missing)}, "
-                          f"which metrics.aspects leaves out")
-    undone = [d for d in params.datasets if d not in pipe.metrics.datasets]
+        raise ConfigError(f"{pipe.where}: s3bert needs metric aspect(s) {', '.join(missing)}, which "
+                          "metrics.aspects leaves out")
+    undone = [d for d in params.datasets if d not in metrics.datasets]
     if undone:
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': s3bert datasets {undone} are not in metrics.datasets, "
-                          f"so they have no amr_metrics")
+        raise ConfigError(f"{pipe.where}: s3bert datasets {undone} are not in metrics.datasets, so they have no "
+                          "amr_metrics")
     return options
 
 
 def scored_pairs(wh: Warehouse, dataset: str, split: str, langs: list[str], parser: str, options: Any,
                  columns: list[str]) -> tuple[pl.DataFrame, dict[str, int]]:
     """Pairs of one split with texts, graphs and their metric columns; and how many were left out, by reason."""
-    from amrsim.stages import metric_graph_pairs
-
     pairs = wh.read(dataset, "pairs").filter(pl.col("split") == split)
     if "lang1" in pairs.columns:
         pairs = pairs.filter(pl.col("lang1").is_in(langs) & pl.col("lang2").is_in(langs))
@@ -124,22 +94,11 @@ def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, 
                           workers: int | None) -> tuple[list[str], list[str], np.ndarray, int]:
     """Positives plus one negative per pair, the negatives' metrics computed now; negatives whose graphs fail to
     score are dropped (counted). Returns texts1, texts2, raw metric matrix, negatives dropped."""
-    from amrsim.methods.s3bert.train import with_negatives
-
-    partner: dict[int, int] = {}
-
-    def remember(i: int, j: int) -> np.ndarray:
-        partner[i] = j
-        return np.zeros(len(columns))
-
-    positives = list(zip(rows["sentence1"], rows["sentence2"], rows.select(columns).to_numpy(), strict=True))
-    with_negatives(positives, np.random.default_rng(seed), remember)  # draws the partners; scored below in bulk
-    amr1, amr2 = rows["amr1"].to_list(), rows["amr2"].to_list()
-    order = sorted(partner)
-    frame = pl.DataFrame({"i": order, "amr1": [amr1[i] for i in order], "amr2": [amr2[partner[i]] for i in order]})
+    partner = partners(rows.height, np.random.default_rng(seed)).tolist()
+    s1, s2, amr2 = rows["sentence1"].to_list(), rows["sentence2"].to_list(), rows["amr2"].to_list()
+    frame = pl.DataFrame({"i": list(range(rows.height)), "amr1": rows["amr1"], "amr2": [amr2[j] for j in partner]})
     scored = score_pairs_parallel(frame, options, workers=workers)
     ok = scored.filter((pl.col("status") == OK) & pl.all_horizontal(pl.col(c).is_not_null() for c in columns))
-    s1, s2 = rows["sentence1"].to_list(), rows["sentence2"].to_list()
     texts1 = s1 + [s1[i] for i in ok["i"]]
     texts2 = s2 + [s2[partner[i]] for i in ok["i"]]
     raw = np.vstack([rows.select(columns).to_numpy(), ok.select(columns).to_numpy()]).astype(np.float64)
@@ -149,8 +108,6 @@ def with_scored_negatives(rows: pl.DataFrame, columns: list[str], options: Any, 
 def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any, columns: list[str]
            ) -> tuple[list[str], list[str], np.ndarray, int, dict[str, int]]:
     """One split of every dataset: texts1, texts2, normalised targets, positive pairs, left out by reason."""
-    from amrsim.methods.s3bert.train import normalise_targets
-
     parts, skipped = [], {}
     for ds in params.datasets:
         rows, left_out = scored_pairs(wh, ds, split, params.langs, parser, options, columns)
@@ -175,15 +132,12 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    cfg, pipeline = pipe.loaded, pipe.name  # TEMPORARY: until this stage reads `pipe` only
-    from amrsim.methods.s3bert.train import train_s3bert
-
     started = time.perf_counter()
-    wh = Warehouse(cfg.warehouse_root)
-    options = check_metric_config(cfg, pipeline, params)
+    wh = Warehouse(pipe.warehouse_root)
+    options = check_metric_config(pipe, params)
     parser = params.parser or options.extra.get("parser", "provided")
     columns = required_columns(params.n_aspects)
-    with training_run(wh, pipeline, "s3bert", run_id, params) as run:
+    with training_run(wh, pipe.name, "s3bert", run_id, params) as run:
         versions = table_versions(wh, params.datasets, ["pairs", "amr", "amr_metrics"])
         run.input_versions = versions
         t1, t2, y, positives, skipped = _split(wh, params, params.train_split, parser, options, columns)
@@ -201,7 +155,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         run.rows_in = positives + sum(skipped.values())
         run.rows_computed, run.rows_failed = len(y), failed
         out_dir = run_dir(wh, "s3bert", run_id)
-        data = {"pipeline": pipeline, "datasets": params.datasets, "train_split": params.train_split,
+        data = {"pipeline": pipe.name, "datasets": params.datasets, "train_split": params.train_split,
                 "dev_split": params.dev_split, "langs": params.langs, "parser": parser, "table_versions": versions,
                 "metrics_options": {"aspects": list(options.aspects), "convention": options.convention,
                                     "vectors": options.vectors, "seed": options.seed},
@@ -210,11 +164,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         log.info("s3bert: %d training rows (%d positive pairs), %d dev rows; left out %s", len(y), positives,
                  len(dev[2]) if dev else 0, skipped)
         result = train_s3bert(base_model_path(params.base_model), t1, t2, y, dev, out_dir,
-                              batch_size=params.batch_size, lr=params.lr, warmup=params.warmup, epochs=params.epochs,
-                              eval_every=params.eval_every, trainable_layers=params.trainable_layers,
-                              seed=params.seed, device=params.device, max_steps=params.max_steps,
-                              n_aspects=params.n_aspects, aspect_dim=params.aspect_dim, similarity=params.similarity,
-                              consistency_weight=params.consistency_weight,
+                              **params.model_dump(include=TRAIN_ARGS),
                               extra_meta={"base_model": params.base_model, "data": data})
         run.rows_out = len(y) if result["completed"] else 0
     return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,

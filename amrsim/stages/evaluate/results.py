@@ -1,61 +1,34 @@
-"""One evaluation number and its row in `eval/results`; every evaluator (sts, bitext, transfer, aspects) returns
-`Score`s so the warehouse, the console tables and the report treat them alike."""
+"""The `eval/results` table: one row per `Score`, keyed on its identity and inputs, the latest row per result, and
+older tables brought up to date."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from amrsim.encoders import list_trained, models_root_default, run_name
+from amrsim.evaluate import UNDEFINED, Score
+from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
 
-# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
-
-if TYPE_CHECKING:
-    from amrsim.warehouse.store import Warehouse
-
 EVAL = "eval"
 RESULTS = "results"
-UNDEFINED = "undefined"  # how a None value is printed: e.g. Spearman of constant predictions
+GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]  # one result; its latest row counts
+REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
 
-
-@dataclass(frozen=True)
-class Score:
-    """`value` is None when the metric is undefined for the input (never 0 or NaN standing in for it)."""
-
-    task: str  # sts | bitext | bucc | transfer | aspects
-    model: str  # encoder name as given (minilm, muse, hf:..., <method>:<run id|latest>)
-    dataset: str
-    split: str
-    lang_pair: str  # "en-de", "deu-eng", "en" (transfer: the evaluation language), aspect name for aspects
-    metric: str  # spearman, pearson, accuracy_src2tgt, f1, ...
-    value: float | None
-    n: int
-
-    def __post_init__(self) -> None:
-        if self.value is not None and not math.isfinite(self.value):
-            object.__setattr__(self, "value", None)
-
-    @property
-    def shown(self) -> str:
-        return UNDEFINED if self.value is None else f"{self.value:.2f}"
+# the one results schema (amrsim.warehouse.schemas) as polars dtypes, for frames built or read here
+RESULT_SCHEMA: dict[str, pl.DataType] = dict(pl.from_arrow(SCHEMAS[RESULTS].empty_table()).schema)  # type: ignore[union-attr]
 
 
 def row_key(task: str, model: str, dataset: str, split: str, lang_pair: str, metric: str,
             key_parts: Iterable[object] = ()) -> str:
     return content_key("result", task, model, dataset, split, lang_pair, metric, *key_parts)
-
-
-# the one results schema (amrsim.warehouse.schemas) as polars dtypes, for frames built or read here
-RESULT_SCHEMA: dict[str, pl.DataType] = dict(pl.from_arrow(SCHEMAS[RESULTS].empty_table()).schema)  # type: ignore[union-attr]
 
 
 def score_rows(scores: Sequence[Score], run_id: str, config_hash: str, key_parts: Iterable[object] = (),
@@ -73,15 +46,43 @@ def score_rows(scores: Sequence[Score], run_id: str, config_hash: str, key_parts
     return pl.DataFrame(rows, schema=RESULT_SCHEMA)
 
 
-def store_results(wh: Warehouse, rows: pl.DataFrame) -> int:
-    """Append result rows (those whose key is new) and rewrite the model cards of the trained runs they name;
-    returns the rows added."""
-    added = wh.append_new(EVAL, RESULTS, rows)
-    if added.num_rows:
-        from amrsim.stages.train.card import refresh_cards
+def stored_rows(wh: Warehouse, keys: Sequence[str]) -> pl.DataFrame | None:
+    """The stored result rows with these keys, or None unless every one is there (then nothing is recomputed)."""
+    found = wh.read(EVAL, RESULTS).filter(pl.col("key").is_in(list(keys)))
+    return found if keys and found.height == len(keys) else None
 
-        refresh_cards(wh, added.column("model").to_pylist())
-    return added.num_rows
+
+def latest_results(results: pl.DataFrame) -> pl.DataFrame:
+    """The most recent row (by created_at) of each (task, model, dataset, split, lang_pair, metric), with the
+    standard results columns: a missing `task` is inferred (only STS wrote results before it existed), other
+    missing columns are null, NaN values become null (undefined). Sorted by the group columns."""
+    missing = [c for c in REQUIRED if c not in results.columns]
+    if results.height == 0 and missing:
+        return pl.DataFrame(schema=RESULT_SCHEMA)
+    if missing:
+        raise ValueError(f"results frame lacks required columns: {', '.join(missing)}")
+    frame = results.with_row_index("_order")
+    for name, dtype in RESULT_SCHEMA.items():
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(name))
+    inferred = pl.when(pl.col("metric").is_in(["spearman", "pearson"])).then(pl.lit("sts")).otherwise(
+        pl.lit("unknown"))
+    frame = frame.with_columns(
+        pl.coalesce(pl.col("task").cast(pl.String), inferred).alias("task"),
+        pl.col("value").cast(pl.Float64).fill_nan(None).alias("value"),
+    )
+    frame = frame.sort(["created_at", "_order"], nulls_last=False).unique(subset=GROUP, keep="last",
+                                                                           maintain_order=True)
+    return frame.select(list(RESULT_SCHEMA)).sort(GROUP)
+
+
+def fmt_value(value: float | None, metric: str = "") -> str:
+    """How a result prints: 2 decimals (scores are x 100), `undefined` for null/NaN, never 0 or nan."""
+    if value is None or not math.isfinite(value):
+        return UNDEFINED
+    if metric in ("C", "threshold"):
+        return f"{value:.4g}"
+    return f"{value:.2f}"
 
 
 def run_at(name: str, when: datetime | None, models_root: Path | str | None = None) -> str | None:

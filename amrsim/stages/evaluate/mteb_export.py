@@ -14,8 +14,8 @@ import polars as pl
 
 from amrsim.errors import AmrsimError
 from amrsim.evaluate.mteb_tasks import MTEB_SIZES, MTEB_TASKS, MTEB_VERSION, MtebTask
-from amrsim.evaluate.report import latest_results
-from amrsim.methods.training import atomic_json
+from amrsim.files import atomic_json
+from amrsim.stages.evaluate.results import latest_results
 
 # dataset name prefix -> MTEB task, first match wins (stsb_multi_* before stsb_*); `--task DATASET=TASK` overrides
 DEFAULT_TASKS = (("stsb_multi", "STSBenchmarkMultilingualSTS"), ("stsb", "STSBenchmark"), ("sick", "SICK-R"),

@@ -1,11 +1,10 @@
-"""Model cards: `README.md` in a run directory, in the sentence-transformers / Hugging Face Hub layout (YAML front
-matter, then method and paper, base model, training data with Delta table versions, parameters, the run's rows of
-`eval/results`, how to load it). Written when a run finishes and again when results for it are stored."""
+"""Model cards: `README.md` in a trained run's directory, in the sentence-transformers / Hugging Face Hub layout (YAML
+front matter, then method and paper, base model, training data with Delta table versions, parameters, the run's rows
+of `eval/results`, how to load it). Written when a run finishes and again when results for it are stored."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,14 +13,10 @@ from typing import Any
 import polars as pl
 import yaml
 
-from amrsim.encoders import base_model
-from amrsim.errors import WarehouseError
-from amrsim.evaluate.report import latest_results
-from amrsim.evaluate.results import EVAL, RESULTS
-from amrsim.stages.train.common import run_dir
+from amrsim.encoders import TrainedModel, base_model, find_trained
+from amrsim.files import atomic_write
+from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
-
-# other amrsim modules is imported inside the functions: importing this module must stay cheap and free of import cycles
 
 CARD = "README.md"
 
@@ -68,6 +63,8 @@ METHODS: dict[str, MethodInfo] = {
 
 # amrsim's packaged encoder names -> what a reader finds on the Hub (muse has no Hub id)
 HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
 def hub_id(name: str | None) -> str | None:
     """A Hub id for the front matter's `base_model`, or None when the base is local or not on the Hub."""
     if not name:
@@ -108,7 +105,6 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
 
 def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
     """The latest `eval/results` row of each result of model `name` (`<method>:<run id>`)."""
-
     rows = wh.read(EVAL, RESULTS, where=pl.col("model") == name)
     return latest_results(rows) if rows.height else rows
 
@@ -172,7 +168,8 @@ def stage2_selection(selection: Any) -> list[str]:
     return [*lines, _table(["held-out set", "stage 1", "stage 2", "stage 2 - stage 1", "pairs"], rows)]
 
 
-def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
+def render_card(wh: Warehouse, model: TrainedModel) -> str:
+    run, method, run_id, meta = model.path, model.method, model.run_id, model.meta
     info = METHODS.get(method, MethodInfo(method, "", "", "sentence-similarity", ()))
     base = base_model(meta)
     versions = table_versions(meta)
@@ -211,8 +208,6 @@ def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[s
     parts += ["", "## Evaluation results", ""]
     rows = run_results(wh, f"{method}:{run_id}")
     if rows.height:
-        from amrsim.evaluate.report import fmt_value
-
         parts += ["Latest rows of `eval/results` for this run (scores × 100):", "",
                   _table(["task", "dataset", "split", "lang pair", "metric", "value", "n"],
                          [(r["task"], r["dataset"], r["split"], r["lang_pair"], r["metric"],
@@ -223,31 +218,20 @@ def render_card(wh: Warehouse, run: Path, method: str, run_id: str, meta: dict[s
     return "\n".join(parts)
 
 
-def write_card(wh: Warehouse, method: str, run_id: str) -> Path | None:
-    """(Re)write `README.md` of a finished run (atomically); None when the run has no model.json."""
-    path = run_dir(wh, method, run_id)
+def write_card(wh: Warehouse, name: str) -> Path | None:
+    """(Re)write `README.md` of trained run `name` (`<method>:<run id>`) atomically; None when it is no run with a
+    readable model.json."""
     try:
-        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+        model = find_trained(name, wh.models_root)
     except (OSError, ValueError):
         return None
-    card = path / CARD
-    tmp = card.with_name(CARD + ".tmp")
-    tmp.write_text(render_card(wh, path, method, run_id, meta), encoding="utf-8")
-    os.replace(tmp, card)
+    card = model.path / CARD
+    text = render_card(wh, model)
+    atomic_write(card, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return card
 
 
 def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
     """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
-    written = []
-    for name in sorted(set(models)):
-        method, sep, run_id = name.partition(":")
-        if not sep or name.startswith("hf:") or run_id == "latest":
-            continue
-        try:
-            card = write_card(wh, method, run_id)
-        except WarehouseError:  # not a run name amrsim could have made
-            continue
-        if card is not None:
-            written.append(card)
-    return written
+    runs = sorted({m for m in models if ":" in m and not m.startswith("hf:") and not m.endswith(":latest")})
+    return [card for name in runs if (card := write_card(wh, name)) is not None]

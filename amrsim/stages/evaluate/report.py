@@ -25,12 +25,16 @@ from urllib.parse import quote
 import numpy as np
 import polars as pl
 
-from amrsim.evaluate.ood import ood_table
-from amrsim.evaluate.results import RESULT_SCHEMA, UNDEFINED
+from amrsim.errors import WarehouseError
+from amrsim.evaluate import UNDEFINED
+from amrsim.evaluate.ood import DATASETS, ood_table
 from amrsim.evaluate.sts import is_constant
+from amrsim.stages.evaluate.ood import base_for
+from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
+from amrsim.stages.evaluate.sts import pair_similarities, select_pairs
+from amrsim.warehouse import Warehouse
+from amrsim.warehouse.lineage import META
 
-GROUP = ["task", "model", "dataset", "split", "lang_pair", "metric"]
-REQUIRED = ("model", "dataset", "split", "lang_pair", "metric", "value")
 TASK_ORDER = ("sts", "bitext", "bucc", "transfer", "aspects")
 TASK_LABEL = {"sts": "STS", "bitext": "Tatoeba", "bucc": "BUCC", "transfer": "Transfer", "aspects": "Aspects"}
 LANG_LABEL = {"transfer": "lang", "aspects": "aspect"}  # what lang_pair holds, per task, in detail tables
@@ -67,49 +71,7 @@ class ReportPaths:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# results
-
-
-def infer_task(metric: str | None) -> str:
-    """Task of a row from a warehouse written before `task` existed: only STS wrote results then."""
-    return "sts" if metric in ("spearman", "pearson") else "unknown"
-
-
-def latest_results(results: pl.DataFrame) -> pl.DataFrame:
-    """The most recent row (by created_at) of each (task, model, dataset, split, lang_pair, metric), with the
-    standard results columns: a missing `task` is inferred, other missing optional columns are null, NaN values
-    become null (undefined). Sorted by the group columns so the report is deterministic."""
-    missing = [c for c in REQUIRED if c not in results.columns]
-    if results.height == 0 and missing:
-        return pl.DataFrame(schema=RESULT_SCHEMA)
-    if missing:
-        raise ValueError(f"results frame lacks required columns: {', '.join(missing)}")
-    frame = results.with_row_index("_order")
-    for name, dtype in RESULT_SCHEMA.items():
-        if name not in frame.columns:
-            frame = frame.with_columns(pl.lit(None, dtype=dtype).alias(name))
-    inferred = pl.when(pl.col("metric").is_in(["spearman", "pearson"])).then(pl.lit("sts")).otherwise(
-        pl.lit("unknown"))
-    frame = frame.with_columns(
-        pl.coalesce(pl.col("task").cast(pl.String), inferred).alias("task"),
-        pl.col("value").cast(pl.Float64).fill_nan(None).alias("value"),
-    )
-    frame = frame.sort(["created_at", "_order"], nulls_last=False).unique(subset=GROUP, keep="last",
-                                                                           maintain_order=True)
-    return frame.select(list(RESULT_SCHEMA)).sort(GROUP)
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # formatting
-
-
-def fmt_value(value: float | None, metric: str = "") -> str:
-    """How the report prints a number: 2 decimals (scores are x 100), `undefined` for null/NaN, never 0 or nan."""
-    if value is None or not math.isfinite(value):
-        return UNDEFINED
-    if metric in ("C", "threshold"):
-        return f"{value:.4g}"
-    return f"{value:.2f}"
 
 
 def run_anchor(run_id: str) -> str:
@@ -734,3 +696,27 @@ def render_report(results: pl.DataFrame, lineage: pl.DataFrame, out_dir: Path,
         raise
     names = sorted({f.name for f in figures})
     return ReportPaths(out_dir / "report.html", out_dir / "report.md", [out_dir / "figures" / n for n in names])
+
+
+def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int = 24) -> ReportPaths:
+    """Render `eval/results` (latest row per result) into `<warehouse>/reports/report.{html,md}` with STS score
+    distributions from the cached embeddings."""
+    results = wh.read(EVAL, RESULTS)
+    scatters = []
+    if results.height:
+        sts = (latest_results(results).filter((pl.col("task") == "sts") & (pl.col("metric") == "spearman"))
+               .unique(["model", "dataset", "split", "lang_pair"], maintain_order=True)
+               .sort(["dataset", "lang_pair", "model"]))
+        for row in sts.head(max_scatters).iter_rows(named=True):
+            if not wh.exists(row["dataset"], "pairs"):
+                continue  # results of a warehouse dataset since removed
+            chosen = select_pairs(wh.read(row["dataset"], "pairs"), row["split"], row["lang_pair"])
+            try:
+                pred, gold = pair_similarities(wh, row["dataset"], row["model"], chosen)
+            except (WarehouseError, ValueError):
+                continue  # embeddings no longer cached (or a trained model removed): no scatter for it
+            if len(pred):
+                scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
+    ood_models = results.filter(pl.col("dataset").is_in(list(DATASETS)))["model"].unique().to_list()
+    return render_report(results, wh.read(META, "lineage"), out_dir or wh.root / "reports", scatters,
+                         ood_bases={m: base_for(m, wh.models_root) for m in ood_models})

@@ -1,0 +1,30 @@
+"""What every text-to-AMR backend returns: one result per input sentence, in input order, never an exception per row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from amrsim.warehouse import FAILED, OK
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """A graph in PENMAN (None when failed) and why it failed."""
+
+    penman: str | None
+    status: str = OK
+    error: str | None = None
+
+    @classmethod
+    def failed(cls, error: str) -> ParseResult:
+        return cls(None, FAILED, error)
+
+
+class AMRParser(Protocol):
+    """A parsing backend: `parse` maps sentences to results of the same length and order."""
+
+    name: str
+
+    def parse(self, sentences: Sequence[str]) -> list[ParseResult]: ...

@@ -1,0 +1,108 @@
+"""DuEAM's training pairs (paper §5) from NLI-style items, labels unused."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MODES = ("unsupervised", "monolingual", "cross_lingual")
+Layout = tuple[int, int, str, str, bool]  # item, hypothesis, lang1, lang2, cross-lingual
+
+
+@dataclass(frozen=True)
+class NLIItem:
+    """One NLI example: its premise and hypotheses, each as language -> text (the languages it exists in)."""
+
+    item_id: str
+    premise: Mapping[str, str]
+    hypotheses: tuple[Mapping[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TrainPair:
+    """Premise text1 (lang1), hypothesis text2 (lang2) of item `source` (another item's for `unsupervised`)."""
+
+    text1: str
+    text2: str
+    lang1: str
+    lang2: str
+    mode: str
+    item_id: str
+    source: str
+
+
+def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Sequence[str] | None = None,
+                    seed: int = 0, max_cross_per_item: int | None = None) -> tuple[list[TrainPair], Counter[str]]:
+    """Pairs of the paper's §5 and counts of what could not be built. Per item and hypothesis, the language layouts
+    are (L, L) for every language both sides have (`monolingual`) and (L1, L2), L1 != L2 (`cross_lingual`, at most
+    `max_cross_per_item` sampled per hypothesis), in the languages `langs`. `unsupervised` takes every layout but
+    the hypothesis, in L2, of a uniformly drawn other item."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"DuEAM pair modes {unknown} unknown; use {', '.join(MODES)}")
+    allowed = set(langs) if langs is not None else None
+
+    def ok(lang: str) -> bool:
+        return allowed is None or lang in allowed
+
+    rng = np.random.default_rng(seed)
+    layouts = language_layouts(items, ok, rng, max_cross_per_item)
+    pairs = [TrainPair(items[i].premise[l1], items[i].hypotheses[h][l2], l1, l2, mode, items[i].item_id,
+                       items[i].item_id)
+             for i, h, l1, l2, cross in layouts if (mode := "cross_lingual" if cross else "monolingual") in modes]
+    missing: Counter[str] = Counter()
+    if "unsupervised" in modes:
+        pairs += unsupervised_pairs(items, layouts, ok, rng, missing)
+    return pairs, missing
+
+
+def language_layouts(items: Sequence[NLIItem], ok: Callable[[str], bool], rng: np.random.Generator,
+                     max_cross_per_item: int | None) -> list[Layout]:
+    layouts: list[Layout] = []
+    for i, item in enumerate(items):
+        p_langs = sorted(lg for lg in item.premise if ok(lg))
+        for h, hyp in enumerate(item.hypotheses):
+            h_langs = sorted(lg for lg in hyp if ok(lg))
+            layouts += [(i, h, lg, lg, False) for lg in p_langs if lg in hyp and ok(lg)]
+            cross = [(l1, l2) for l1 in p_langs for l2 in h_langs if l1 != l2]
+            if max_cross_per_item is not None and len(cross) > max_cross_per_item:
+                cross = [cross[k] for k in sorted(rng.choice(len(cross), max_cross_per_item, replace=False))]
+            layouts += [(i, h, l1, l2, True) for l1, l2 in cross]
+    return layouts
+
+
+def unsupervised_pairs(items: Sequence[NLIItem], layouts: Sequence[Layout], ok: Callable[[str], bool],
+                       rng: np.random.Generator, missing: Counter[str]) -> list[TrainPair]:
+    # hypotheses per language, in item order: the other items' hypotheses of item i are the pool minus a run
+    pool: dict[str, list[tuple[int, int]]] = {}
+    for i, item in enumerate(items):
+        for h, hyp in enumerate(item.hypotheses):
+            for lg in hyp:
+                if ok(lg):
+                    pool.setdefault(lg, []).append((i, h))
+    spans = {lg: item_spans(entries) for lg, entries in pool.items()}
+    pairs = []
+    for i, _, l1, l2, _ in layouts:
+        entries = pool[l2]
+        lo, hi = spans[l2].get(i, (0, 0))
+        others = len(entries) - (hi - lo)
+        if others <= 0:
+            missing["unsupervised: no other item has a hypothesis in " + l2] += 1
+            continue
+        r = int(rng.integers(others))
+        j, h = entries[r if r < lo else r + (hi - lo)]
+        pairs.append(TrainPair(items[i].premise[l1], items[j].hypotheses[h][l2], l1, l2, "unsupervised",
+                               items[i].item_id, items[j].item_id))
+    return pairs
+
+
+def item_spans(entries: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """item -> [start, end) of its run in `entries` (sorted by item)."""
+    spans: dict[int, tuple[int, int]] = {}
+    for pos, (i, _) in enumerate(entries):
+        start, _ = spans.get(i, (pos, pos))
+        spans[i] = (start, pos + 1)
+    return spans

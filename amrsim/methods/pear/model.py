@@ -1,0 +1,285 @@
+"""PEAR's model: a one-logit cross-encoder over a sentence pair (optionally residual: added to a bi-encoder's score),
+its run directory, and the loaders of `pear:<run>` and `pear_fused:<run>` (a run fused with its base's cosine).
+torch and transformers are imported inside the functions: the loader registry imports this module."""
+
+from __future__ import annotations
+
+import shutil
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from amrsim.encoders import Encoder, EncoderLoader, TrainedModel, model_subdir, resolve_device
+from amrsim.evaluate.sts import cosine
+from amrsim.methods.pear.loss import on_gold_scale
+from amrsim.methods.portable import add_cross_encoder_files, link_run_root
+from amrsim.methods.training import CHECKPOINT, autocast, refuse_finished_run, swap_dir, write_model_json
+
+if TYPE_CHECKING:
+    import torch
+
+KIND = "cross-encoder"  # model.json `kind`: the model scores pairs, it has no sentence embedding
+MODEL_SUBDIR = "cross_encoder"
+MAX_LENGTH = 128
+FUSED_METHOD = "pear_fused"  # a separately named model: PEAR's scores fused with its base bi-encoder's cosine
+RECENT_SCORES = 4  # score() calls a loaded PEAR model remembers: an evaluation's test sets
+
+
+class PearCrossEncoder:
+    """A transformers sequence-classification model with one logit over a tokenised sentence pair
+    (`[CLS] s1 [SEP] s2 [SEP]`); its score is σ(logit + `offset`, a residual model's starting point)."""
+
+    def __init__(self, path: str, device: str = "auto", max_length: int = MAX_LENGTH, safetensors_only: bool = False):
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        self.path, self.max_length = str(path), max_length
+        self.device = resolve_device(device)
+        self.offset: BaseOffset | None = None
+        kwargs: dict[str, Any] = {"num_labels": 1}
+        if safetensors_only:  # a trained model from the warehouse: never a pickled pytorch_model.bin
+            kwargs["use_safetensors"] = True
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # a base model's load report says the head is new: it is, by design
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+            self.model = AutoModelForSequenceClassification.from_pretrained(self.path, **kwargs).to(self.device)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+
+    def logits(self, texts1: Sequence[str], texts2: Sequence[str]) -> torch.Tensor:
+        batch = self.tokenizer(list(texts1), list(texts2), padding=True, truncation=True,
+                               max_length=self.max_length, return_tensors="pt")
+        with autocast(self.device):
+            return self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits.float().reshape(-1)
+
+    def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
+                symmetric: bool = False) -> np.ndarray:
+        """σ(logit) per pair, in 0-1; pairs are batched by length (less padding), returned in input order. With
+        `symmetric`, the mean of both orders: similarity is symmetric, a cross-encoder reading one order is not."""
+        import torch
+
+        if symmetric:
+            return (self.predict(texts1, texts2, batch_size) + self.predict(texts2, texts1, batch_size)) / 2
+        if len(texts1) != len(texts2):
+            raise ValueError(f"{len(texts1)} first sentences but {len(texts2)} second sentences")
+        out = np.zeros(len(texts1), dtype=np.float32)
+        if not len(texts1):
+            return out
+        offsets = None if self.offset is None else self.offset(texts1, texts2)
+        order = np.argsort([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)], kind="stable")
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(order), batch_size):
+                    rows = order[start:start + batch_size]
+                    z = self.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+                    if offsets is not None:
+                        z = z + torch.as_tensor(offsets[rows], device=z.device)
+                    out[rows] = torch.sigmoid(z).cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def save(self, directory: Path) -> None:
+        """Weights as model.safetensors, config and tokenizer files."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(directory), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(directory))
+
+
+class CrossEncoderScorer:
+    """amrsim.augment.knn's `Scorer` backed by a cross-encoder: weak labels σ(logit) of index pairs into `texts`."""
+
+    def __init__(self, model: PearCrossEncoder, texts: Sequence[str], name: str = "cross-encoder",
+                 batch_size: int = 64):
+        self.model, self.texts, self.batch_size = model, list(texts), batch_size
+        self.name = f"cross-encoder:{name}"
+
+    def score(self, pairs: list[tuple[int, int]]) -> np.ndarray:
+        return self.model.predict([self.texts[i] for i, _ in pairs], [self.texts[j] for _, j in pairs],
+                                  self.batch_size).astype(np.float64)
+
+
+def base_cosines(encoder: Encoder, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+    """Cosine of a bi-encoder's embeddings of each pair."""
+    return cosine(np.asarray(encoder.encode(list(texts1)), np.float32),
+                  np.asarray(encoder.encode(list(texts2)), np.float32))
+
+
+@dataclass
+class BaseOffset:
+    """A residual cross-encoder's starting point: logit of the bi-encoder `base`'s (`encoder`) cosine put on the
+    gold scale (the line fitted on the training pairs), clipped to [eps, 1 - eps] so it stays finite at 0 and 1."""
+
+    encoder: Encoder
+    base: str
+    slope: float
+    intercept: float
+    eps: float = 0.02
+
+    def __call__(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        cos = base_cosines(self.encoder, texts1, texts2)
+        p = np.clip(on_gold_scale(cos, {"slope": self.slope, "intercept": self.intercept}), self.eps, 1 - self.eps)
+        return np.log(p / (1 - p)).astype(np.float32)
+
+    def record(self) -> dict[str, Any]:
+        """What model.json keeps (`residual`): enough to score with the saved network again."""
+        return {"base": self.base, "slope": self.slope, "intercept": self.intercept, "eps": self.eps}
+
+
+def start_from_base(model: PearCrossEncoder, offset: BaseOffset) -> None:
+    """Make `model` residual: its score becomes σ(network logit + offset) and its head is zeroed, so before any
+    training it scores every pair as the base does and training learns only what the base gets wrong."""
+    import torch
+
+    head = getattr(model.model, "classifier", None)
+    head = getattr(head, "out_proj", head)  # RoBERTa-style heads end in out_proj
+    if not isinstance(head, torch.nn.Linear) or head.out_features != 1:
+        raise ValueError(f"{model.path}: residual training needs a one-logit linear classifier head, found "
+                         f"{type(head).__name__}")
+    with torch.no_grad():
+        head.weight.zero_()
+        if head.bias is not None:
+            head.bias.zero_()
+    model.offset = offset
+
+
+def save_run(model: PearCrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Path:
+    """`out_dir/cross_encoder/` (safetensors, config, tokenizer, sentence-transformers' CrossEncoder files), the run
+    directory's own CrossEncoder files pointing into it, then `out_dir/model.json` last, so a directory with
+    model.json always holds a complete model; the training checkpoint is removed."""
+    out_dir = Path(out_dir)
+    refuse_finished_run(out_dir)
+
+    def write(directory: Path) -> None:
+        model.save(directory)
+        add_cross_encoder_files(directory, model.max_length)
+
+    swap_dir(out_dir / MODEL_SUBDIR, write)
+    if model.offset is None:  # a residual model's score needs its base: amrsim loads it, a bare CrossEncoder cannot
+        # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
+        link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
+                                                       "max_length": model.max_length}})
+    write_model_json(out_dir, "pear", {"kind": KIND, "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta})
+    shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
+    return out_dir
+
+
+class PairScorer:
+    """A loaded model that scores sentence pairs (`score(texts1, texts2)`) and has no sentence embedding."""
+
+    name: str
+    dim = 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        raise ValueError(f"'{self.name}' is a cross-encoder: it scores sentence pairs and has no sentence "
+                         f"embedding; use `amrsim score --model {self.name}` or `amrsim evaluate sts`")
+
+
+class TrainedCrossEncoder(PairScorer):
+    """A trained PEAR model loaded by name."""
+
+    def __init__(self, name: str, model_id: str, network: PearCrossEncoder, batch_size: int = 64,
+                 symmetric: bool = False):
+        self.name, self.model_id, self.batch_size, self._model, self._symmetric = (name, model_id, batch_size,
+                                                                                   network, symmetric)
+        self._recent: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = OrderedDict()
+
+    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        """Scores of the pairs; the last few calls' are kept, as the loaded model is shared within a process and
+        `pear_fused` of this run scores the same pairs again (an evaluation of both runs the network once)."""
+        key = (tuple(texts1), tuple(texts2))
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return self._recent[key].copy()
+        scores = self._model.predict(texts1, texts2, self.batch_size, symmetric=self._symmetric)
+        self._recent[key] = scores.copy()
+        if len(self._recent) > RECENT_SCORES:
+            self._recent.popitem(last=False)
+        return scores
+
+
+def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+                 load: EncoderLoader) -> TrainedCrossEncoder:
+    """`pear:<run>` (amrsim.methods.loaders); a residual run's base bi-encoder is loaded through `load`."""
+    meta = model.meta
+    sub = model_subdir(str(model.path), str(meta.get("encoder", MODEL_SUBDIR)))
+    if not sub.is_dir():
+        raise ValueError(f"{model.path / 'model.json'}: model directory '{sub.name}' not found")
+    network = PearCrossEncoder(str(sub), device, int(meta.get("max_length", MAX_LENGTH)), safetensors_only=True)
+    if meta.get("residual"):
+        base = load(meta["residual"]["base"], device=device, models_root=models_root)
+        network.offset = BaseOffset(base, **meta["residual"])
+    return TrainedCrossEncoder(name, model.model_id, network, batch_size, bool(meta.get("symmetric", False)))
+
+
+# ---------------------------------------------------------------------------------------------------- fusion
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """score = weight * z(cross-encoder) + (1 - weight) * z(base cosine), each z-scored by its mean and standard
+    deviation on the pairs the fusion was fitted on (dev pairs): the base keeps a fixed share of every score."""
+
+    base: str
+    weight: float
+    pear_mean: float
+    pear_std: float
+    base_mean: float
+    base_std: float
+
+    def combine(self, pear: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+        return (self.weight * (np.asarray(pear, np.float64) - self.pear_mean) / self.pear_std
+                + (1 - self.weight) * (np.asarray(cosine, np.float64) - self.base_mean) / self.base_std)
+
+
+def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -> Fusion:
+    """The z-score statistics of both scores on the same pairs; a constant score is an error (nothing to scale)."""
+    pear, cosine = np.asarray(pear, np.float64), np.asarray(cosine, np.float64)
+    if len(pear) < 2 or len(pear) != len(cosine):
+        raise ValueError(f"fusion: needs at least 2 pairs scored by both models, got {len(pear)} and {len(cosine)}")
+    if not 0 <= weight <= 1:
+        raise ValueError(f"fusion: weight {weight} must lie in [0, 1]")
+    stds = float(pear.std()), float(cosine.std())
+    if min(stds) <= 1e-9:
+        raise ValueError("fusion: the cross-encoder's or the base's scores are constant on the fitting pairs")
+    return Fusion(base, weight, float(pear.mean()), stds[0], float(cosine.mean()), stds[1])
+
+
+def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
+    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights."""
+    out_dir = Path(out_dir)
+    refuse_finished_run(out_dir)
+    write_model_json(out_dir, FUSED_METHOD, {"kind": KIND, "pear": pear_name, "base_model": fusion.base,
+                                             "fusion": fusion.__dict__, **meta})
+    return out_dir
+
+
+@dataclass
+class TrainedFused(PairScorer):
+    """`pear_fused:<run>`: scores pairs with the PEAR run and the base bi-encoder it names, fused (`Fusion`)."""
+
+    name: str
+    model_id: str
+    fusion: Fusion
+    pear: Any  # the loaded PEAR run (a TrainedCrossEncoder)
+    base: Encoder
+
+    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
+        return self.fusion.combine(self.pear.score(texts1, texts2), base_cosines(self.base, texts1, texts2))
+
+
+def load_fused(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+               load: EncoderLoader) -> TrainedFused:
+    """`pear_fused:<run>` (amrsim.methods.loaders): the PEAR run and the base it names loaded through `load`."""
+    fusion, pear = Fusion(**model.meta["fusion"]), str(model.meta["pear"])
+    if not pear.startswith("pear:") or pear.endswith(":latest"):
+        raise ValueError(f"{model.path / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
+    return TrainedFused(name, model.model_id, fusion, load(pear, batch_size, device, models_root),
+                        load(fusion.base, batch_size, device, models_root))

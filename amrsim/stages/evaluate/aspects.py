@@ -1,0 +1,66 @@
+"""The AMR aspect evaluation (S3BERT Table 1) over a dataset's `amr_metrics` rows, with the aspect layout a
+decomposed model's run records; results reused while the model and the metric rows are unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from amrsim.encoders import find_trained, model_id
+from amrsim.encoders.cache import read_embeddings
+from amrsim.errors import AmrsimError
+from amrsim.evaluate import Score
+from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores
+from amrsim.methods.loaders import embed_sentences
+from amrsim.methods.portable import method_config
+from amrsim.stages.evaluate.common import evaluated
+from amrsim.warehouse import Warehouse
+from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.store import OK
+
+
+def aspect_slices(encoder: str, models_root: Path | None = None) -> dict[str, tuple[int, int]]:
+    """A trained decomposed model's sub-embedding ranges by aspect column; {} for any other encoder."""
+    if encoder in ("minilm", "muse") or encoder.startswith("hf:") or ":" not in encoder:
+        return {}
+    model = find_trained(encoder, models_root)
+    meta = method_config(model.path, "s3bert", model.meta)
+    slices = {}
+    for name, span in (meta.get("aspects") or {}).items():
+        if (not isinstance(span, list | tuple) or len(span) != 2 or not all(isinstance(x, int) for x in span)
+                or not 0 <= span[0] < span[1]):
+            raise ValueError(f"model '{encoder}': aspects.{name} must be [start, end) with 0 <= start < end, "
+                             f"got {span!r}")
+        slices[name] = (span[0], span[1])
+    return slices
+
+
+def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: str | None = None,
+                 pipeline: str = "cli", batch_size: int = 64, device: str = "auto") -> pl.DataFrame:
+    """S3BERT-style aspect Spearman over the dataset's `amr_metrics` rows (ok rows of `split`, or all)."""
+    metrics = wh.read(dataset, "amr_metrics").filter(pl.col("status") == OK)
+    if split and split != "all":
+        metrics = metrics.filter(pl.col("split") == split)
+    if metrics.height < 2:
+        raise AmrsimError(f"{dataset}/amr_metrics: fewer than 2 ok metric rows"
+                          f"{f' in split {split!r}' if split else ''}; run the metrics stage first")
+    metrics = metrics.unique(["sentence1_key", "sentence2_key"], keep="first", maintain_order=True)
+    version = wh.version(dataset, "amr_metrics")
+    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list())]
+    run_split = split or "all"
+    aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
+
+    def compute() -> list[Score]:
+        sentences = wh.read(dataset, "sentences", columns=["key", "text"])
+        needed = pl.concat([metrics.select(key="sentence1_key"), metrics.select(key="sentence2_key")]).unique()
+        embed_sentences(wh, dataset, encoder, sentences.join(needed, on="key", how="semi"), batch_size=batch_size,
+                        device=device)
+        k1, k2 = metrics["sentence1_key"].to_list(), metrics["sentence2_key"].to_list()
+        both = read_embeddings(wh, dataset, encoder, k1 + k2)
+        return aspect_scores(encoder, dataset, run_split, metrics, both[: len(k1)], both[len(k1):],
+                             aspect_slices(encoder, wh.models_root), aspects)
+
+    results = [("aspects", dataset, run_split, a, "spearman") for a in aspects]
+    return evaluated(wh, encoder, results, parts, compute, "evaluate:aspects", pipeline, run_id,
+                     content_key("aspects"), {f"{dataset}.amr_metrics": version})
