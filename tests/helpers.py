@@ -19,6 +19,7 @@ import pytest
 from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
+TEST_DATA = ROOT / "tests" / "data"  # golden files and schemas the tests compare against
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 

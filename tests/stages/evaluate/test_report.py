@@ -6,7 +6,6 @@ import base64
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -16,6 +15,7 @@ from amrsim.evaluate import Score
 from amrsim.stages.evaluate import report
 from amrsim.stages.evaluate.report import ScatterData, render_report, scatter_spearman
 from amrsim.stages.evaluate.results import RESULT_SCHEMA, fmt_value, latest_results, score_rows
+from tests.helpers import ROOT
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EVIL = "<script>alert(1)</script>"
@@ -237,5 +237,5 @@ def test_report_module_does_not_import_matplotlib():
 
     code = "import sys, amrsim.stages.evaluate.report; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parent.parent)
+                          cwd=ROOT)
     assert done.stdout.strip() == "False"

@@ -22,6 +22,7 @@ import pytest
 from amrsim.config import RayConfig
 from amrsim.errors import ConfigError
 from tasks.ray_map import map_batches
+from tests.helpers import ROOT
 
 ray = pytest.importorskip("ray")
 # the batch functions below travel by value: the cluster's workers get amrsim and tasks, not this test package
@@ -199,7 +200,7 @@ def test_the_cluster_launcher_config_is_valid_for_this_ray():
     import yaml
     from ray.autoscaler._private.util import prepare_config, validate_config
 
-    raw = yaml.safe_load((Path(__file__).resolve().parent.parent / "infra" / "ray-cluster.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "infra" / "ray-cluster.yaml").read_text())
     cfg = prepare_config(copy.deepcopy(raw))
     validate_config(cfg)
     assert cfg["provider"]["type"] == "local" and cfg["available_node_types"]["local.cluster.node"]["min_workers"] == 2

@@ -4,7 +4,7 @@ reason) it parsed to when `tests/data/ud_golden.json` was generated.
 The file was generated once, from the parser as it stood before its rules were split into handlers and its
 lexicons moved to data files; it holds, per corpus, the SHA-256 of the sentence list (so a changed input is told
 apart from a changed parser) and the first 12 hex digits of the SHA-256 of each output. Regenerate it
-(`PYTHONPATH=. python -m tests.test_ud_golden --write`) only when a rule change is meant to change outputs, and
+(`PYTHONPATH=. python -m tests.amr.test_ud_golden --write`) only when a rule change is meant to change outputs, and
 say which outputs in the commit.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, SHARED_DATA
+from tests.helpers import ROOT, SHARED_DATA, TEST_DATA
 
-GOLDEN = Path(__file__).resolve().parent / "data" / "ud_golden.json"
+GOLDEN = TEST_DATA / "ud_golden.json"
 SAMPLE = ROOT / "amrsim" / "sample" / "sts_pairs.tsv"
 FRENCH_STSB_LIMIT = 600  # sentences: enough to reach every French rule, cheap enough for every run
 
@@ -116,5 +116,5 @@ def _write() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m tests.test_ud_golden --write  (regenerates tests/data/ud_golden.json)")
+        sys.exit("usage: python -m tests.amr.test_ud_golden --write  (regenerates tests/data/ud_golden.json)")
     _write()

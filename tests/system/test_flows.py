@@ -176,7 +176,7 @@ def test_map_batches_on_gpu_actors_keeps_order(tmp_path):
         import polars as pl, ray
         from amrsim.config import RayConfig
         from tasks.ray_map import map_batches
-        from tests.test_flows import _double_with_pid
+        from tests.system.test_flows import _double_with_pid
         frame = pl.DataFrame({"x": list(range(2000))})
         cfg = RayConfig(enabled=True, num_cpus=2, num_gpus=2)
         out = map_batches(_double_with_pid, frame, cfg, Path(sys.argv[1]), batch_size=100, gpu_actors=True)
@@ -206,7 +206,7 @@ def test_map_batches_on_local_ray_matches_in_process(tmp_path):
         import polars as pl, ray
         from amrsim.config import RayConfig
         from tasks.ray_map import map_batches
-        from tests.test_flows import _double
+        from tests.system.test_flows import _double
         frame = pl.DataFrame({"x": list(range(5000))})
         out = map_batches(_double, frame, RayConfig(enabled=True, num_cpus=2), Path(sys.argv[1]), batch_size=500)
         assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2.0

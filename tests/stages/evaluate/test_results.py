@@ -15,9 +15,9 @@ from amrsim.evaluate import Score
 from amrsim.stages.evaluate import bitext_eval, export_mteb, migrate_results, parse_task_overrides
 from amrsim.stages.evaluate.results import EVAL, RESULTS, score_rows
 from amrsim.warehouse.schemas import SCHEMAS
-from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
+from tests.helpers import TEST_DATA, sentence_transformer_run, tiny_sentence_transformer
 
-SCHEMA_FILE = Path(__file__).parent / "data" / "mteb_task_result.schema.json"
+SCHEMA_FILE = TEST_DATA / "mteb_task_result.schema.json"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

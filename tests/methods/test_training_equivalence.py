@@ -5,15 +5,14 @@ The losses were recorded from the code *before* the training loops were moved on
 compared by a fingerprint per tensor (its sum, sum of magnitudes and norm), within a tolerance: CPUs of one kind
 round the last bits differently (bit-identical weights, a sha256 of the tensors, held on one machine and not on the
 next, while every loss agreed to 1e-6), and a change that alters training moves these far beyond the tolerance.
-`AMRSIM_WRITE_TRAINING_GOLDEN=1 pytest tests/test_training_equivalence.py` rewrites the values; do that only for a
-change meant to alter the numbers, and say so in its commit. They hold on the CPU, one torch thread."""
+`AMRSIM_WRITE_TRAINING_GOLDEN=1 pytest tests/methods/test_training_equivalence.py` rewrites the values; do that only
+for a change meant to alter the numbers, and say so in its commit. They hold on the CPU, one torch thread."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +27,9 @@ from amrsim.methods.mse_amr import Params, encode_with, train_mse_amr
 from amrsim.methods.pear import Hyper, fit_pear
 from amrsim.methods.s3bert import train_s3bert
 from tests import helpers
-from tests.helpers import TINY_WORDS, tiny_bert, tiny_sentence_transformer
+from tests.helpers import TEST_DATA, TINY_WORDS, tiny_bert, tiny_sentence_transformer
 
-GOLDEN = Path(__file__).parent / "data" / "training_golden.json"
+GOLDEN = TEST_DATA / "training_golden.json"
 WRITE = os.environ.get("AMRSIM_WRITE_TRAINING_GOLDEN") == "1"
 # rounding (these tests on 2 torch threads instead of 1) moved a fingerprint by at most 5e-7; a 5% higher learning
 # rate or no weight decay in the PEAR test moved most tensors' by 2e-3 to 1e-2
