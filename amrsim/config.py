@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, PIVOT_LANG, ParserSpec
+from amrsim.encoders import PACKAGED, parse_name
 from amrsim.errors import ConfigError
 from amrsim.files import file_format, looks_like_path
 from amrsim.langs import normalise_lang
@@ -34,7 +35,7 @@ SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
 RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
-KNOWN_ENCODERS = ("minilm", "muse")
+KNOWN_ENCODERS = PACKAGED  # the encoders every install has
 
 
 class _SafeConfigLoader(yaml.SafeLoader):
@@ -217,9 +218,12 @@ class DatasetConfig(_Strict):
 
 
 def _check_encoder(name: str) -> str:
-    if name in KNOWN_ENCODERS or name.startswith("hf:") or re.match(r"^[a-z_0-9]+:[\w.-]+$", name):
-        return name
-    raise ValueError(f"unknown encoder '{name}'; use one of {list(KNOWN_ENCODERS)}, hf:<id|path> or <method>:<run>")
+    try:
+        parse_name(name)
+    except ValueError:
+        raise ValueError(f"unknown encoder '{name}'; use one of {list(KNOWN_ENCODERS)}, hf:<id|path> or "
+                         "<method>:<run>") from None
+    return name
 
 
 class EncodeConfig(_Strict):

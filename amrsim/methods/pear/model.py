@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.encoders import Encoder, EncoderLoader, TrainedModel, model_subdir, resolve_device
+from amrsim.encoders import (
+    Encoder,
+    EncoderLoader,
+    TrainedModel,
+    is_trained_name,
+    model_subdir,
+    parse_name,
+    resolve_device,
+)
 from amrsim.evaluate.sts import cosine
 from amrsim.methods.pear.loss import on_gold_scale
 from amrsim.methods.portable import add_cross_encoder_files, link_run_root
@@ -279,7 +287,7 @@ def load_fused(model: TrainedModel, name: str, batch_size: int, device: str, mod
                load: EncoderLoader) -> TrainedFused:
     """`pear_fused:<run>` (amrsim.methods.loaders): the PEAR run and the base it names loaded through `load`."""
     fusion, pear = Fusion(**model.meta["fusion"]), str(model.meta["pear"])
-    if not pear.startswith("pear:") or pear.endswith(":latest"):
+    if not is_trained_name(pear) or parse_name(pear).method != "pear" or parse_name(pear).latest:
         raise ValueError(f"{model.path / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
     return TrainedFused(name, model.model_id, fusion, load(pear, batch_size, device, models_root),
                         load(fusion.base, batch_size, device, models_root))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from amrsim.encoders import find_trained, model_id
+from amrsim.encoders import find_trained, is_trained_name, model_id
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import AmrsimError
 from amrsim.evaluate import Score
@@ -22,7 +22,7 @@ from amrsim.warehouse.store import OK
 
 def aspect_slices(encoder: str, models_root: Path | None = None) -> dict[str, tuple[int, int]]:
     """A trained decomposed model's sub-embedding ranges by aspect column; {} for any other encoder."""
-    if encoder in ("minilm", "muse") or encoder.startswith("hf:") or ":" not in encoder:
+    if not is_trained_name(encoder):
         return {}
     model = find_trained(encoder, models_root)
     meta = method_config(model.path, "s3bert", model.meta)

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from amrsim.encoders import TrainedModel, base_model, find_trained
+from amrsim.encoders import TrainedModel, base_model, find_trained, is_trained_name, parse_name
 from amrsim.files import atomic_write
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
@@ -71,10 +71,11 @@ def hub_id(name: str | None) -> str | None:
         return None
     if name in HUB_IDS:
         return HUB_IDS[name]
-    ident = name.removeprefix("hf:").partition("#")[0]
-    if name.startswith("hf:") and not ident.startswith((".", "/", "~")) and not Path(ident).exists():
-        return ident
-    return None
+    try:
+        hub_id = parse_name(name).hub_id
+    except ValueError:
+        return None
+    return hub_id if hub_id is not None and not Path(hub_id).exists() else None
 
 
 def table_versions(meta: Any) -> dict[str, Any]:
@@ -233,5 +234,5 @@ def write_card(wh: Warehouse, name: str) -> Path | None:
 
 def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
     """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
-    runs = sorted({m for m in models if ":" in m and not m.startswith("hf:") and not m.endswith(":latest")})
+    runs = sorted({m for m in models if is_trained_name(m) and not parse_name(m).latest})
     return [card for name in runs if (card := write_card(wh, name)) is not None]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import find_trained, run_name
+from amrsim.encoders import find_trained, is_trained_name, run_name
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate import Score
 from amrsim.methods.loaders import embed_sentences
@@ -26,7 +26,7 @@ Result = tuple[str, str, str, str, str]  # task, dataset, split, lang_pair, metr
 
 def trained_meta(model: str, models_root: Path | str | None = None) -> dict | None:
     """model.json of a trained run (`<method>:<run id|latest>`); None for any other encoder name or unknown run."""
-    if model.startswith("hf:") or ":" not in model:
+    if not is_trained_name(model):
         return None
     try:
         return find_trained(model, models_root).meta

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from amrsim.encoders import parse_name
 from amrsim.errors import AmrsimError
 from amrsim.evaluate.mteb_tasks import MTEB_SIZES, MTEB_TASKS, MTEB_VERSION, MtebTask
 from amrsim.files import atomic_json
@@ -72,10 +73,10 @@ def model_folder(model: str) -> tuple[str, str]:
     """(MTEB model name, revision) of a result row's model: `<method>:<run id>` -> (`amrsim/<method>`, run id)."""
     if model in PACKAGED_NAMES:
         return PACKAGED_NAMES[model], NO_REVISION
-    if model.startswith("hf:"):
-        return model.removeprefix("hf:").partition("#")[0], NO_REVISION
-    method, _, run = model.partition(":")
-    return f"amrsim/{method}", run
+    name = parse_name(model)
+    if name.kind == "hf":
+        return name.ident, NO_REVISION
+    return f"amrsim/{name.method}", name.run
 
 
 def _sts_scores(values: dict[str, float | None], cross_encoder: bool) -> dict[str, float] | None:

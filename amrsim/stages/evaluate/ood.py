@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.config import DatasetConfig, Pipeline, StsEvalConfig
-from amrsim.encoders import base_model
+from amrsim.encoders import base_model, is_trained_name, parse_name
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import GENRES, IN_SPLIT, OUT_SPLIT, SOURCES, OodSplit, genre_of, split_named, split_sources
 from amrsim.ingest.normalise import normalise, source_columns, text_columns
@@ -112,10 +112,18 @@ def base_for(model: str, models_root: Path | str | None = None) -> str | None:
     """What a model is compared with: the bi-encoder its model.json records it started from (`base_model`, DuEAM's
     `learner_name`, meaning's `base_encoder`) when that is an encoder name, else minilm; None for a base encoder
     (packaged or hf:) itself."""
-    if model.startswith("hf:") or ":" not in model:
+    if not is_trained_name(model):
         return None
     base = base_model(trained_meta(model, models_root) or {})
-    return base if isinstance(base, str) and (base in ("minilm", "muse") or base.startswith("hf:")) else DEFAULT_BASE
+    return base if isinstance(base, str) and _bi_encoder_name(base) else DEFAULT_BASE
+
+
+def _bi_encoder_name(name: str) -> bool:
+    """A packaged or `hf:` encoder name (not a trained run, a directory or a bare hub id)."""
+    try:
+        return parse_name(name).kind in ("packaged", "hf")
+    except ValueError:
+        return False
 
 
 def trained_on(model: str, models_root: Path | str | None = None) -> list[str] | None:

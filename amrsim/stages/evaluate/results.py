@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from amrsim.encoders import list_trained, models_root_default, run_name
+from amrsim.encoders import is_trained_name, list_trained, models_root_default, parse_name, run_name
 from amrsim.evaluate import UNDEFINED, Score
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
@@ -88,7 +88,7 @@ def fmt_value(value: float | None, metric: str = "") -> str:
 def run_at(name: str, when: datetime | None, models_root: Path | str | None = None) -> str | None:
     """The run `<method>:latest` named at time `when`: the newest run created at or before it (None if none)."""
     root = Path(models_root) if models_root is not None else models_root_default()
-    method = name.partition(":")[0]
+    method = parse_name(name).method
     best = None
     for run in list_trained(root).get(method, []):  # oldest first
         created = json.loads((root / method / run / "model.json").read_text(encoding="utf-8")).get("created_at")
@@ -118,7 +118,7 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
         cache: dict[tuple[str, datetime | None], str | None] = {}
         named = []
         for model, created in zip(rows["model"].to_list(), rows["created_at"].to_list(), strict=True):
-            if not model.endswith(":latest"):
+            if not (is_trained_name(model) and parse_name(model).latest):
                 named.append(model)
                 continue
             if (model, created) not in cache:

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from amrsim.config import Pipeline
+from amrsim.encoders import parse_name
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SCORE_RANGE
 from amrsim.evaluate.sts import correlations, cosine
@@ -352,7 +353,7 @@ def save_fused_run(wh: Warehouse, pear_name: str, params: Params, pairs: pl.Data
     assert params.fused_with is not None
     cos = _cosines(params.fused_with, pairs, params, wh.models_root)
     fusion = fit_fusion(pear_pred, cos, params.fused_with, params.fused_weight)
-    run = pear_name.partition(":")[2]
+    run = parse_name(pear_name).run
     rho = correlations(fusion.combine(pear_pred, cos), pairs["target"].to_numpy())["spearman"]
     save_fused(run_dir(wh, FUSED_METHOD, run), pear_name, fusion,
                {**meta, "metrics": {"fit_pairs": pairs.height, "fit_spearman": rho}})
