@@ -1,6 +1,6 @@
 """PENMAN reading: the Python path (amrsim's tokenizer + ``penman.decode``) vs the C reader, on every BAMBOO graph.
 
-Times, in one process and alternating rounds, ``amrsim.amr.graph.parse`` as it was (``_read_surface`` +
+Times, in one process and alternating rounds, ``amrsim.amr.graph.parse`` as it was (``read_surface`` +
 ``penman.decode``) against ``parse`` now (the C reader + ``penman.Graph``), and the surface-only reads behind
 ``smatch_triples(text)``. Reports the best round of each and the ratio.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import penman
 
-from amrsim.amr.graph import AMRError, _read_surface, _surface, parse
+from amrsim.amr.graph import AMRError, parse, read_surface, surface_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def bamboo_graphs(data: Path, limit: int | None) -> list[str]:
 
 
 def python_path(text: str) -> None:
-    _read_surface(text)
+    read_surface(text)
     penman.decode(text)
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     if not texts:
         raise SystemExit(f"no BAMBOO graphs under {args.data}")
     contenders = {"parse: Python path (tokenizer + penman.decode)": python_path, "parse: C reader": parse,
-                  "surface only: Python tokenizer": _read_surface, "surface only: C reader": _surface}
+                  "surface only: Python tokenizer": read_surface, "surface only: C reader": surface_of}
     best = dict.fromkeys(contenders, float("inf"))
     failed = {}
     for _ in range(args.rounds):

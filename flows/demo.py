@@ -19,7 +19,7 @@ def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
     cfg, name = load(config, pipeline, overrides)  # fail on a bad config before any subflow starts
     run_id = new_run_id()
     stages = list(refresh_dataset(name, config, overrides, run_id))
-    if cfg.project.pipelines[name].train:
+    if cfg.section(name).spec.train:
         stages += train(None, name, config, overrides, run_id, refresh=False)
     evaluated = evaluate(name, config, overrides, run_id)
     return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"],

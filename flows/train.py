@@ -37,14 +37,15 @@ def train(method: Method | None = None, pipeline: str | None = None, config: str
     if method is not None and method not in METHODS:  # train.fn(...) skips Prefect's parameter validation
         raise ConfigError(f"train: unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
     cfg, name = load(config, pipeline, overrides)
+    pipe = cfg.section(name)
     run_id = run_id or new_run_id()
-    entries = cfg.project.pipelines[name].train
+    entries = pipe.spec.train
     if method:
         base = next((t.params for t in entries if t.method == method), {})
         jobs = [(method, {**base, **(params or {})})]
     else:
         jobs = [(t.method, t.params) for t in entries]
     if not jobs:
-        raise ConfigError(f"{cfg.path}: pipeline '{name}' has no train entries; name a method")
+        raise ConfigError(f"{pipe.where} has no train entries; name a method")
     stages: list[dict[str, Any]] = list(refresh_dataset(name, config, overrides, run_id)) if refresh else []
-    return stages + [train_task(cfg, name, m, params, run_id, reuse) for m, params in jobs]
+    return stages + [train_task(pipe, m, params, run_id, reuse) for m, params in jobs]

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from pydantic import ValidationError
 
-from amrsim.config import LoadedConfig
+from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
 from amrsim.methods import method_params
 from amrsim.stages.train import train_method
@@ -15,12 +15,11 @@ from tasks.common import TASK_OPTIONS
 
 
 @task(name="train", **(TASK_OPTIONS | {"retries": 0}))
-def train(cfg: LoadedConfig, pipeline: str, method: str, params: dict[str, Any], run_id: str,
-          reuse: bool = True) -> dict[str, object]:
+def train(pipe: Pipeline, method: str, params: dict[str, Any], run_id: str, reuse: bool = True) -> dict[str, object]:
     try:
         checked = method_params(method, params)
     except KeyError as e:
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': {e.args[0]}") from None
+        raise ConfigError(f"{pipe.where}: {e.args[0]}") from None
     except ValidationError as e:
-        raise ConfigError(f"{cfg.path}: pipeline '{pipeline}': train {method} params: {e}") from None
-    return train_method(cfg.section(pipeline), method, checked, run_id, reuse)
+        raise ConfigError(f"{pipe.where}: train {method} params: {e}") from None
+    return train_method(pipe, method, checked, run_id, reuse)

@@ -4,7 +4,7 @@
 undefined variables, empty input) and returns the `penman.Graph`; `smatch_triples` turns a graph (or a string, the
 fast path that skips penman) into the instance / attribute / relation triples Smatch aligns. Both first try the C
 reader (`_penman_reader.c`: one pass, the same graph penman builds; from a string, `read_smatch` builds the Smatch
-triples too, by `_smatch_triples`' rules); a text it does not handle (alignments, escapes, odd whitespace, any
+triples too, by `surface_triples`' rules); a text it does not handle (alignments, escapes, odd whitespace, any
 error) takes the Python tokenizer and penman, so errors are the same either way.
 
 Conventions (`convention=`):
@@ -41,7 +41,9 @@ from penman.models.amr import model
 
 from amrsim.amr import _penman_reader
 
-__all__ = ["AMRError", "SmatchTriples", "parse", "read_triples", "smatch_triples", "surface_edges", "unquoted"]
+# parse_python, read_surface, surface_of and surface_triples are the pure-Python readings the C reader must equal
+__all__ = ["AMRError", "SmatchTriples", "Surface", "parse", "parse_python", "read_surface", "read_triples",
+           "smatch_triples", "surface_edges", "surface_of", "surface_triples", "unquoted"]
 
 logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every duplicated triple
 
@@ -75,7 +77,7 @@ class SmatchTriples:
 
 
 @dataclass(frozen=True)
-class _Surface:
+class Surface:
     """A graph as written: nodes in order, and each edge as (source, role, target, target-is-constant)."""
 
     variables: tuple[str, ...]
@@ -87,7 +89,7 @@ def _strip_metadata(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
-def _read_surface(text: str) -> _Surface:
+def read_surface(text: str) -> Surface:
     """Tokenize and check one PENMAN graph; raise AMRError naming the problem."""
     if not isinstance(text, str):
         raise AMRError(f"expected a string, got {type(text).__name__}")
@@ -174,10 +176,10 @@ def _read_surface(text: str) -> _Surface:
             raise AMRError(f"undefined variable {tgt}")
         else:
             resolved.append((src, role, tgt, True))
-    return _Surface(tuple(variables), tuple(concepts), tuple(resolved))
+    return Surface(tuple(variables), tuple(concepts), tuple(resolved))
 
 
-def _surface_from_penman(graph: penman.Graph) -> _Surface:
+def _surface_from_penman(graph: penman.Graph) -> Surface:
     """Surface edges of a graph not made by `parse`: re-layout with penman (inverted roles come back as written)."""
     try:
         tree = penman.configure(graph)
@@ -192,7 +194,7 @@ def _surface_from_penman(graph: penman.Graph) -> _Surface:
     def written_role(var: str, role: str, child: str) -> str:
         """The role as the text wrote it. The layout writes a triple (child, R, var) under var as `invert(R)`, which
         for R = ``:X-of`` is ``:X``: that would read back as (var, X, child), not the triple. It was written
-        ``:X-of-of``, which `_smatch_triples` turns into (child, X-of, var), as from text."""
+        ``:X-of-of``, which `surface_triples` turns into (child, X-of, var), as from text."""
         if (var, role, child) in triples or role.endswith("-of"):
             return role[1:]
         if (child, role + "-of", var) in triples:
@@ -214,7 +216,7 @@ def _surface_from_penman(graph: penman.Graph) -> _Surface:
                 edges.append((var, role[1:], str(tgt), str(tgt) not in defined))
 
     walk(tree.node)
-    return _Surface(tuple(variables), tuple(concepts), tuple(edges))
+    return Surface(tuple(variables), tuple(concepts), tuple(edges))
 
 
 def _penman_metadata(comments: list[str]) -> dict[str, str]:
@@ -238,19 +240,19 @@ def _read_fast(text: str) -> penman.Graph | None:
     variables, concepts, edges, triples, epidata, comments = read
     graph = penman.Graph(triples, top=variables[0], epidata=epidata,
                          metadata=_penman_metadata(comments) if comments else None)
-    graph._amrsim_surface = _Surface(variables, concepts, edges)
+    graph._amrsim_surface = Surface(variables, concepts, edges)
     return graph
 
 
 def parse(text: str) -> penman.Graph:
     """Parse one PENMAN graph (``# ::`` metadata lines allowed); raises AMRError, never anything else."""
     graph = _read_fast(text)
-    return graph if graph is not None else _parse_python(text)
+    return graph if graph is not None else parse_python(text)
 
 
-def _parse_python(text: str) -> penman.Graph:
+def parse_python(text: str) -> penman.Graph:
     """`parse` by the Python tokenizer and penman: the path for what the C reader leaves, and the reference."""
-    surface = _read_surface(text)
+    surface = read_surface(text)
     try:
         graph = penman.decode(text)
     except Exception as e:  # penman's DecodeError and friends
@@ -276,13 +278,13 @@ def read_triples(text: str, convention: Literal["smatch", "amr"] = "amr", dereif
 
 def surface_edges(graph: penman.Graph | str) -> tuple[tuple[str, str, str, bool], ...]:
     """Edges as written: (source, role without colon, target, target-is-constant)."""
-    return _surface(graph).edges
+    return surface_of(graph).edges
 
 
-def _surface(graph: penman.Graph | str) -> _Surface:
+def surface_of(graph: penman.Graph | str) -> Surface:
     if isinstance(graph, str):
         read = _penman_reader.read(graph, Push, POP, False)
-        return _read_surface(graph) if read is None else _Surface(*read)
+        return read_surface(graph) if read is None else Surface(*read)
     surface = getattr(graph, "_amrsim_surface", None)
     return surface if surface is not None else _surface_from_penman(graph)
 
@@ -320,14 +322,14 @@ def smatch_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr
     """
     if convention not in ("smatch", "amr"):
         raise ValueError(f"convention must be 'smatch' or 'amr', not {convention!r}")
-    if isinstance(graph, str) and not dereify:  # the C reader's triples (`_smatch_triples`' rules in C) where it can
+    if isinstance(graph, str) and not dereify:  # the C reader's triples (`surface_triples`' rules in C) where it can
         read = _penman_reader.read_smatch(graph, Push, POP, 0, convention == "smatch")
         if read is not None:
             return SmatchTriples(*read)
-    return _smatch_triples(_surface(graph), convention, dereify)
+    return surface_triples(surface_of(graph), convention, dereify)
 
 
-def _smatch_triples(s: _Surface, convention: str, dereify: bool = False) -> SmatchTriples:
+def surface_triples(s: Surface, convention: str, dereify: bool = False) -> SmatchTriples:
     if not s.variables:
         raise AMRError("empty graph")
     concept_of = {v: _concept(c) for v, c in zip(s.variables, s.concepts, strict=True)}

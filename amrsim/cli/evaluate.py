@@ -175,7 +175,7 @@ def evaluate_sts_cmd(
     try:
         _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device, translate=translators)
     except WarehouseError as e:  # a sentence without a vector: say which rows failed and why
-        raise AmrsimError(f"{file}: {_failed_embeddings(wh, name, encoder) or e}") from None
+        raise AmrsimError(f"{file}: {failed_embeddings(wh, name, encoder) or e}") from None
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
@@ -207,7 +207,7 @@ def _translators(items: list[str] | None, device: str) -> dict:
     return out
 
 
-def _failed_embeddings(wh, dataset: str, encoder: str) -> str | None:
+def failed_embeddings(wh, dataset: str, encoder: str) -> str | None:
     """'N sentences have no vector: "text" (lang): why; ...' for an encoder's failed rows of a dataset."""
     import polars as pl
 

@@ -63,7 +63,7 @@ class SmatchScore(NamedTuple):  # a named tuple, not a dataclass: made once per 
 MAX_LABELS = 200_000  # label ids (and raw-string cache entries) a process keeps; past this a new table starts
 
 
-class _Labels:
+class Labels:
     """Ids of normalised labels shared by every graph encoded with this table, and per raw string its id (as is,
     and as an attribute value, '=' prepended): each distinct string is lower-cased and stripped once."""
 
@@ -79,7 +79,7 @@ class _Labels:
         return len(self.ids) + len(self.norm) + len(self.eq)
 
 
-_labels = _Labels()
+_labels = Labels()
 
 
 class EncodedGraph(NamedTuple):
@@ -88,35 +88,35 @@ class EncodedGraph(NamedTuple):
     are aligned only when encoded with the same label table."""
 
     data: bytes
-    labels: _Labels
+    labels: Labels
     triples: int  # triples counted (duplicates included): P = matched / triples of graph 1, R of graph 2
     nodes: int
 
 
-def _table(labels: _Labels | None) -> _Labels:
+def _table(labels: Labels | None) -> Labels:
     """`labels`, or the process's table (a new one past MAX_LABELS: memory stays flat on long runs; graphs encoded
     before keep the old table)."""
     global _labels
     if labels is not None:
         return labels
     if _labels.size() > MAX_LABELS:
-        _labels = _Labels()
+        _labels = Labels()
     return _labels
 
 
-def _encode(labels: _Labels, variables, instances, attributes, relations) -> EncodedGraph:
+def _encode(labels: Labels, variables, instances, attributes, relations) -> EncodedGraph:
     return EncodedGraph(_smatch_core.encode(labels.ids, labels.norm, labels.eq, variables, instances, attributes,
                                             relations), labels, len(instances) + len(attributes) + len(relations),
                         len(variables))
 
 
-def encode_graph(t: SmatchTriples, labels: _Labels | None = None) -> EncodedGraph:
+def encode_graph(t: SmatchTriples, labels: Labels | None = None) -> EncodedGraph:
     """The per-graph half of a pair's tables (pairs sharing a graph reuse it), with the process's label table
     (`labels`: with that one)."""
     return _encode(_table(labels), t.variables, t.instances, t.attributes, t.relations)
 
 
-def encode_text(text: str, convention: str = "amr", labels: _Labels | None = None,
+def encode_text(text: str, convention: str = "amr", labels: Labels | None = None,
                 dereify: bool = False) -> EncodedGraph:
     """`encode_graph(read_triples(text, convention, dereify), labels)`: where the C reader takes the text, its triples
     go straight into the encoding (no SmatchTriples built); otherwise exactly that call, errors included."""
@@ -130,7 +130,7 @@ def text_encoder(convention: str = "amr", dereify: bool = False):
     read = _penman_reader.read_encoded if convention in ("smatch", "amr") and not dereify else None
     as_smatch = convention == "smatch"
 
-    def encoded(text: str, labels: _Labels) -> EncodedGraph:
+    def encoded(text: str, labels: Labels) -> EncodedGraph:
         r = read(text, as_smatch, labels.ids, labels.norm, labels.eq, labels.spans) if read is not None else None
         if r is None:
             return encode_graph(read_triples(text, convention, dereify), labels)
@@ -139,7 +139,7 @@ def text_encoder(convention: str = "amr", dereify: bool = False):
     return encoded
 
 
-def current_table() -> _Labels:
+def current_table() -> Labels:
     """The process's label table (a new one once it outgrows MAX_LABELS)."""
     return _table(None)
 
@@ -156,7 +156,7 @@ def same_table(t1: SmatchTriples, t2: SmatchTriples, e1: EncodedGraph,
     between them: what a search of the pair needs."""
     if e1.labels is e2.labels:
         return e1, e2
-    labels = _Labels()  # a table started over between the two: both anew, in one table of their own
+    labels = Labels()  # a table started over between the two: both anew, in one table of their own
     return encode_graph(t1, labels), encode_graph(t2, labels)
 
 

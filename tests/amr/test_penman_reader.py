@@ -16,16 +16,16 @@ from penman.layout import POP, Push
 from amrsim.amr import _penman_reader
 from amrsim.amr.graph import (
     AMRError,
-    _parse_python,
-    _read_surface,
-    _smatch_triples,
-    _Surface,
-    _surface,
+    Surface,
     parse,
+    parse_python,
+    read_surface,
     read_triples,
     smatch_triples,
+    surface_of,
+    surface_triples,
 )
-from amrsim.metrics.smatch import _Labels, encode_graph
+from amrsim.metrics.smatch import Labels, encode_graph
 from tests.helpers import shared
 
 BOY = """# ::id 1 ::date 2012
@@ -45,7 +45,7 @@ class FusedEncoding:
     label table per convention: the same bytes, counts and label ids, or None where the Python path reads the text."""
 
     def __init__(self) -> None:
-        self.tables = {c: (_Labels(), _Labels()) for c in ("smatch", "amr")}
+        self.tables = {c: (Labels(), Labels()) for c in ("smatch", "amr")}
 
     def check(self, text) -> bool:
         """True if the C path encoded text (asserting it equals the reference), False if it left it to Python."""
@@ -86,11 +86,11 @@ def surface_outcome(read_fn, text):
 def assert_read_as_penman(text: str) -> None:
     """The C reader handles text, and parse gives exactly what penman and the Python tokenizer give."""
     assert read(text) is not None and read(text, False) is not None
-    fast, ref = outcome(parse, text), outcome(_parse_python, text)
+    fast, ref = outcome(parse, text), outcome(parse_python, text)
     assert fast[0] == "graph" and fast == ref
     penman_graph = penman.decode(text)
     assert fast[1] == penman_graph.triples and fast[2] == penman_graph.top
-    assert smatch_triples(text) == smatch_triples(_parse_python(text))  # the string path (surface only)
+    assert smatch_triples(text) == smatch_triples(parse_python(text))  # the string path (surface only)
 
 
 def shared_graphs() -> list[str]:
@@ -120,7 +120,7 @@ def test_every_shared_graph_reads_as_penman():
     errors = []
     encodings = FusedEncoding()
     for text in texts:
-        ref = outcome(_parse_python, text)
+        ref = outcome(parse_python, text)
         if ref[0] == "error":  # a graph today's path rejects must be left to it, with the same message
             assert read(text) is None and outcome(parse, text) == ref
             assert not encodings.check(text)
@@ -129,7 +129,7 @@ def test_every_shared_graph_reads_as_penman():
         assert encodings.check(text), text  # Smatch's encoding straight from the text, as from its triples
         assert read(text) is not None, text  # no valid shared graph needs the slow path
         assert outcome(parse, text) == ref, text  # the reference graph is penman.decode(text)'s
-        assert _surface(text) == ref[5], text  # smatch_triples(text) reads the surface alone
+        assert surface_of(text) == ref[5], text  # smatch_triples(text) reads the surface alone
         # the string paths build the triples in C (read_smatch); the Python rules on penman's graph are the reference
         assert [smatch_triples(text, "smatch"), smatch_triples(text, "amr")] == ref[6][:2], text
         assert [read_triples(text, "smatch"), read_triples(text, "amr")] == ref[6][:2], text
@@ -159,7 +159,7 @@ def test_every_shared_graph_reads_as_penman():
 def test_bad_input_takes_the_python_path_with_todays_message(text, message):
     assert read(text) is None and read(text, False) is None
     assert not FusedEncoding().check(text)
-    assert outcome(parse, text) == ("error", message) == outcome(_parse_python, text)
+    assert outcome(parse, text) == ("error", message) == outcome(parse_python, text)
     if not message.startswith("penman"):  # the string path reads the surface only
         with pytest.raises(AMRError) as e:
             smatch_triples(text)
@@ -214,7 +214,7 @@ def test_graphs_the_c_reader_handles(text):
 ])
 def test_unusual_graphs_take_the_python_path(text):
     assert read(text) is None
-    assert outcome(parse, text) == outcome(_parse_python, text)
+    assert outcome(parse, text) == outcome(parse_python, text)
 
 
 @pytest.mark.parametrize("text", [BOY, "(a / b :ARG0 (c / d :mod \"x y\") :ARG1-of (e / f :ARG2 c) :li 2)",
@@ -234,10 +234,10 @@ def test_surface_mode_with_graph_limits(text):
     '(X / Want-01_ :ARG0 (b / BOY) :mod-of "c" :ARG2 "" :ARG3 "x\ty z" :Mod (m / m2))',
     "(a / b)", BOY])
 def test_smatch_triples_in_c_equal_the_python_rules(text):
-    """read_smatch: `_smatch_triples`' rules (inversions and their exceptions, :mod, constants cut or kept, quotes,
+    """read_smatch: `surface_triples`' rules (inversions and their exceptions, :mod, constants cut or kept, quotes,
     case, TOP) in C, on edge cases of each rule."""
     for convention in ("smatch", "amr"):
-        ref = _smatch_triples(_read_surface(text), convention)
+        ref = surface_triples(read_surface(text), convention)
         assert smatch_triples(text, convention) == ref == read_triples(text, convention)
         assert _penman_reader.read_smatch(text, Push, POP, 0, convention == "smatch") is not None
     encodings = FusedEncoding()
@@ -256,7 +256,7 @@ def test_pair_encodings_equal_a_fresh_tables_on_every_shared_pair():
     for a, b in zip(texts, texts[1:], strict=False):
         for smatch in (True, False):
             got = _penman_reader.encode_pair(a, b, smatch)
-            labels = _Labels()
+            labels = Labels()
             want = [_penman_reader.read_encoded(t, smatch, labels.ids, labels.norm, labels.eq, labels.spans)
                     for t in (a, b)]
             if not (a.isascii() and b.isascii()) or None in want:
@@ -277,7 +277,7 @@ def test_pair_encoding_rules_on_ascii_edge_cases():
     for a in cases:
         for b in cases:
             for smatch in (True, False):
-                labels = _Labels()
+                labels = Labels()
                 want = [_penman_reader.read_encoded(t, smatch, labels.ids, labels.norm, labels.eq, labels.spans)
                         for t in (a, b)]
                 assert None not in want, (a, b)
@@ -300,7 +300,7 @@ def test_encoding_finds_a_label_by_its_text_whatever_the_strings_kind():
 
 
 def test_encoding_needs_its_label_cache():
-    labels = _Labels()
+    labels = Labels()
     with pytest.raises((TypeError, ValueError)):
         _penman_reader.read_encoded("(a / b)", True, labels.ids, labels.norm, labels.eq, None)
 
@@ -308,8 +308,8 @@ def test_encoding_needs_its_label_cache():
 def test_deep_nesting_surface_reads_in_c():
     deep = "(n0 / root" + "".join(f" :ARG0 (n{i} / c{i}" for i in range(1, 5000)) + ")" * 5000
     assert read(deep) is None  # penman's recursive parser decides the graph (today: AMRError)
-    assert _Surface(*read(deep, False)) == _read_surface(deep)
-    assert outcome(parse, deep) == outcome(_parse_python, deep)
+    assert Surface(*read(deep, False)) == read_surface(deep)
+    assert outcome(parse, deep) == outcome(parse_python, deep)
 
 
 PIECES = ["(", ")", "/", ":ARG0", ":ARG1-of", ":mod", ":polarity", ":", " ", "\n", "\r\n", "\t", "a", "b", "c1",
@@ -342,12 +342,12 @@ def test_random_strings_read_or_fall_back():
         text = random_text(rng)
         encoded += encodings.check(text)
         fast = read(text)
-        ref = outcome(_parse_python, text)
+        ref = outcome(parse_python, text)
         if fast is not None:  # whatever the C reader accepts, the Python path reads the same
             handled += 1
             assert ref[0] == "graph", text
         assert outcome(parse, text) == ref, text
-        assert surface_outcome(_surface, text) == surface_outcome(_read_surface, text), text
+        assert surface_outcome(surface_of, text) == surface_outcome(read_surface, text), text
     assert handled > 800 and encoded > 800  # the fuzzing reaches the C paths, not only their refusals
     assert encodings.same_labels()
 
@@ -359,7 +359,7 @@ def test_hostile_inputs():
         for graph in (True, False):
             r = read(text, graph)
             assert r is None or len(r) == (6 if graph else 3)
-        labels = _Labels()
+        labels = Labels()
         encoded = _penman_reader.read_encoded(text, True, labels.ids, labels.norm, labels.eq, labels.spans)
         assert encoded is None or encoded[2] >= 1
         pair = _penman_reader.encode_pair(text, text, True)
@@ -376,7 +376,7 @@ def test_reader_does_not_leak():
              "(xv0 / bb :ARG0 yy)", "(xv0 / bb :ARG0 (xv0 / cc))", "(xv0 / bb~e.1)",
              "(n0 / r" + "".join(f" :ARG0 (n{i} / c" for i in range(1, 150)) + ")" * 150, '(xv0 / "bb")',
              "(xv0 / bb) x", "", "# only\n"]
-    labels = _Labels()
+    labels = Labels()
 
     def read_all(text):
         read(text), read(text, False), _penman_reader.read_smatch(text, Push, POP, 2, True)

@@ -253,10 +253,10 @@ def test_encode_text_equals_encoding_the_read_triples(text):
     """encode_text skips building SmatchTriples where the C reader takes the text (the second text takes the Python
     path); the encoding is the same either way, and errors are read_triples' own."""
     from amrsim.amr.graph import read_triples
-    from amrsim.metrics.smatch import _Labels, encode_graph, encode_text
+    from amrsim.metrics.smatch import Labels, encode_graph, encode_text
 
     for convention in ("smatch", "amr"):
-        labels = _Labels()
+        labels = Labels()
         fast = encode_text(text, convention, labels)
         assert fast == encode_graph(read_triples(text, convention), labels)
         assert fast.triples == len(read_triples(text, convention))
@@ -269,7 +269,7 @@ def test_align_many_gives_smatch_encoded_numbers_on_bamboo_on_any_number_of_thre
     F1 and optimality on real pairs, seeds and budgets included, whatever the threads; an empty graph scores 0 and
     graphs of two tables are refused."""
     from amrsim.metrics import _smatch_core
-    from amrsim.metrics.smatch import _Labels, align_many, encode_text, smatch_encoded
+    from amrsim.metrics.smatch import Labels, align_many, encode_text, smatch_encoded
 
     path = shared("amr_bamboo", "bamboo_para_main_test.jsonl.gz")
     with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -289,7 +289,7 @@ def test_align_many_gives_smatch_encoded_numbers_on_bamboo_on_any_number_of_thre
         (0.0, 0.0, 0.0, True, 0.0)
     assert align_many([], [], threads=2) == []
     with pytest.raises(ValueError, match="pair 0's graphs were encoded with different label tables"):
-        align_many([encode_text(BOY, "smatch", _Labels())], [encode_text(BOY, "smatch", _Labels())])
+        align_many([encode_text(BOY, "smatch", Labels())], [encode_text(BOY, "smatch", Labels())])
     with pytest.raises(ValueError, match="differ in length"):
         align_many(first[:2], second[:1])
     with pytest.raises(TypeError, match="encoded graph"):

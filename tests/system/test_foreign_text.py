@@ -367,7 +367,7 @@ def test_german_only_end_to_end(wh, write_tsv, de_en):
 
 
 def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv, de_en):
-    from amrsim.cli.evaluate import _failed_embeddings
+    from amrsim.cli.evaluate import failed_embeddings
     from amrsim.config import StsEvalConfig
     from amrsim.errors import WarehouseError
     from amrsim.stages import sts_stage
@@ -382,7 +382,7 @@ def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv
     sts = StsEvalConfig(encoders=["mse_amr:latest"], datasets=["x"], splits=["test"], lang_pairs=["de-en"])
     with pytest.raises(WarehouseError):
         sts_stage(wh, "p", sts, "r1", device="cpu")
-    message = _failed_embeddings(wh, "x", "mse_amr:latest")
+    message = failed_embeddings(wh, "x", "mse_amr:latest")
     assert message.startswith("4 sentence(s) have no mse_amr:latest vector")
     assert "(de): no AMR graph" in message and "--translate de=<model>" in message
     specs = {"de": TranslatorSpec(de_en, num_beams=1, max_length=12, device="cpu")}

@@ -134,7 +134,7 @@ def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> st
                   f'model = SentenceTransformer("path/to/{method}/{run_id}")',
                   f"embeddings = model.encode({texts})"]
     else:
-        lines += ["from amrsim.encoders import load_encoder", "",
+        lines += ["from amrsim.methods.loaders import load_encoder", "",
                   f'model = load_encoder("{name}", models_root="path/to/warehouse/models")']
         lines += [f"scores = model.score({texts[:-1]}], {texts[:-1]}])" if cross
                   else f"embeddings = model.encode({texts})"]

@@ -15,7 +15,7 @@ from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
 from amrsim.stages.train.common import finished_run_with, request_key, write_request
 from amrsim.warehouse import Warehouse
 
-# method name -> its stage module (`train(cfg, pipeline, params, run_id) -> summary`)
+# method name -> its stage module (`train(pipe, params, run_id) -> summary`)
 STAGES = {"s3bert": s3bert, "mse_amr": mse_amr, "dueam": dueam, "pear": pear, "meaning": meaning}
 
 __all__ = ["STAGES", "train_method"]
