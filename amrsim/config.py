@@ -494,8 +494,6 @@ class PipelineConfig(_Strict):
         if self.evaluate and self.evaluate.aspects:
             refs += [("evaluate.aspects.datasets", d) for d in self.evaluate.aspects.datasets]
         for t in self.train:
-            from amrsim.methods import method_params
-
             refs += [(f"train.{t.method}.params.{key}", d)
                      for key, d in method_params(t.method, t.params).dataset_refs()]
         for key, name in refs:

@@ -14,6 +14,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from amrsim.errors import ConfigError
+
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
            "find_trained", "is_trained_name", "list_trained", "load_encoder", "model_id", "model_subdir",
            "models_root_default", "parse_name", "resolve_device", "resolves_inside", "run_name", "split_hf_name"]
@@ -368,8 +370,6 @@ def _load_named(name: str, batch_size: int, device: str) -> Encoder:
             return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
         return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
     except OSError as e:  # hub id unknown, offline and not cached, or a directory without a model
-        from amrsim.errors import ConfigError
-
         raise ConfigError(f"encoder '{name}': cannot load '{ident}': {str(e).strip().splitlines()[0]}") from None
 
 
