@@ -17,8 +17,9 @@ import numpy as np
 from amrsim.errors import ConfigError
 
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
-           "find_trained", "is_trained_name", "list_trained", "load_encoder", "model_id", "model_subdir",
-           "models_root_default", "parse_name", "resolve_device", "resolves_inside", "run_name", "split_hf_name"]
+           "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder", "model_id",
+           "model_subdir", "models_root_default", "parse_name", "resolve_device", "resolves_inside", "run_name",
+           "split_hf_name"]
 
 
 class Encoder(Protocol):
@@ -132,6 +133,11 @@ def is_trained_name(name: str) -> bool:
     return TRAINED_NAME.fullmatch(name) is not None and not name.startswith("hf:")
 
 
+def is_latest_name(name: str) -> bool:
+    """Whether `name` is `<method>:latest`, a name whose run changes when a newer one is trained."""
+    return is_trained_name(name) and parse_name(name).latest
+
+
 @dataclass(frozen=True)
 class TrainedModel:
     """A model a method trained: `warehouse/models/<method>/<run_id>/` with `model.json` describing it."""
@@ -206,7 +212,7 @@ def resolves_inside(root: Path | str, path: Path | str) -> bool:
 def run_name(name: str, models_root: Path | str | None = None) -> str:
     """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
     to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""
-    if not (is_trained_name(name) and parse_name(name).latest):
+    if not is_latest_name(name):
         return name
     model = find_trained(name, models_root)
     return f"{model.method}:{model.run_id}"

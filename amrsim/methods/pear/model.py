@@ -17,6 +17,7 @@ from amrsim.encoders import (
     Encoder,
     EncoderLoader,
     TrainedModel,
+    is_latest_name,
     is_trained_name,
     model_subdir,
     parse_name,
@@ -287,7 +288,7 @@ def load_fused(model: TrainedModel, name: str, batch_size: int, device: str, mod
                load: EncoderLoader) -> TrainedFused:
     """`pear_fused:<run>` (amrsim.methods.loaders): the PEAR run and the base it names loaded through `load`."""
     fusion, pear = Fusion(**model.meta["fusion"]), str(model.meta["pear"])
-    if not is_trained_name(pear) or parse_name(pear).method != "pear" or parse_name(pear).latest:
+    if not is_trained_name(pear) or parse_name(pear).method != "pear" or is_latest_name(pear):
         raise ValueError(f"{model.path / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
     return TrainedFused(name, model.model_id, fusion, load(pear, batch_size, device, models_root),
                         load(fusion.base, batch_size, device, models_root))

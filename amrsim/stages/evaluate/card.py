@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import yaml
 
-from amrsim.encoders import TrainedModel, base_model, find_trained, is_trained_name, parse_name
+from amrsim.encoders import TrainedModel, base_model, find_trained, is_latest_name, is_trained_name, parse_name
 from amrsim.files import atomic_write
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
@@ -234,5 +234,5 @@ def write_card(wh: Warehouse, name: str) -> Path | None:
 
 def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
     """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
-    runs = sorted({m for m in models if is_trained_name(m) and not parse_name(m).latest})
+    runs = sorted({m for m in models if is_trained_name(m) and not is_latest_name(m)})
     return [card for name in runs if (card := write_card(wh, name)) is not None]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from amrsim.encoders import is_trained_name, list_trained, models_root_default, parse_name, run_name
+from amrsim.encoders import is_latest_name, list_trained, models_root_default, parse_name, run_name
 from amrsim.evaluate import UNDEFINED, Score
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
@@ -118,7 +118,7 @@ def migrate_results(wh: Warehouse) -> tuple[int, int]:
         cache: dict[tuple[str, datetime | None], str | None] = {}
         named = []
         for model, created in zip(rows["model"].to_list(), rows["created_at"].to_list(), strict=True):
-            if not (is_trained_name(model) and parse_name(model).latest):
+            if not is_latest_name(model):
                 named.append(model)
                 continue
             if (model, created) not in cache:
