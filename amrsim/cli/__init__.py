@@ -1,19 +1,42 @@
 """`amrsim` command line: run pipelines (as Prefect flows), inspect and query the warehouse, evaluate encoders. Each
-command group lives in its own module; this one assembles them into `app`."""
+command group lives in its own module; this one assembles them into `app`, and turns user errors (an AmrsimError, a
+path that cannot be opened) into one `error:` line."""
 
 from __future__ import annotations
 
 import gc
 import sys
+from typing import Annotated
 
 import typer
 
 from amrsim.cli import bench, deploy, evaluate, metrics, parse, query, results, run, score, train
+from amrsim.console import quiet_library_progress_bars
 from amrsim.errors import AmrsimError
 from amrsim.secrets import install_log_redaction, redact
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+PROG = "amrsim"
+
+app = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Multilingual sentence similarity with AMR: pipelines over a Delta warehouse.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"{PROG} {version(PROG)}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool | None, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="print the installed version and exit")] = None,
+) -> None:
+    # options of `amrsim` itself, before any command; the app's help text stays the one given to typer.Typer
+    return None
+
+
 # `--help` lists the commands in this order, then the groups
 app.command("report")(evaluate.report_command)
 app.command("train")(train.train_command)
@@ -30,14 +53,28 @@ app.add_typer(evaluate.evaluate_app, name="evaluate")
 app.add_typer(results.results_app, name="results")
 
 
+def path_error(e: OSError) -> str | None:
+    """'PATH: reason' for an OSError about a file or directory (missing, unreadable, not a directory), else None."""
+    if e.filename is None:
+        return None
+    paths = " -> ".join(str(p) for p in (e.filename, e.filename2) if p is not None)
+    return f"{paths}: {e.strerror or type(e).__name__}"
+
+
 def main() -> None:
     install_log_redaction()  # Prefect ships log records to its API database: mask tokens before any is made
+    quiet_library_progress_bars()  # in a log, loading bars of transformers & co. would be screens of redraws
     try:
-        app()
+        app(prog_name=PROG)  # named, so usage lines and completion scripts say `amrsim` under `python -m` too
     except AmrsimError as e:
         notes = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
         print(f"error: {redact(str(e) + notes)}", file=sys.stderr)
         sys.exit(e.exit_code)
+    except OSError as e:  # every command's paths: a file that is missing or cannot be read is the user's to fix
+        if (message := path_error(e)) is None:
+            raise
+        print(f"error: {redact(message)}", file=sys.stderr)
+        sys.exit(AmrsimError.exit_code)
     finally:
         # drop Arrow dataset scanners (DuckDB views) while Arrow can still join their threads: one left to the
         # interpreter's final teardown can abort the process after its output (apache/arrow#34314)

@@ -1,22 +1,79 @@
-"""Pieces the CLI modules share: the --config option, --set overrides, Prefect's environment, where the warehouse
-is, --out files, and evaluation scores as a table. Library modules are imported inside the functions: they load
-polars and pydantic, which `amrsim --help` does not need."""
+"""Pieces the CLI modules share: the --config option, --json output, --set overrides, Prefect's environment, where
+the warehouse is, --out files, and evaluation scores as a table or JSON. Library modules are imported inside the
+functions: they load polars and pydantic, which `amrsim --help` does not need."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 import yaml
 
-from amrsim.console import console, frame_table
+from amrsim.console import console, frame_table, print_json
 from amrsim.errors import AmrsimError, ConfigError
 from amrsim.files import atomic_write
 
-ConfigOpt = Annotated[str, typer.Option("--config", "-c", help="pipelines.yaml to use")]
+
+def _config_given_exists(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """A --config named on the command line must exist (the default may be absent: ./warehouse is used). A
+    mistyped path would otherwise read or write another warehouse without a word."""
+    source = ctx.get_parameter_source(param.name or "config")
+    if not ctx.resilient_parsing and source is not None and source.name != "DEFAULT" and not Path(value).is_file():
+        what = "is a directory" if Path(value).is_dir() else "file not found"
+        raise ConfigError(f"--config {value}: {what} ({Path(value).resolve()})")
+    return value
+
+
+ConfigOpt = Annotated[str, typer.Option("--config", "-c", callback=_config_given_exists, help="pipelines.yaml to use")]
+
+_json_stdout: IO[str] | None = None  # the real stdout while --json routes everything else to stderr
+
+
+def _route_stdout_to_stderr(ctx: typer.Context, value: bool) -> bool:
+    """--json: stdout carries the JSON document and nothing else. Until the command ends, whatever else is written
+    to stdout (tables, notes, a library's or a child process's prints) goes to stderr, at the file descriptor."""
+    global _json_stdout
+    if not value or ctx.resilient_parsing or _json_stdout is not None:
+        return value
+    sys.stdout.flush()
+    real = sys.stdout
+    try:
+        fd, err_fd = real.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor (a test runner's buffer)
+        _json_stdout, sys.stdout = real, sys.stderr
+        saved = None
+    else:
+        saved = os.dup(fd)
+        os.dup2(err_fd, fd)
+        _json_stdout = os.fdopen(saved, "w", encoding="utf-8")
+
+    def restore() -> None:
+        global _json_stdout
+        sys.stdout.flush()
+        if saved is None:
+            sys.stdout = real
+        else:
+            _json_stdout.flush()  # type: ignore[union-attr]
+            os.dup2(saved, fd)
+            _json_stdout.close()  # type: ignore[union-attr]
+        _json_stdout = None
+
+    ctx.call_on_close(restore)
+    return value
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", callback=_route_stdout_to_stderr,
+                                       help="print one JSON document on stdout for scripts (fields: "
+                                            "docs/operations.md); messages go to stderr")]
+
+
+def emit_json(document: Any) -> None:
+    """The command's JSON document on stdout (the real one while --json routes other output to stderr)."""
+    print_json(document, _json_stdout or sys.stdout)
 
 
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
@@ -63,9 +120,18 @@ def warehouse_root(config: str) -> Path:
     return Path("warehouse").resolve()
 
 
-def refuse_out_over_input(out: Path, **inputs: Path | None) -> None:
-    """An --out that is one of the inputs (same path, a symlink or a hard link to it) would replace the input:
-    refused before anything is read or written. `inputs` maps option names (file -> --file) to paths."""
+def check_out(out: Path, **inputs: Path | None) -> None:
+    """Before anything is read or computed: an --out that cannot be written (a directory, in a directory that does
+    not exist, not writable) is refused, and so is one that is one of the inputs (same path, a symlink or a hard link
+    to it), which would replace the input. `inputs` maps option names (file -> --file) to paths."""
+    parent = out.absolute().parent
+    problem = ("is a directory" if out.is_dir() else
+               f"{parent} does not exist" if not parent.exists() else
+               f"{parent} is not a directory" if not parent.is_dir() else
+               "permission denied" if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK))
+               else None)
+    if problem:
+        raise AmrsimError(f"--out {out}: cannot write ({problem})")
     if not out.exists():
         return
     for option, path in inputs.items():
@@ -92,6 +158,16 @@ def shown_values(frame, columns: list[str]):
     return frame.with_columns(pl.col(c).cast(pl.Float64).fill_nan(None)
                               .map_elements(lambda v: f"{v:.2f}", return_dtype=pl.String).fill_null(UNDEFINED)
                               for c in columns if c in frame.columns)
+
+
+RESULT_FIELDS = ("model", "dataset", "split", "lang_pair", "metric", "n", "value")
+
+
+def evaluation_document(command: str, rows, notes: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """The --json document of an evaluation: its eval/results rows (RESULT_FIELDS; values x100 as stored, an
+    undefined correlation as null) and the notes a table would be followed by."""
+    records = rows.select(*RESULT_FIELDS).to_dicts() if rows is not None and rows.height else []
+    return {"command": command, "results": records, **extra, "notes": list(notes or [])}
 
 
 def print_scores(rows, title: str) -> None:

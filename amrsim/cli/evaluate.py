@@ -11,7 +11,15 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import ConfigOpt, print_scores, shown_values, warehouse_root
+from amrsim.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    emit_json,
+    evaluation_document,
+    print_scores,
+    shown_values,
+    warehouse_root,
+)
 from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError, ConfigError, InputError, WarehouseError
 from amrsim.files import TABLE_FORMATS, file_format, header_columns
@@ -126,7 +134,8 @@ def evaluate_sts_cmd(
         translate: Annotated[list[str] | None, typer.Option(
             help="LANG=MODEL: a MarianMT model (hub id such as Helsinki-NLP/opus-mt-es-en, or a directory) "
                  "translating LANG into English for an encoder that parses (mse_amr:...); repeatable")] = None,
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
     from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig
@@ -179,10 +188,14 @@ def evaluate_sts_cmd(
     table = results_table(rows)
     if not table.height:
         raise AmrsimError(f"{file}: fewer than 2 valid pairs to evaluate in {', '.join(pairs)}")
-    console.print(frame_table(shown_values(table, ["spearman", "pearson"]), f"STS (x100) {file.name}"))
     missing = [p for p in pairs if p not in set(table["lang_pair"].to_list())]
-    if missing:
-        console.print(f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}")
+    notes = [f"no pairs (fewer than 2) for language pair(s): {', '.join(missing)}"] if missing else []
+    if json_:
+        emit_json(evaluation_document("evaluate sts", rows, notes))
+        return
+    console.print(frame_table(shown_values(table, ["spearman", "pearson"]), f"STS (x100) {file.name}"))
+    for note in notes:
+        console.print(note)
 
 
 def _translators(items: list[str] | None, device: str) -> dict:
@@ -255,7 +268,8 @@ def evaluate_bitext_cmd(
         tgt: Annotated[Path | None, typer.Option(help="its line-aligned translations")] = None,
         src_lang: Annotated[str | None, typer.Option(help="language of --src")] = None,
         tgt_lang: Annotated[str | None, typer.Option(help="language of --tgt")] = None,
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """Tatoeba bitext retrieval: top-1 accuracy (x100) in both directions and their mean."""
     import polars as pl
 
@@ -277,10 +291,15 @@ def evaluate_bitext_cmd(
         frames.append(bitext_eval(wh, encoder, src, run_id, batch_size=batch_size, device=device, tgt_path=tgt,
                                   langs=(src_lang, tgt_lang)))
     rows = pl.concat(frames, how="vertical_relaxed")
-    print_scores(rows, "Bitext retrieval accuracy (x100)")
     means = rows.filter(pl.col("metric") == "accuracy")
-    if means.height > 1:
-        console.print(f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}")
+    notes = ([f"mean accuracy over {means.height} language pairs: {means['value'].mean():.2f}"]
+             if means.height > 1 else [])
+    if json_:
+        emit_json(evaluation_document("evaluate bitext", rows, notes))
+        return
+    print_scores(rows, "Bitext retrieval accuracy (x100)")
+    for note in notes:
+        console.print(note)
 
 
 @evaluate_app.command("bucc")
@@ -297,7 +316,8 @@ def evaluate_bucc_cmd(
         k: Annotated[int, typer.Option(min=1, help="neighbours in the ratio margin")] = 4,
         mode: Annotated[str, typer.Option(help="forward | backward | intersect | max")] = "max",
         dataset: Annotated[str, typer.Option(help="warehouse dataset for the embeddings and results")] = "bucc",
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """BUCC-style mining with ratio-margin scores: threshold chosen on train by F1, precision/recall/F1 on test."""
     from amrsim.stages.evaluate import bucc_eval
     from amrsim.warehouse.lineage import new_run_id
@@ -314,6 +334,9 @@ def evaluate_bucc_cmd(
                          batch_size=batch_size, device=device)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    if json_:
+        emit_json(evaluation_document("evaluate bucc", rows))
+        return
     print_scores(rows, f"BUCC mining {src_lang}-{tgt_lang} (x100; threshold = margin)")
 
 
@@ -322,7 +345,8 @@ def evaluate_aspects_cmd(
         encoder: EncoderOpt,
         dataset: Annotated[str, typer.Option(help="warehouse dataset with an amr_metrics table")],
         split: Annotated[str | None, typer.Option(help="only pairs of this split")] = None,
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """Spearman (x100) of the encoder's (aspect) similarity vs each AMR metric aspect (S3BERT Table 1)."""
     from amrsim.stages.evaluate import aspects_eval
     from amrsim.warehouse.lineage import new_run_id
@@ -330,6 +354,9 @@ def evaluate_aspects_cmd(
     _check_dataset(dataset)
     wh = _warehouse(config, encoder)
     rows = aspects_eval(wh, encoder, dataset, new_run_id(), split, batch_size=batch_size, device=device)
+    if json_:
+        emit_json(evaluation_document("evaluate aspects", rows))
+        return
     print_scores(rows, f"AMR aspects: Spearman (x100) - {dataset}")
 
 
@@ -341,7 +368,8 @@ def evaluate_transfer_cmd(
         dev: Annotated[list[str], typer.Option(help="LANG=PATH; C is chosen on all dev sets together; repeatable")],
         test: Annotated[list[str], typer.Option(help="LANG=PATH; one accuracy per language; repeatable")],
         kind: Annotated[str | None, typer.Option(help="single or pair, for a task amrsim does not know")] = None,
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """SentEval-style transfer: logistic regression on frozen embeddings, trained on English, zero-shot elsewhere."""
     from amrsim.stages.evaluate import transfer_eval
     from amrsim.warehouse.lineage import new_run_id
@@ -354,18 +382,23 @@ def evaluate_transfer_cmd(
                                   new_run_id(), kind=kind, batch_size=batch_size, device=device)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    notes = [f"{path}: {len(left)} row(s) left out "
+             f"({', '.join(f'line {b.line}: {b.reason}' for b in left[:3])}{', ...' if len(left) > 3 else ''})"
+             for path, left in bad.items() if left]
+    if json_:
+        emit_json(evaluation_document("evaluate transfer", rows, notes))
+        return
     print_scores(rows, f"Transfer {task}: accuracy (x100)")
-    for path, rows_left in bad.items():
-        if rows_left:
-            first = ", ".join(f"line {b.line}: {b.reason}" for b in rows_left[:3])
-            console.print(f"{path}: {len(rows_left)} row(s) left out ({first}{', ...' if len(rows_left) > 3 else ''})")
+    for note in notes:
+        console.print(note)
 
 
 @evaluate_app.command("suite")
 def evaluate_suite_cmd(
         encoder: EncoderOpt,
         pipeline: Annotated[str | None, typer.Option(help="whose `evaluate:` data to use (default pipeline)")] = None,
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """Every evaluation the pipeline configures (sts, bitext, transfer, aspects) for one encoder, then the report."""
     from amrsim.config import load_config
     from amrsim.stages.evaluate import run_suite
@@ -376,6 +409,13 @@ def evaluate_suite_cmd(
         raise ConfigError(f"{cfg.path}: pipeline '{name}' has no `evaluate:` section")
     wh = _warehouse(config, encoder)
     out = run_suite(wh, cfg.section(name), [encoder], batch_size=batch_size, device=device)
+    if json_:
+        import polars as pl
+
+        rows = pl.concat(list(out.tables.values()), how="diagonal_relaxed") if out.tables else None
+        emit_json(evaluation_document("evaluate suite", rows, out.notes,
+                                      report=out.report.html if out.report is not None else None))
+        return
     for title, rows in out.tables.items():
         print_scores(rows, title)
     for note in out.notes:
@@ -424,6 +464,18 @@ def _ood_encoders(items: list[str], splits: list[str] | None, base: str | None,
     return out, bases
 
 
+def ood_records(table) -> list[dict]:
+    """The protocol's table for --json: snake_case fields; `below_base` a list of "in"/"ood" (empty when not below,
+    null without a base to compare with)."""
+    names = {"train -> ood": "description", "base in": "base_in", "base ood": "base_ood", "delta in": "delta_in",
+             "delta ood": "delta_ood"}
+    records = [{names.get(k, k): v for k, v in row.items()} for row in table.to_dicts()] if table.height else []
+    for record in records:
+        below = record["below_base"]
+        record["below_base"] = None if below is None else [part for part in below.split(", ") if part]
+    return records
+
+
 def print_ood(table) -> None:
     """The protocol's table; a model scoring under its base is flagged in the last column."""
     import polars as pl
@@ -457,7 +509,8 @@ def evaluate_ood_cmd(
             help="loo-captions, loo-forums, loo-news, stsb-to-sick, sick-to-stsb (default: every split named by "
                  "--encoder, or all); repeatable")] = None,
         pipeline: Annotated[str, typer.Option(help="pipeline naming the STSb and SICK source files")] = "ood",
-        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml") -> None:
+        batch_size: BatchOpt = 64, device: DeviceOpt = "auto", config: ConfigOpt = "pipelines.yaml",
+        json_: JsonOpt = False) -> None:
     """Out-of-distribution protocol: each model and its base on each split's in-distribution and held-out test pairs,
     side by side; a model below its base is flagged. Results go to eval/results (datasets ood_<split>)."""
     from amrsim.config import load_config
@@ -472,6 +525,9 @@ def evaluate_ood_cmd(
     encoders, bases = _ood_encoders(encoder, split, base, wh.models_root)
     bases = {run_name(m, wh.models_root): b and run_name(b, wh.models_root) for m, b in bases.items()}
     rows, notes = evaluate_ood(wh, cfg.section(name), encoders, new_run_id(), batch_size=batch_size, device=device)
+    if json_:
+        emit_json(evaluation_document("evaluate ood", rows, notes, comparison=ood_records(ood_table(rows, bases))))
+        return
     print_ood(ood_table(rows, bases))
     for note in notes:
         console.print(note)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import refuse_out_over_input, write_out
+from amrsim.cli.common import JsonOpt, check_out, emit_json, write_out
 from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError, ConfigError, InputError
 from amrsim.files import file_format
@@ -51,13 +51,14 @@ def metrics_score(
         keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
         workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
                                                                 "small files, all cores where they pay off)")] = None,
-        seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0) -> None:
+        seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0,
+        json_: JsonOpt = False) -> None:
     """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
     import polars as pl
 
     from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
 
-    refuse_out_over_input(out, file=file, file2=file2)
+    check_out(out, file=file, file2=file2)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
@@ -84,7 +85,8 @@ def metrics_score(
     with PairScorer(options, workers=workers) as scorer:
         # keys computed above, not again
         scored = (scorer(todo, graphs if todo.height == frame.height else None) if todo.height else None)
-        where = f"{scorer.pool_size()} worker processes" if scorer.used_pool else "in-process"
+        workers_used = scorer.pool_size() if scorer.used_pool else 1
+        where = f"{workers_used} worker processes" if scorer.used_pool else "in-process"
         loading = scorer.loading_seconds  # node vectors and imports, once per process: not the pairs' rate
     seconds = time.perf_counter() - t0 - loading
     if done is None and scored is not None and frame["key"].n_unique() == frame.height:
@@ -104,6 +106,12 @@ def metrics_score(
     if means.height:
         console.print(frame_table(means.transpose(include_header=True, header_name="aspect",
                                                   column_names=["mean"]), "mean over ok pairs", 4))
+    if json_:
+        emit_json({"pairs": frame.height, "computed": todo.height, "reused": frame.height - todo.height,
+                   "failed": failed, "out": out.resolve(), "means": means.to_dicts()[0] if means.height else {},
+                   "pairs_per_second": round(todo.height / seconds, 1) if todo.height and seconds > 0 else None,
+                   "workers": workers_used, "loading_seconds": round(loading, 2)})
+        return
     rate = f"{todo.height / seconds:.0f} pairs/s, {where}" if todo.height and seconds > 0 else "nothing to compute"
     if todo.height and loading >= 0.05:
         rate += f"; {loading:.1f} s loading node vectors and libraries first"
@@ -123,7 +131,8 @@ def metrics_corpus(
         dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) first")] = False,
         samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
         confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
-        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0) -> None:
+        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0,
+        json_: JsonOpt = False) -> None:
     """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1. An unreadable
     test graph counts as empty; an unreadable gold graph is an error naming its line."""
     from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
@@ -142,6 +151,13 @@ def metrics_corpus(
             raise InputError(str(file2), f"gold graph {e.index + 1} cannot be read: {e}",
                              line=frame["__start2"][e.index]) from None
         raise InputError(str(file), f"gold graph ({gold_col}) cannot be read: {e}", line=lines[e.index]) from None
+    if json_:
+        emit_json({"precision": result.precision, "recall": result.recall, "f1": result.f1,
+                   "f1_low": result.f1_low if samples else None, "f1_high": result.f1_high if samples else None,
+                   "confidence": confidence, "samples": samples, "seed": seed, "convention": convention,
+                   "pairs": result.pairs, "failed": result.failed, "matched": result.matched,
+                   "test_triples": result.n1, "gold_triples": result.n2})
+        return
     interval = (f", {100 * confidence:g}% bootstrap interval [{result.f1_low:.4f}, {result.f1_high:.4f}] "
                 f"({samples} resamples, seed {seed})" if samples else "")
     console.print(f"Smatch P {result.precision:.4f}  R {result.recall:.4f}  F1 {result.f1:.4f}{interval}",

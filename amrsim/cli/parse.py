@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from amrsim.cli.common import refuse_out_over_input, write_out
+from amrsim.cli.common import check_out, write_out
 from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
@@ -101,7 +101,7 @@ def parse_command(
     from amrsim.amr.parsing import linearized_column, parser_for
     from amrsim.warehouse import OK
 
-    refuse_out_over_input(out, file=file)
+    check_out(out, file=file)
     if backend not in BACKENDS:
         raise ConfigError(f"--backend '{backend}': use one of {sorted(BACKENDS)}")
     if translate is not None and (backend == PROVIDED or lang == PIVOT_LANG):

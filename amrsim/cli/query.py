@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import ConfigOpt, warehouse_root
+from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, warehouse_root
 from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError
 
@@ -18,7 +18,8 @@ def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset
           limit: Annotated[int, typer.Option(min=0, help="rows to print (DuckDB stops after them)")] = 50,
           allow_external: Annotated[bool, typer.Option(
               "--allow-external", help="let the SQL use DuckDB's file functions (read_csv, COPY TO, ATTACH, ...) "
-                                       "with your file permissions; off by default")] = False) -> None:
+                                       "with your file permissions; off by default")] = False,
+          json_: JsonOpt = False) -> None:
     """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs). The SQL can
     read only those views unless --allow-external is given."""
     import duckdb
@@ -31,6 +32,9 @@ def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset
     except duckdb.Error as e:
         raise AmrsimError(f"query failed: {str(e).splitlines()[0]}") from None
     more = frame.height > limit
+    if json_:  # rows as objects keyed by column; `columns` keeps their order (and exists for zero rows)
+        emit_json({"columns": frame.columns, "rows": frame.head(limit).to_dicts(), "truncated": more})
+        return
     console.print(frame_table(frame.head(limit), f"first {limit} rows" if more else f"{frame.height} rows",
                               float_digits=4))
     if more:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from amrsim.cli.common import ConfigOpt, parse_overrides, print_scores, warehouse_root
+from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, parse_overrides, print_scores, warehouse_root
 from amrsim.cli.flow import VerboseOpt, flow_runtime
 from amrsim.console import console, frame_table, summary_table
 
@@ -53,7 +53,7 @@ def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], ready: Callable[[]
                   f"{time.perf_counter() - t0:.1f}s. Query it: amrsim query \"SELECT * FROM eval.results\"")
 
 
-def status(config: ConfigOpt = "pipelines.yaml") -> None:
+def status(config: ConfigOpt = "pipelines.yaml", json_: JsonOpt = False) -> None:
     """Tables with versions, row counts and failed rows, and the last stage runs."""
     import polars as pl
 
@@ -72,20 +72,25 @@ def status(config: ConfigOpt = "pipelines.yaml") -> None:
             rows.append({"table": f"{dataset}.{table}", "version": None, "rows": None, "failed": None,
                          "status": "broken"})
             broken.append(str(e))
+    runs = None
+    if rows:
+        try:
+            runs = last_runs(wh, 12)
+        except BrokenTable:
+            pass  # listed with the tables
+    if runs is not None and runs.height:
+        runs = runs.select("started_at", "run_id", "stage", "dataset", "table", "rows_computed", "rows_failed",
+                           pl.col("seconds").round(2), "status")
+    if json_:
+        emit_json({"warehouse": wh.root, "tables": rows, "broken": broken,
+                   "runs": runs.to_dicts() if runs is not None and runs.height else []})
+        return
     if not rows:
         console.print(f"warehouse {wh.root} is empty: run `amrsim run` first")
         return
     console.print(frame_table(pl.DataFrame(rows), f"Warehouse {wh.root}"))
     for error in broken:
         console.print(f"broken: {error}", markup=False, highlight=False, soft_wrap=True)
-    try:
-        runs = last_runs(wh, 12)
-    except BrokenTable:
-        return  # listed above
-    if runs.height:
-        view = runs.select("started_at", "run_id", "stage", "dataset", "table", "rows_computed", "rows_failed",
-                           pl.col("seconds").round(2), "status")
-        console.print(frame_table(view.with_columns(pl.col("started_at").dt.strftime("%Y-%m-%d %H:%M:%S")),
+    if runs is not None and runs.height:
+        console.print(frame_table(runs.with_columns(pl.col("started_at").dt.strftime("%Y-%m-%d %H:%M:%S")),
                                   "Last stage runs"))
-
-

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import ConfigOpt, refuse_out_over_input, warehouse_root, write_out
+from amrsim.cli.common import ConfigOpt, check_out, warehouse_root, write_out
 from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
@@ -41,7 +41,7 @@ def score_command(
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if out is not None:
-        refuse_out_over_input(out, file=file)
+        check_out(out, file=file)
     if not file.is_file():
         raise ConfigError(f"--file: file not found ({file.resolve()})")
     root = warehouse_root(config) / "models"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.logging import RichHandler
 
-from amrsim.cli.common import ConfigOpt, parse_overrides, warehouse_root
+from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, parse_overrides, warehouse_root
 from amrsim.cli.flow import VerboseOpt, flow_runtime
 from amrsim.console import console, frame_table, make_console, summary_table
 from amrsim.errors import ConfigError
@@ -67,6 +67,7 @@ def train_command(
     retrain: Annotated[bool, typer.Option(help="train even if a finished run had the same request (method, params, "
                                                "input table versions); by default that run is reused")] = False,
     verbose: VerboseOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
     from amrsim.config import load_config
@@ -100,6 +101,12 @@ def train_command(
         ready()
         out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
                     params=params, reuse=not retrain)
+    if json_:
+        emit_json({"method": method, "pipeline": name, "stages": out,
+                   "models": [{"model": s["model"], "status": s.get("status"), "model_dir": s.get("model_dir"),
+                               "seconds": s.get("seconds")} for s in out if s.get("model")],
+                   "seconds": round(time.perf_counter() - t0, 1)})
+        return
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
     for stage in out:
         if stage.get("model"):

@@ -219,9 +219,11 @@ def run_name(name: str, models_root: Path | str | None = None) -> str:
 
 
 def model_subdir(run_dir: Path | str, sub: str) -> Path:
-    """A directory a trained run's model.json names (`encoder`, `amr_encoder`): must lie inside the run directory,
-    so an edited model.json cannot point the loader elsewhere."""
+    """A directory a trained run's model.json names (`encoder`, `amr_encoder`; "." for a model saved at the run
+    root): must lie inside the run directory, so an edited model.json cannot point the loader elsewhere."""
     run_dir = Path(run_dir)
+    if sub == ".":
+        return run_dir
     path = run_dir / sub
     if not sub or not resolves_inside(run_dir, path):
         raise ValueError(f"{run_dir / 'model.json'}: model directory '{sub}' is not inside {run_dir}")

@@ -1,413 +1,88 @@
-"""The MTEB tasks amrsim also evaluates, as MTEB 2.26 declares them (task metadata of the `mteb` package):
-dataset revision, evaluation splits, main score and each subset's languages (ISO 639-3 + script). Result files
-written for these tasks line up with published MTEB tables."""
+"""The MTEB tasks amrsim's results export to, as the `mteb` package declares them: dataset id and revision,
+evaluation splits, main score, each subset's languages (ISO 639-3 + script) and its number of items.
+
+The declarations are read from `mteb_tasks.json`, a snapshot of the installed mteb's task metadata written by
+`python -m amrsim.evaluate.mteb_tasks` (mteb installed: `pip install -e '.[dev]'`). amrsim itself does not need mteb
+to export; the test suite compares the snapshot with the installed mteb, so a change in mteb's tasks fails there."""
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DATASET_PREFIXES", "MTEB_TASKS", "MTEB_VERSION", "SNAPSHOT", "TASK_NAMES", "MtebTask",
+           "declarations_from_mteb", "task_of_dataset"]
+
+SNAPSHOT = Path(__file__).with_name("mteb_tasks.json")
+TASK_NAMES = ("STSBenchmark", "SICK-R", "STSBenchmarkMultilingualSTS", "STS17", "STS22", "Tatoeba")
+KINDS = {"STS": "sts", "BitextMining": "bitext"}  # mteb task type -> the amrsim result task that feeds it
+# warehouse dataset name prefix -> the MTEB task whose (public) data it holds; first match wins (stsb_multi before stsb)
+DATASET_PREFIXES = (("stsb_multi", "STSBenchmarkMultilingualSTS"), ("stsb", "STSBenchmark"), ("sick", "SICK-R"),
+                    ("sts17", "STS17"), ("sts22", "STS22"), ("tatoeba", "Tatoeba"))
 
 
 @dataclass(frozen=True)
 class MtebTask:
     name: str
-    kind: str  # "sts" or "bitext": which amrsim result task feeds it
+    kind: str  # "sts" or "bitext"
+    dataset: str  # the Hub dataset id MTEB evaluates on
     revision: str
-    splits: tuple[str, ...]
+    splits: tuple[str, ...]  # the splits MTEB's main score averages over
     main_score: str
     subsets: dict[str, list[str]]  # hf_subset -> languages
+    sizes: dict[str, dict[str, int]]  # split -> hf_subset -> pairs (STS) or sentence pairs (bitext) in MTEB's data
+
+    def missing(self, present: dict[str, set[str]]) -> dict[str, list[str]]:
+        """split -> the subsets MTEB's main score needs that `present` (split -> subsets) lacks; {} when complete."""
+        out = {split: sorted(set(self.subsets) - present.get(split, set())) for split in self.splits}
+        return {split: subsets for split, subsets in out.items() if subsets}
 
 
-# split -> hf_subset -> pairs (STS) or sentence pairs (Tatoeba) in MTEB's data (its descriptive statistics): a
-# result computed on another number of items is not comparable with MTEB's tables
-MTEB_SIZES: dict[str, dict[str, dict[str, int]]] = {
-    "STSBenchmark": {"test": {"default": 1379}},
-    "SICK-R": {"test": {"default": 9927}},
-    "STSBenchmarkMultilingualSTS": {
-        "dev": {
-            "en": 1500,
-            "de": 1500,
-            "es": 1500,
-            "fr": 1500,
-            "it": 1500,
-            "nl": 1500,
-            "pl": 1500,
-            "pt": 1500,
-            "ru": 1500,
-            "zh": 1500,
-        },
-        "test": {
-            "en": 1379,
-            "de": 1379,
-            "es": 1379,
-            "fr": 1379,
-            "it": 1379,
-            "nl": 1379,
-            "pl": 1379,
-            "pt": 1379,
-            "ru": 1379,
-            "zh": 1379,
-        },
-    },
-    "STS17": {
-        "test": {
-            "ko-ko": 2846,
-            "ar-ar": 250,
-            "en-ar": 250,
-            "en-de": 250,
-            "en-en": 250,
-            "en-tr": 250,
-            "es-en": 250,
-            "es-es": 250,
-            "fr-en": 250,
-            "it-en": 250,
-            "nl-en": 250,
-        }
-    },
-    "STS22": {
-        "test": {
-            "en": 197,
-            "de": 514,
-            "es": 205,
-            "pl": 187,
-            "tr": 211,
-            "ar": 195,
-            "ru": 271,
-            "zh": 656,
-            "fr": 104,
-            "de-en": 160,
-            "es-en": 374,
-            "it": 408,
-            "pl-en": 49,
-            "zh-en": 168,
-            "es-it": 218,
-            "de-fr": 75,
-            "de-pl": 28,
-            "fr-pl": 8,
-        }
-    },
-    "Tatoeba": {
-        "test": {
-            "sqi-eng": 1000,
-            "fry-eng": 173,
-            "kur-eng": 410,
-            "tur-eng": 1000,
-            "deu-eng": 1000,
-            "nld-eng": 1000,
-            "ron-eng": 1000,
-            "ang-eng": 134,
-            "ido-eng": 1000,
-            "jav-eng": 205,
-            "isl-eng": 1000,
-            "slv-eng": 823,
-            "cym-eng": 575,
-            "kaz-eng": 575,
-            "est-eng": 1000,
-            "heb-eng": 1000,
-            "gla-eng": 829,
-            "mar-eng": 1000,
-            "lat-eng": 1000,
-            "bel-eng": 1000,
-            "pms-eng": 525,
-            "gle-eng": 1000,
-            "pes-eng": 1000,
-            "nob-eng": 1000,
-            "bul-eng": 1000,
-            "cbk-eng": 1000,
-            "hun-eng": 1000,
-            "uig-eng": 1000,
-            "rus-eng": 1000,
-            "spa-eng": 1000,
-            "hye-eng": 742,
-            "tel-eng": 234,
-            "afr-eng": 1000,
-            "mon-eng": 440,
-            "arz-eng": 477,
-            "hrv-eng": 1000,
-            "nov-eng": 257,
-            "gsw-eng": 117,
-            "nds-eng": 1000,
-            "ukr-eng": 1000,
-            "uzb-eng": 428,
-            "lit-eng": 1000,
-            "ina-eng": 1000,
-            "lfn-eng": 1000,
-            "zsm-eng": 1000,
-            "ita-eng": 1000,
-            "cmn-eng": 1000,
-            "lvs-eng": 1000,
-            "glg-eng": 1000,
-            "ceb-eng": 600,
-            "bre-eng": 1000,
-            "ben-eng": 1000,
-            "swg-eng": 112,
-            "arq-eng": 911,
-            "kab-eng": 1000,
-            "fra-eng": 1000,
-            "por-eng": 1000,
-            "tat-eng": 1000,
-            "oci-eng": 1000,
-            "pol-eng": 1000,
-            "war-eng": 1000,
-            "aze-eng": 1000,
-            "vie-eng": 1000,
-            "nno-eng": 1000,
-            "cha-eng": 137,
-            "mhr-eng": 1000,
-            "dan-eng": 1000,
-            "ell-eng": 1000,
-            "amh-eng": 168,
-            "pam-eng": 1000,
-            "hsb-eng": 483,
-            "srp-eng": 1000,
-            "epo-eng": 1000,
-            "kzj-eng": 1000,
-            "awa-eng": 231,
-            "fao-eng": 262,
-            "mal-eng": 687,
-            "ile-eng": 1000,
-            "bos-eng": 354,
-            "cor-eng": 1000,
-            "cat-eng": 1000,
-            "eus-eng": 1000,
-            "yue-eng": 1000,
-            "swe-eng": 1000,
-            "dtp-eng": 1000,
-            "kat-eng": 746,
-            "jpn-eng": 1000,
-            "csb-eng": 253,
-            "xho-eng": 142,
-            "orv-eng": 835,
-            "ind-eng": 1000,
-            "tuk-eng": 203,
-            "max-eng": 284,
-            "swh-eng": 390,
-            "hin-eng": 1000,
-            "dsb-eng": 479,
-            "ber-eng": 1000,
-            "tam-eng": 307,
-            "slk-eng": 1000,
-            "tgl-eng": 1000,
-            "ast-eng": 127,
-            "mkd-eng": 1000,
-            "khm-eng": 722,
-            "ces-eng": 1000,
-            "tzl-eng": 104,
-            "urd-eng": 1000,
-            "ara-eng": 1000,
-            "kor-eng": 1000,
-            "yid-eng": 848,
-            "fin-eng": 1000,
-            "tha-eng": 548,
-            "wuu-eng": 1000,
-        }
-    },
-}
+def _sizes(stats: dict[str, Any], subsets: list[str]) -> dict[str, int]:
+    per_subset = stats.get("hf_subset_descriptive_stats")
+    if per_subset:
+        return {s: int(per_subset[s]["num_samples"]) for s in subsets if s in per_subset}
+    return {subsets[0]: int(stats["num_samples"])} if len(subsets) == 1 else {}
 
 
-MTEB_VERSION = "2.26.24"  # the mteb release these declarations were taken from
+def declarations_from_mteb(names: tuple[str, ...] = TASK_NAMES) -> dict[str, Any]:
+    """The snapshot's content, read from the installed mteb package (its task metadata, offline)."""
+    import mteb
 
-MTEB_TASKS: dict[str, MtebTask] = {
-    "STSBenchmark": MtebTask(
-        "STSBenchmark",
-        "sts",
-        "b0fddb56ed78048fa8b90373c8a3cfc37b684831",
-        ("test",),
-        "cosine_spearman",
-        {"default": ["eng-Latn"]},
-    ),
-    "SICK-R": MtebTask(
-        "SICK-R",
-        "sts",
-        "20a6d6f312dd54037fe07a32d58e5e168867909d",
-        ("test",),
-        "cosine_spearman",
-        {"default": ["eng-Latn"]},
-    ),
-    "STSBenchmarkMultilingualSTS": MtebTask(
-        "STSBenchmarkMultilingualSTS",
-        "sts",
-        "29afa2569dcedaaa2fe6a3dcfebab33d28b82e8c",
-        ("dev", "test"),
-        "cosine_spearman",
-        {
-            "en": ["eng-Latn"],
-            "de": ["deu-Latn"],
-            "es": ["spa-Latn"],
-            "fr": ["fra-Latn"],
-            "it": ["ita-Latn"],
-            "nl": ["nld-Latn"],
-            "pl": ["pol-Latn"],
-            "pt": ["por-Latn"],
-            "ru": ["rus-Cyrl"],
-            "zh": ["cmn-Hans"],
-        },
-    ),
-    "STS17": MtebTask(
-        "STS17",
-        "sts",
-        "faeb762787bd10488a50c8b5be4a3b82e411949c",
-        ("test",),
-        "cosine_spearman",
-        {
-            "ko-ko": ["kor-Hang"],
-            "ar-ar": ["ara-Arab"],
-            "en-ar": ["eng-Latn", "ara-Arab"],
-            "en-de": ["eng-Latn", "deu-Latn"],
-            "en-en": ["eng-Latn"],
-            "en-tr": ["eng-Latn", "tur-Latn"],
-            "es-en": ["spa-Latn", "eng-Latn"],
-            "es-es": ["spa-Latn"],
-            "fr-en": ["fra-Latn", "eng-Latn"],
-            "it-en": ["ita-Latn", "eng-Latn"],
-            "nl-en": ["nld-Latn", "eng-Latn"],
-        },
-    ),
-    "STS22": MtebTask(
-        "STS22",
-        "sts",
-        "de9d86b3b84231dc21f76c7b7af1f28e2f57f6e3",
-        ("test",),
-        "cosine_spearman",
-        {
-            "en": ["eng-Latn"],
-            "de": ["deu-Latn"],
-            "es": ["spa-Latn"],
-            "pl": ["pol-Latn"],
-            "tr": ["tur-Latn"],
-            "ar": ["ara-Arab"],
-            "ru": ["rus-Cyrl"],
-            "zh": ["cmn-Hans"],
-            "fr": ["fra-Latn"],
-            "de-en": ["deu-Latn", "eng-Latn"],
-            "es-en": ["spa-Latn", "eng-Latn"],
-            "it": ["ita-Latn"],
-            "pl-en": ["pol-Latn", "eng-Latn"],
-            "zh-en": ["cmn-Hans", "eng-Latn"],
-            "es-it": ["spa-Latn", "ita-Latn"],
-            "de-fr": ["deu-Latn", "fra-Latn"],
-            "de-pl": ["deu-Latn", "pol-Latn"],
-            "fr-pl": ["fra-Latn", "pol-Latn"],
-        },
-    ),
-    "Tatoeba": MtebTask(
-        "Tatoeba",
-        "bitext",
-        "69e8f12da6e31d59addadda9a9c8a2e601a0e282",
-        ("test",),
-        "f1",
-        {
-            "sqi-eng": ["sqi-Latn", "eng-Latn"],
-            "fry-eng": ["fry-Latn", "eng-Latn"],
-            "kur-eng": ["kur-Latn", "eng-Latn"],
-            "tur-eng": ["tur-Latn", "eng-Latn"],
-            "deu-eng": ["deu-Latn", "eng-Latn"],
-            "nld-eng": ["nld-Latn", "eng-Latn"],
-            "ron-eng": ["ron-Latn", "eng-Latn"],
-            "ang-eng": ["ang-Latn", "eng-Latn"],
-            "ido-eng": ["ido-Latn", "eng-Latn"],
-            "jav-eng": ["jav-Latn", "eng-Latn"],
-            "isl-eng": ["isl-Latn", "eng-Latn"],
-            "slv-eng": ["slv-Latn", "eng-Latn"],
-            "cym-eng": ["cym-Latn", "eng-Latn"],
-            "kaz-eng": ["kaz-Cyrl", "eng-Latn"],
-            "est-eng": ["est-Latn", "eng-Latn"],
-            "heb-eng": ["heb-Hebr", "eng-Latn"],
-            "gla-eng": ["gla-Latn", "eng-Latn"],
-            "mar-eng": ["mar-Deva", "eng-Latn"],
-            "lat-eng": ["lat-Latn", "eng-Latn"],
-            "bel-eng": ["bel-Cyrl", "eng-Latn"],
-            "pms-eng": ["pms-Latn", "eng-Latn"],
-            "gle-eng": ["gle-Latn", "eng-Latn"],
-            "pes-eng": ["pes-Arab", "eng-Latn"],
-            "nob-eng": ["nob-Latn", "eng-Latn"],
-            "bul-eng": ["bul-Cyrl", "eng-Latn"],
-            "cbk-eng": ["cbk-Latn", "eng-Latn"],
-            "hun-eng": ["hun-Latn", "eng-Latn"],
-            "uig-eng": ["uig-Arab", "eng-Latn"],
-            "rus-eng": ["rus-Cyrl", "eng-Latn"],
-            "spa-eng": ["spa-Latn", "eng-Latn"],
-            "hye-eng": ["hye-Armn", "eng-Latn"],
-            "tel-eng": ["tel-Telu", "eng-Latn"],
-            "afr-eng": ["afr-Latn", "eng-Latn"],
-            "mon-eng": ["mon-Cyrl", "eng-Latn"],
-            "arz-eng": ["arz-Arab", "eng-Latn"],
-            "hrv-eng": ["hrv-Latn", "eng-Latn"],
-            "nov-eng": ["nov-Latn", "eng-Latn"],
-            "gsw-eng": ["gsw-Latn", "eng-Latn"],
-            "nds-eng": ["nds-Latn", "eng-Latn"],
-            "ukr-eng": ["ukr-Cyrl", "eng-Latn"],
-            "uzb-eng": ["uzb-Latn", "eng-Latn"],
-            "lit-eng": ["lit-Latn", "eng-Latn"],
-            "ina-eng": ["ina-Latn", "eng-Latn"],
-            "lfn-eng": ["lfn-Latn", "eng-Latn"],
-            "zsm-eng": ["zsm-Latn", "eng-Latn"],
-            "ita-eng": ["ita-Latn", "eng-Latn"],
-            "cmn-eng": ["cmn-Hans", "eng-Latn"],
-            "lvs-eng": ["lvs-Latn", "eng-Latn"],
-            "glg-eng": ["glg-Latn", "eng-Latn"],
-            "ceb-eng": ["ceb-Latn", "eng-Latn"],
-            "bre-eng": ["bre-Latn", "eng-Latn"],
-            "ben-eng": ["ben-Beng", "eng-Latn"],
-            "swg-eng": ["swg-Latn", "eng-Latn"],
-            "arq-eng": ["arq-Arab", "eng-Latn"],
-            "kab-eng": ["kab-Latn", "eng-Latn"],
-            "fra-eng": ["fra-Latn", "eng-Latn"],
-            "por-eng": ["por-Latn", "eng-Latn"],
-            "tat-eng": ["tat-Cyrl", "eng-Latn"],
-            "oci-eng": ["oci-Latn", "eng-Latn"],
-            "pol-eng": ["pol-Latn", "eng-Latn"],
-            "war-eng": ["war-Latn", "eng-Latn"],
-            "aze-eng": ["aze-Latn", "eng-Latn"],
-            "vie-eng": ["vie-Latn", "eng-Latn"],
-            "nno-eng": ["nno-Latn", "eng-Latn"],
-            "cha-eng": ["cha-Latn", "eng-Latn"],
-            "mhr-eng": ["mhr-Cyrl", "eng-Latn"],
-            "dan-eng": ["dan-Latn", "eng-Latn"],
-            "ell-eng": ["ell-Grek", "eng-Latn"],
-            "amh-eng": ["amh-Ethi", "eng-Latn"],
-            "pam-eng": ["pam-Latn", "eng-Latn"],
-            "hsb-eng": ["hsb-Latn", "eng-Latn"],
-            "srp-eng": ["srp-Cyrl", "eng-Latn"],
-            "epo-eng": ["epo-Latn", "eng-Latn"],
-            "kzj-eng": ["kzj-Latn", "eng-Latn"],
-            "awa-eng": ["awa-Deva", "eng-Latn"],
-            "fao-eng": ["fao-Latn", "eng-Latn"],
-            "mal-eng": ["mal-Mlym", "eng-Latn"],
-            "ile-eng": ["ile-Latn", "eng-Latn"],
-            "bos-eng": ["bos-Latn", "eng-Latn"],
-            "cor-eng": ["cor-Latn", "eng-Latn"],
-            "cat-eng": ["cat-Latn", "eng-Latn"],
-            "eus-eng": ["eus-Latn", "eng-Latn"],
-            "yue-eng": ["yue-Hant", "eng-Latn"],
-            "swe-eng": ["swe-Latn", "eng-Latn"],
-            "dtp-eng": ["dtp-Latn", "eng-Latn"],
-            "kat-eng": ["kat-Geor", "eng-Latn"],
-            "jpn-eng": ["jpn-Jpan", "eng-Latn"],
-            "csb-eng": ["csb-Latn", "eng-Latn"],
-            "xho-eng": ["xho-Latn", "eng-Latn"],
-            "orv-eng": ["orv-Cyrl", "eng-Latn"],
-            "ind-eng": ["ind-Latn", "eng-Latn"],
-            "tuk-eng": ["tuk-Latn", "eng-Latn"],
-            "max-eng": ["max-Deva", "eng-Latn"],
-            "swh-eng": ["swh-Latn", "eng-Latn"],
-            "hin-eng": ["hin-Deva", "eng-Latn"],
-            "dsb-eng": ["dsb-Latn", "eng-Latn"],
-            "ber-eng": ["ber-Tfng", "eng-Latn"],
-            "tam-eng": ["tam-Taml", "eng-Latn"],
-            "slk-eng": ["slk-Latn", "eng-Latn"],
-            "tgl-eng": ["tgl-Latn", "eng-Latn"],
-            "ast-eng": ["ast-Latn", "eng-Latn"],
-            "mkd-eng": ["mkd-Cyrl", "eng-Latn"],
-            "khm-eng": ["khm-Khmr", "eng-Latn"],
-            "ces-eng": ["ces-Latn", "eng-Latn"],
-            "tzl-eng": ["tzl-Latn", "eng-Latn"],
-            "urd-eng": ["urd-Arab", "eng-Latn"],
-            "ara-eng": ["ara-Arab", "eng-Latn"],
-            "kor-eng": ["kor-Hang", "eng-Latn"],
-            "yid-eng": ["yid-Hebr", "eng-Latn"],
-            "fin-eng": ["fin-Latn", "eng-Latn"],
-            "tha-eng": ["tha-Thai", "eng-Latn"],
-            "wuu-eng": ["wuu-Hans", "eng-Latn"],
-        },
-    ),
-}
+    tasks = {}
+    for name in names:
+        task = mteb.get_task(name)
+        meta = task.metadata
+        subsets = list(task.hf_subsets)
+        stats = meta.descriptive_stats or {}
+        tasks[name] = {"kind": KINDS[meta.type], "dataset": meta.dataset["path"], "revision": meta.dataset["revision"],
+                       "splits": list(meta.eval_splits), "main_score": meta.main_score,
+                       "subsets": {s: list(meta.hf_subsets_to_langscripts[s]) for s in subsets},
+                       "sizes": {split: _sizes(stats[split], subsets) for split in meta.eval_splits if split in stats}}
+    return {"mteb_version": mteb.__version__, "tasks": tasks}
+
+
+@cache
+def _snapshot() -> tuple[str, dict[str, MtebTask]]:
+    data = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    tasks = {name: MtebTask(name, t["kind"], t["dataset"], t["revision"], tuple(t["splits"]), t["main_score"],
+                            t["subsets"], t["sizes"]) for name, t in data["tasks"].items()}
+    return data["mteb_version"], tasks
+
+
+MTEB_VERSION, MTEB_TASKS = _snapshot()
+
+
+def task_of_dataset(dataset: str) -> MtebTask | None:
+    """The MTEB task whose data a warehouse dataset holds, by its name prefix (`stsb_en_test` -> STSBenchmark);
+    None for other datasets. Its `dataset` is the public Hub id of that data."""
+    name = next((task for prefix, task in DATASET_PREFIXES if dataset.lower().startswith(prefix)), None)
+    return MTEB_TASKS[name] if name else None
+
+if __name__ == "__main__":  # python -m amrsim.evaluate.mteb_tasks: write the snapshot from the installed mteb
+    SNAPSHOT.write_text(json.dumps(declarations_from_mteb(), indent=1) + "\n", encoding="utf-8")
+    sys.stderr.write(f"{SNAPSHOT}: written from mteb's task metadata\n")

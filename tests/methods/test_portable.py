@@ -1,5 +1,6 @@
 """Trained runs load outside amrsim: in a fresh process that imports only sentence-transformers,
-`SentenceTransformer(run_dir)` / `CrossEncoder(run_dir)` give what amrsim gives (to 1e-6)."""
+`SentenceTransformer(run_dir)` / `CrossEncoder(run_dir)` give what amrsim gives (to 1e-6); runs in the older layout
+(the model in a subdirectory) still load. Every method's run: test_hub_loading.py."""
 
 from __future__ import annotations
 
@@ -70,24 +71,50 @@ def test_dueam_run_loads_with_sentence_transformers(base64, tmp_path, one_thread
 
 
 @pytest.mark.slow
-def test_pear_run_loads_with_sentence_transformers_cross_encoder(base64, tmp_path, one_thread):
-    from amrsim.methods.pear import Hyper, save_run, train_epochs
+def test_a_pear_run_in_the_older_layout_still_loads_in_amrsim_and_sentence_transformers(base64, tmp_path, one_thread):
+    """Runs written before the model moved to the run root keep it in `cross_encoder/`, with a root modules.json
+    pointing into it: both loaders still read them."""
     from amrsim.methods.pear import PearCrossEncoder as PearModel
+    from amrsim.methods.portable import add_cross_encoder_files, link_run_root
 
-    model = PearModel(str(base64), device="cpu")
-    t1, t2 = TEXTS * 3, list(reversed(TEXTS)) * 3
-    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), Hyper(lr=1e-3, batch_size=4), epochs=1)
-    run = save_run(model, tmp_path / "models" / "pear" / "run1", {"symmetric": True})
-    pairs = [[a, b] for a, b in zip(TEXTS, reversed(TEXTS), strict=True)] + [["der hund", "the cat runs"]]
-    forward, imported = load_outside_amrsim("cross", run, pairs, tmp_path)
-    backward, _ = load_outside_amrsim("cross", run, [[b, a] for a, b in pairs], tmp_path)
+    network = PearModel(str(base64), device="cpu")
+    run = tmp_path / "models" / "pear" / "old"
+    network.save(run / "cross_encoder")
+    add_cross_encoder_files(run / "cross_encoder", 128)
+    link_run_root(run, "cross_encoder", {"pear": {"symmetric": False, "max_length": 128}})
+    (run / "model.json").write_text(json.dumps({"method": "pear", "run_id": "old", "kind": "cross-encoder",
+                                                "encoder": "cross_encoder", "max_length": 128, "symmetric": False}))
+    pairs = [[a, b] for a, b in zip(TEXTS, reversed(TEXTS), strict=True)]
+    outside, imported = load_outside_amrsim("cross", run, pairs, tmp_path)
     assert imported == []
-    first, second = [p[0] for p in pairs], [p[1] for p in pairs]
-    one_order = PearModel(str(run / "cross_encoder"), device="cpu").predict(first, second)
-    np.testing.assert_allclose(forward, one_order, atol=1e-6, rtol=0)
-    # amrsim scores a symmetric run as the mean of both orders; the run's config says so
-    inside = load_encoder("pear:run1", models_root=tmp_path / "models").score(first, second)
-    np.testing.assert_allclose((forward + backward) / 2, inside, atol=1e-6, rtol=0)
-    config = json.loads((run / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-    assert config["pear"] == {"symmetric": True, "max_length": 128} and config["model_type"] == "CrossEncoder"
-    assert json.loads((run / "cross_encoder" / "sentence_bert_config.json").read_text())["max_seq_length"] == 128
+    inside = load_encoder("pear:old", models_root=tmp_path / "models").score([p[0] for p in pairs],
+                                                                              [p[1] for p in pairs])
+    np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(inside, network.predict([p[0] for p in pairs], [p[1] for p in pairs]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "cross-encoder"])
+def test_amrsim_module_files_are_what_sentence_transformers_writes(kind, tmp_path):
+    """save_amrsim_module names amrsim's module class without importing it (the class loads runs through the method
+    loaders, which import portable): its files must equal sentence-transformers' own save of that module."""
+    import torch
+    from sentence_transformers import CrossEncoder, SentenceTransformer
+
+    from amrsim.methods.hub import AmrsimEncoder, AmrsimPairScorer
+    from amrsim.methods.portable import MODULES, ST_CONFIG, save_amrsim_module
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    theirs.mkdir()
+    save_amrsim_module(ours, kind, {"pear": {"symmetric": True}})
+    if kind == "encoder":
+        model = SentenceTransformer(modules=[AmrsimEncoder(str(theirs))], device="cpu")
+    else:
+        model = CrossEncoder(modules=[AmrsimPairScorer(str(theirs))], device="cpu",
+                             activation_fn=torch.nn.Identity())
+    model.save(str(theirs), create_model_card=False)
+    for name in (MODULES, ST_CONFIG):
+        expected = json.loads((theirs / name).read_text(encoding="utf-8"))
+        if name == ST_CONFIG:
+            expected["pear"] = {"symmetric": True}
+        assert json.loads((ours / name).read_text(encoding="utf-8")) == expected, name

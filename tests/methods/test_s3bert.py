@@ -213,13 +213,12 @@ def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thr
     assert summary["completed"] and summary["steps"] == summary["total_steps"] == 30
     assert summary["best_dev_loss"] < summary["initial_dev_loss"]
 
-    # files: model.json, a sentence-transformers encoder with safetensors weights, the run directory's own
-    # sentence-transformers files pointing into it; no checkpoint left behind
-    assert sorted(p.name for p in out_dir.iterdir()) == ["config_sentence_transformers.json", "encoder",
-                                                          "model.json", "modules.json"]
-    assert (out_dir / "encoder" / "model.safetensors").is_file()
+    # files: model.json and a sentence-transformers encoder with safetensors weights at the run root; no checkpoint
+    # left behind
+    assert {"config_sentence_transformers.json", "config.json", "model.json", "model.safetensors",
+            "modules.json"} <= {p.name for p in out_dir.iterdir()} and not (out_dir / "checkpoint").exists()
     meta = json.loads((out_dir / "model.json").read_text(encoding="utf-8"))
-    assert meta["method"] == "s3bert" and meta["run_id"] == "run1" and meta["encoder"] == "encoder"
+    assert meta["method"] == "s3bert" and meta["run_id"] == "run1" and meta["encoder"] == "."
     assert meta["base"] == tiny_model and meta["seed"] == 0
     assert meta["aspects"] == {"concepts": [0, 16], "frames": [16, 32], "named_entities": [32, 48]}
     assert meta[RESIDUAL] == [48, 64]
@@ -228,7 +227,7 @@ def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thr
     assert meta["created_at"].endswith("+00:00")
 
     # only the last two transformer layers changed; embeddings and layer 0 are bit-identical to the base
-    base, trained = load_file(f"{tiny_model}/model.safetensors"), load_file(out_dir / "encoder" / "model.safetensors")
+    base, trained = load_file(f"{tiny_model}/model.safetensors"), load_file(out_dir / "model.safetensors")
     assert base.keys() == trained.keys()
     changed = {k for k in base if not torch.equal(base[k], trained[k])}
     assert all(layer_of(k) in (1, 2) for k in changed)
@@ -244,14 +243,14 @@ def test_train_learns_freezes_saves_and_loads_back(tiny_model, tmp_path, one_thr
         u, v = (torch.tensor(model.encode(texts)) for texts in dev[:2])
         return float(loss(u, v, torch.tensor(dev[2])).detach())
 
-    assert decomposition_mse(str(out_dir / "encoder")) < decomposition_mse(tiny_model)
+    assert decomposition_mse(str(out_dir)) < decomposition_mse(tiny_model)
 
     # the registry loads it by run id, and evaluation reads its aspect slices
     root = tmp_path / "models"
     encoder = load_encoder("s3bert:run1", models_root=root, device="cpu")
     vectors = encoder.encode(dev[0][:4])
     assert vectors.shape == (4, HIDDEN)
-    np.testing.assert_allclose(vectors, SentenceTransformer(str(out_dir / "encoder"), device="cpu").encode(dev[0][:4]),
+    np.testing.assert_allclose(vectors, SentenceTransformer(str(out_dir), device="cpu").encode(dev[0][:4]),
                                atol=1e-6)
     assert aspect_slices("s3bert:latest", root) == {k: tuple(v) for k, v in meta["aspects"].items()}
     explained = explain(encoder, dev[0][0], dev[1][0], layout_from_meta(meta))
@@ -283,8 +282,8 @@ def test_interrupted_run_resumes_from_its_checkpoint_and_matches_an_uninterrupte
     resumed = train_s3bert(tiny_model, *train, None, part, **kwargs)
     assert resumed["completed"] and resumed["resumed_from"] == 3 and resumed["steps"] == 6
     # weights, optimizer, schedule, data order and dropout RNG restored: the same model bit for bit
-    a = load_file(tmp_path / "whole" / "encoder" / "model.safetensors")
-    b = load_file(part / "encoder" / "model.safetensors")
+    a = load_file(tmp_path / "whole" / "model.safetensors")
+    b = load_file(part / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert not (part / "checkpoint").exists()
 
@@ -341,8 +340,8 @@ def test_a_training_process_killed_mid_epoch_resumes_from_its_last_checkpoint(ti
     assert resumed["completed"] and resumed["resumed_from"] == checkpoint_step and resumed["steps"] == 12
     whole = train_s3bert(tiny_model, *toy_pairs(3, 20), None, tmp_path / "whole", **kwargs)
     assert whole["completed"] and whole["resumed_from"] is None
-    a = load_file(tmp_path / "whole" / "encoder" / "model.safetensors")
-    b = load_file(part / "encoder" / "model.safetensors")
+    a = load_file(tmp_path / "whole" / "model.safetensors")
+    b = load_file(part / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -89,7 +89,7 @@ def test_s3bert(tmp_path):
                            n_aspects=3, aspect_dim=8, device="cpu", seed=3)
     assert summary["completed"] and summary["steps"] == 6
     meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
-    check("s3bert", load_file(out / "encoder" / "model.safetensors"),
+    check("s3bert", load_file(out / "model.safetensors"),
           [*history_numbers(meta["history"]), summary["best_dev_loss"], *meta["aspect_scales"].values()])
 
 
@@ -103,7 +103,7 @@ def test_dueam(tmp_path):
                           eval_every=2, device="cpu", seed=4, max_length=16)
     assert summary["completed"] and summary["steps"] == 6
     meta = json.loads((out / "model.json").read_text(encoding="utf-8"))
-    check("dueam", load_file(out / "encoder" / "model.safetensors"), history_numbers(meta["history"]))
+    check("dueam", load_file(out / "model.safetensors"), history_numbers(meta["history"]))
 
 
 def test_pear(tmp_path):

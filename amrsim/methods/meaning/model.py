@@ -16,6 +16,7 @@ from torch import nn
 from amrsim.encoders import model_subdir
 from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.meaning.params import Hyper
+from amrsim.methods.portable import save_amrsim_module
 from amrsim.methods.training import refuse_finished_run, write_model_json
 
 # safetensors is imported inside the functions
@@ -132,7 +133,8 @@ def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
 
 def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Sequence[str], hyper: Hyper,
                sts_head: StsHead | None = None, extra_meta: Mapping[str, Any] | None = None) -> Path:
-    """Write `out_dir/meaning.safetensors` (+ `sts_head.safetensors`) and, last, `model.json`; returns out_dir."""
+    """Write `out_dir/meaning.safetensors` (+ `sts_head.safetensors`), the root's sentence-transformers files
+    (amrsim's module) and, last, `model.json`; returns out_dir."""
     from safetensors.torch import save_model as save_st
 
     out_dir = Path(out_dir)
@@ -145,6 +147,7 @@ def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Seq
             "stage1": hyper.stage1_meta(), "weights": STAGE1_FILE,
             "stage2": None if sts_head is None else {**hyper.stage2_meta(), "weights": STAGE2_FILE},
             **(extra_meta or {})}
+    save_amrsim_module(out_dir, "encoder")  # `SentenceTransformer(out_dir, trust_remote_code=True)` loads it
     write_model_json(out_dir, "meaning", meta)
     return out_dir
 

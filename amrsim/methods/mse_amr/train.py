@@ -21,6 +21,7 @@ from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Triple, mixed_view
 from amrsim.methods.mse_amr.loss import simcse_loss
 from amrsim.methods.mse_amr.model import check_pooling, embed, embed_by_length, extend_vocabulary, reset_pooler
 from amrsim.methods.mse_amr.params import Params
+from amrsim.methods.portable import save_amrsim_module
 from amrsim.methods.training import (
     CHECKPOINT,
     MODEL_JSON,
@@ -205,7 +206,8 @@ def _trainer(steps: TripleSteps, checkpoints: Checkpoints, dev_eval: Callable[[A
 
 def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, encoder_path: str,
             extra_meta: dict[str, Any]) -> dict[str, Any]:
-    """The best (else the last) weights as `out_dir/amr_encoder/`, model.json, and the summary `train_mse_amr`
+    """The best (else the last) weights as `out_dir/amr_encoder/`, the root's sentence-transformers files (amrsim's
+    module), model.json, and the summary `train_mse_amr`
     returns; a completed run's checkpoint removed unless `keep_checkpoint`."""
     params, state, best_dir, enc_dir = steps.params, trainer.state, out_dir / "best_model", out_dir / "amr_encoder"
     step, best_step, losses = int(state["step"]), state["best_step"], state["losses"]
@@ -226,6 +228,7 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
         "best_dev": best_dev, "best_step": best_step, "selected_step": best_step if best_step is not None else step,
         "dev_history": [[e["step"], e["dev"]] for e in state["history"]] if trainer.evaluator is not None else [],
     }
+    save_amrsim_module(out_dir, "encoder")  # `SentenceTransformer(out_dir, trust_remote_code=True)` loads it
     write_model_json(out_dir, "mse_amr", {
         "amr_encoder": enc_dir.name, "base_encoder": params.base_encoder, "integration": params.integration,
         "pooling": params.pooling, "max_length": params.max_length, "langs": list(steps.langs), "params": run_params,

@@ -25,14 +25,14 @@ from amrsim.encoders import (
 )
 from amrsim.evaluate.sts import cosine
 from amrsim.methods.pear.loss import on_gold_scale
-from amrsim.methods.portable import add_cross_encoder_files, link_run_root
-from amrsim.methods.training import CHECKPOINT, autocast, refuse_finished_run, swap_dir, write_model_json
+from amrsim.methods.portable import ROOT, add_cross_encoder_files, add_root_config, save_amrsim_module
+from amrsim.methods.training import CHECKPOINT, autocast, refuse_finished_run, write_model_json
 
 if TYPE_CHECKING:
     import torch
 
 KIND = "cross-encoder"  # model.json `kind`: the model scores pairs, it has no sentence embedding
-MODEL_SUBDIR = "cross_encoder"
+MODEL_SUBDIR = "cross_encoder"  # where runs saved before the root layout keep the network (model.json `encoder`)
 MAX_LENGTH = 128
 FUSED_METHOD = "pear_fused"  # a separately named model: PEAR's scores fused with its base bi-encoder's cosine
 RECENT_SCORES = 4  # score() calls a loaded PEAR model remembers: an evaluation's test sets
@@ -160,22 +160,23 @@ def start_from_base(model: PearCrossEncoder, offset: BaseOffset) -> None:
 
 
 def save_run(model: PearCrossEncoder, out_dir: Path, meta: Mapping[str, Any]) -> Path:
-    """`out_dir/cross_encoder/` (safetensors, config, tokenizer, sentence-transformers' CrossEncoder files), the run
-    directory's own CrossEncoder files pointing into it, then `out_dir/model.json` last, so a directory with
-    model.json always holds a complete model; the training checkpoint is removed."""
+    """The network at the run root (safetensors, config, tokenizer), loading as a sentence-transformers CrossEncoder
+    that scores as amrsim does: a one-order run with ST's own files (a plain `CrossEncoder(out_dir)`), a symmetric
+    run (the mean of both sentence orders) or a residual one (its base's cosine added) through amrsim's module
+    (`CrossEncoder(out_dir, trust_remote_code=True)`; without the flag sentence-transformers refuses it rather
+    than scoring one order). Then `out_dir/model.json` last, so a directory with model.json always holds a complete
+    model; the training checkpoint is removed."""
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
-
-    def write(directory: Path) -> None:
-        model.save(directory)
-        add_cross_encoder_files(directory, model.max_length)
-
-    swap_dir(out_dir / MODEL_SUBDIR, write)
-    if model.offset is None:  # a residual model's score needs its base: amrsim loads it, a bare CrossEncoder cannot
-        # `CrossEncoder(out_dir)` loads it; a symmetric run's score is the mean of both orders (said in the config)
-        link_run_root(out_dir, MODEL_SUBDIR, {"pear": {"symmetric": bool(meta.get("symmetric", False)),
-                                                       "max_length": model.max_length}})
-    write_model_json(out_dir, "pear", {"kind": KIND, "encoder": MODEL_SUBDIR, "max_length": model.max_length, **meta})
+    symmetric = bool(meta.get("symmetric", False))
+    model.save(out_dir)
+    pear_config = {"pear": {"symmetric": symmetric, "max_length": model.max_length}}
+    if model.offset is None and not symmetric:
+        add_cross_encoder_files(out_dir, model.max_length)
+        add_root_config(out_dir, pear_config)
+    else:
+        save_amrsim_module(out_dir, "cross-encoder", pear_config)
+    write_model_json(out_dir, "pear", {"kind": KIND, "encoder": ROOT, "max_length": model.max_length, **meta})
     shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
     return out_dir
 
@@ -262,9 +263,12 @@ def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -
 
 
 def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
-    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights."""
+    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights. The
+    root's modules.json names amrsim's module, which loads both by name from the models root the run lies in."""
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_amrsim_module(out_dir, "cross-encoder")  # `CrossEncoder(out_dir, trust_remote_code=True)` scores as amrsim
     write_model_json(out_dir, FUSED_METHOD, {"kind": KIND, "pear": pear_name, "base_model": fusion.base,
                                              "fusion": fusion.__dict__, **meta})
     return out_dir

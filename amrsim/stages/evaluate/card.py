@@ -1,24 +1,36 @@
-"""Model cards: `README.md` in a trained run's directory, in the sentence-transformers / Hugging Face Hub layout (YAML
-front matter, then method and paper, base model, training data with Delta table versions, parameters, the run's rows
-of `eval/results`, how to load it). Written when a run finishes and again when results for it are stored."""
+"""Model cards: `README.md` in a trained run's directory, a Hugging Face Hub model card built with huggingface_hub's
+`ModelCard` / `ModelCardData` / `EvalResult`: front matter with `model-index` (every stored result of the run),
+`library_name`, `base_model`, `license`, `language`, public `datasets`; then the body (templates/card.md.j2): method
+and paper, base model, training data with Delta table versions, parameters, the results table, how to load it.
+Written when a run finishes and again when results for it are stored."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import yaml
 
-from amrsim.encoders import TrainedModel, base_model, find_trained, is_latest_name, is_trained_name, parse_name
+from amrsim.encoders import TrainedModel, base_model, find_trained, is_latest_name, is_trained_name
+from amrsim.encoders.facts import base_facts
+from amrsim.errors import InputError
+from amrsim.evaluate.mteb_tasks import task_of_dataset
 from amrsim.files import atomic_write
+from amrsim.langs import normalise_lang
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
 
+if TYPE_CHECKING:
+    from huggingface_hub import EvalResult, ModelCard
+
+# huggingface_hub and jinja2 are imported inside the functions: the CLI imports this module and must stay fast
+
 CARD = "README.md"
+FUSED = "pear_fused"
 
 
 @dataclass(frozen=True)
@@ -28,8 +40,10 @@ class MethodInfo:
     summary: str
     pipeline_tag: str
     tags: tuple[str, ...]
+    command: str  # how a run of the method is made
 
 
+PEAR_PAPER = "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)"
 METHODS: dict[str, MethodInfo] = {
     "s3bert": MethodInfo(
         "S3BERT", 'Opitz & Frank 2022, "SBERT studies Meaning Representations: Decomposing Sentence Embeddings into '
@@ -37,45 +51,65 @@ METHODS: dict[str, MethodInfo] = {
         "An SBERT embedding decomposed into AMR-aspect sub-embeddings (concepts, frames, negation, ...) plus a "
         "residual, trained to predict fine-grained AMR metric scores with a consistency loss against a frozen "
         "teacher; the cosine of each slice explains a similarity aspect by aspect.",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr")),
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr"),
+        "amrsim train s3bert"),
     "dueam": MethodInfo(
         "DuEAM", 'Goswami et al. 2021, "Cross-lingual Sentence Embedding using Multi-Task Learning"',
         "A dual encoder: an anchor's Word Mover's Distance on frozen token embeddings teaches a sentence encoder "
         "(L = L_A - lambda * L_B).",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "cross-lingual")),
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "cross-lingual"),
+        "amrsim train dueam"),
     "pear": MethodInfo(
-        "PEAR", "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)",
+        "PEAR", PEAR_PAPER,
         "A cross-encoder with a sigmoid head trained with BCE on relatedness, with bi-encoder kNN re-sampling and "
         "weak labels; scores a sentence pair directly (no sentence embedding).",
-        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness")),
+        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"), "amrsim train pear"),
+    FUSED: MethodInfo(
+        "PEAR fused with a bi-encoder", PEAR_PAPER,
+        "PEAR's cross-encoder score and a bi-encoder's cosine, each z-scored, in a weighted sum (below); it scores "
+        "a sentence pair (no sentence embedding) and has no weights of its own.",
+        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"),
+        "amrsim train pear"),
     "meaning": MethodInfo(
         "Meaning embeddings", "Tiyajamorn et al. 2021 (stage 1) and McCain et al. (stage 2)",
         "Stage 1 splits a frozen multilingual embedding into a meaning part and a language part on parallel data; "
         "stage 2 tunes an MLP on human STS scores.",
-        "sentence-similarity", ("sentence-similarity", "feature-extraction", "multilingual")),
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "multilingual"),
+        "amrsim train meaning"),
     "mse_amr": MethodInfo(
         "MSE-AMR", 'Cai et al. 2022, "Retrofitting Multilingual Sentence Embeddings with Abstract Meaning '
         'Representation"',
         "A contrastive encoder of linearised AMR graphs (supervised SimCSE on NLI triples); the sentence embedding "
         "joins the base encoder's normalised vector with the normalised graph vector.",
-        "sentence-similarity", ("sentence-similarity", "feature-extraction", "amr", "multilingual")),
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr",
+                                "multilingual"), "amrsim train mse_amr"),
 }
 
-# amrsim's packaged encoder names -> what a reader finds on the Hub (muse has no Hub id)
-HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+# amrsim result task -> (Hub task id, task name); the Hub has no bitext-mining task: retrieval by cosine similarity
+TASKS = {"sts": ("sentence-similarity", "Semantic Textual Similarity"),
+         "bitext": ("sentence-similarity", "Bitext Mining"),
+         "bucc": ("sentence-similarity", "Bitext Mining (BUCC)"),
+         "transfer": ("text-classification", "Transfer classification (logistic regression on embeddings)"),
+         "aspects": ("sentence-similarity", "AMR aspect similarity")}
+LANG_TASKS = ("sts", "bitext", "bucc", "transfer")  # tasks whose `lang_pair` names languages (aspects: an aspect)
+METRIC_TYPES = {"spearman": "spearmanr", "pearson": "pearsonr"}  # else the metric's first word: accuracy, f1, ...
+NOT_SCORES = ("C", "threshold")  # a chosen setting stored with the results, not a score: not in model-index
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows])
 
 
 def hub_id(name: str | None) -> str | None:
     """A Hub id for the front matter's `base_model`, or None when the base is local or not on the Hub."""
-    if not name:
-        return None
-    if name in HUB_IDS:
-        return HUB_IDS[name]
-    try:
-        hub_id = parse_name(name).hub_id
-    except ValueError:
-        return None
-    return hub_id if hub_id is not None and not Path(hub_id).exists() else None
+    return base_facts(name).hub_id
 
 
 def table_versions(meta: Any) -> dict[str, Any]:
@@ -92,16 +126,34 @@ def table_versions(meta: Any) -> dict[str, Any]:
     return found
 
 
-def _cell(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text.replace("|", "\\|").replace("\n", " ")
+def iso_language(code: Any) -> str | None:
+    """ISO 639-1 where the language has one ('deu' -> 'de', 'en-US' -> 'en'), else its ISO 639-3 code; None when
+    `code` is not a language ('all', an aspect name)."""
+    if not isinstance(code, str) or code.lower() in ("all", "mul", "und"):
+        return None
+    tag = normalise_lang(code)
+    return tag.split("-")[0].lower() if tag else None
 
 
-def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
-    header = list(header)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def trained_languages(meta: Any) -> set[str]:
+    """Languages model.json says the run was trained on (`langs`, `langs_found`, `langs_trained`, at any depth)."""
+    found: set[str] = set()
+    if isinstance(meta, dict):
+        for key, value in meta.items():
+            if key in ("langs", "langs_found", "langs_trained"):
+                codes = value if isinstance(value, list | dict) else [value]
+                found |= {lang for c in codes if (lang := iso_language(c))}
+            else:
+                found |= trained_languages(value)
+    return found
+
+
+def evaluated_languages(rows: pl.DataFrame) -> set[str]:
+    """The languages of the run's stored results (`en-de`, `deu-eng`; not the aspect names of `aspects` rows)."""
+    if not rows.height:
+        return set()
+    pairs = rows.filter(pl.col("task").is_in(LANG_TASKS))["lang_pair"].unique().to_list()
+    return {lang for p in pairs for part in str(p).split("-") if (lang := iso_language(part))}
 
 
 def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
@@ -110,113 +162,158 @@ def run_results(wh: Warehouse, name: str) -> pl.DataFrame:
     return latest_results(rows) if rows.height else rows
 
 
-def loads_with_sentence_transformers(run: Path) -> bool:
-    """The run directory itself loads with sentence-transformers (its own modules.json)."""
-    return (run / "modules.json").is_file()
+def eval_results(rows: pl.DataFrame) -> list[EvalResult]:
+    """The run's results for `model-index`, x 100 as amrsim stores them; undefined values and chosen settings
+    (NOT_SCORES) stay in the card's table only."""
+    from huggingface_hub import EvalResult
+
+    out = []
+    for r in rows.iter_rows(named=True):
+        if r["value"] is None or r["metric"] in NOT_SCORES:
+            continue
+        public = task_of_dataset(r["dataset"])
+        task_type, task_name = TASKS.get(r["task"], ("sentence-similarity", r["task"]))
+        metric = str(r["metric"])
+        out.append(EvalResult(
+            task_type=task_type, task_name=task_name, dataset_type=public.dataset if public else r["dataset"],
+            dataset_name=f"{public.name} ({r['dataset']})" if public else f"{r['dataset']} (local amrsim dataset)",
+            dataset_config=r["lang_pair"], dataset_split=r["split"],
+            metric_type=METRIC_TYPES.get(metric, metric.split("_")[0]), metric_name=f"{metric} x 100",
+            metric_value=round(float(r["value"]), 4)))
+    return out
 
 
-def how_to_load(run: Path, method: str, run_id: str, meta: dict[str, Any]) -> str:
-    """Code that loads the run: sentence-transformers where the run directory loads that way, else amrsim."""
-    name = f"{method}:{run_id}"
-    texts = '["A man is playing a guitar.", "Someone plays music."]'
-    pair = '("A man is playing a guitar.", "Someone plays music.")'
+@dataclass
+class LoadSpec:
+    """How the run loads: with sentence-transformers (`cls`, `trust` for amrsim's own module classes) or, for a run
+    without a modules.json at its root, through amrsim (`cls` None)."""
+
+    cls: str | None
+    cross: bool
+    trust: bool = False
+    custom: list[str] = field(default_factory=list)  # module classes that are amrsim's, not sentence-transformers'
+    average_orders: bool = False  # a symmetric PEAR run whose saved model scores one order: the snippet averages
+
+
+def _read_json(path: Path) -> Any:
+    """A run root's JSON file, None when absent; one that does not parse is an error naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise InputError(str(path), f"cannot read it as JSON ({e}); the run's model card is written from it") from None
+
+
+def load_spec(run: Path, method: str, meta: dict[str, Any]) -> LoadSpec:
+    """From the run root's modules.json (its module types) and config_sentence_transformers.json (`model_type`)."""
     cross = meta.get("kind") == "cross-encoder"
-    lines = ["```python"]
-    if loads_with_sentence_transformers(run) and cross:
-        lines += ["from sentence_transformers import CrossEncoder", "",
-                  f'model = CrossEncoder("path/to/{method}/{run_id}")', f"pairs = [{pair}]",
-                  "scores = model.predict(pairs)"]
-        if meta.get("symmetric"):
-            lines += ["# amrsim scores this run as the mean of both sentence orders:",
-                      "scores = (model.predict(pairs) + model.predict([(b, a) for a, b in pairs])) / 2"]
-    elif loads_with_sentence_transformers(run):
-        lines += ["from sentence_transformers import SentenceTransformer", "",
-                  f'model = SentenceTransformer("path/to/{method}/{run_id}")',
-                  f"embeddings = model.encode({texts})"]
-    else:
-        lines += ["from amrsim.methods.loaders import load_encoder", "",
-                  f'model = load_encoder("{name}", models_root="path/to/warehouse/models")']
-        lines += [f"scores = model.score({texts[:-1]}], {texts[:-1]}])" if cross
-                  else f"embeddings = model.encode({texts})"]
-    lines += ["```", "", f"In amrsim: `amrsim evaluate sts --encoder {name} --file ...` (or `{method}:latest`, the "
-              "newest run)."]
-    residual = meta.get("residual") if method == "pear" else None  # (S3BERT's `residual` is its free dimensions)
-    if residual:
-        lines += ["", f"This model is residual: its score adds the bi-encoder `{residual['base']}`'s cosine "
-                  "(as a logit on the gold scale, `residual` in model.json) to the network in `cross_encoder/`, so it "
-                  "loads through amrsim, which scores with both; the network alone is not the model."]
-    if method == "s3bert":
-        lines += ["", "The aspect layout (which dimensions carry which AMR aspect) is in the run's "
-                  "`config_sentence_transformers.json` under `s3bert`; `amrsim explain` reads it there."]
-    return "\n".join(lines)
+    modules, config = _read_json(run / "modules.json"), _read_json(run / "config_sentence_transformers.json") or {}
+    if not isinstance(modules, list):  # no modules.json: a run saved before its root loaded with sentence-transformers
+        return LoadSpec(None, cross)
+    if config.get("model_type") in ("CrossEncoder", "SentenceTransformer"):
+        cross = config["model_type"] == "CrossEncoder"
+    custom = [str(m.get("type")) for m in modules if not str(m.get("type")).startswith("sentence_transformers.")]
+    if method == "pear" and meta.get("residual") and not custom:
+        return LoadSpec(None, cross)  # the network alone is not the model: its score adds the base's cosine
+    return LoadSpec("CrossEncoder" if cross else "SentenceTransformer", cross, bool(custom), custom,
+                    cross and bool(meta.get("symmetric")) and not custom)
 
 
-def stage2_selection(selection: Any) -> list[str]:
-    """Card lines of a meaning run's stage-2 selection (model.json `stage2_selection`): the decision and, per
-    held-out set, stage 1's and stage 2's Spearman; none for runs without one."""
-    if not isinstance(selection, dict) or not isinstance(selection.get("sets"), dict):
-        return []
-    kept = bool(selection.get("stage2_kept"))
-    lines = ["", "## Stage 2 selection", "",
-             ("Stage 2 is part of this model" + (" (`stage2_selection: always`)" if selection.get("mode") == "always"
-                                                  else ": it is not below stage 1 on any held-out set")) if kept else
-             "Stage 2 was dropped: it is below stage 1 alone on " + ", ".join(selection.get("below_stage1") or [])
-             + "; this model is stage 1 alone (base encoder -> meaning head).", "",
-             "Spearman x 100 on dev pairs stage 2 was not tuned on (held-out language pairs; each genre scored by a "
-             "head trained without it), mean over language pairs:", ""]
-    rows = [(name, f"{x['stage1']:.2f}", f"{x['stage2']:.2f}", f"{x['stage2'] - x['stage1']:+.2f}", x.get("n"))
-            for name, x in selection["sets"].items()]
-    return [*lines, _table(["held-out set", "stage 1", "stage 2", "stage 2 - stage 1", "pairs"], rows)]
+def fused_details(wh: Warehouse, meta: dict[str, Any]) -> dict[str, Any]:
+    """A pear_fused run's fusion and the PEAR run it names (its base model; None when that run is gone)."""
+    pear_name = str(meta.get("pear", ""))
+    try:
+        pear_base = base_model(find_trained(pear_name, wh.models_root).meta)
+    except (OSError, ValueError):
+        pear_base = None
+    return {"pear": pear_name, "pear_base": pear_base, **(meta.get("fusion") or {})}
 
 
-def render_card(wh: Warehouse, model: TrainedModel) -> str:
-    run, method, run_id, meta = model.path, model.method, model.run_id, model.meta
-    info = METHODS.get(method, MethodInfo(method, "", "", "sentence-similarity", ()))
-    base = base_model(meta)
-    versions = table_versions(meta)
-    datasets = sorted({k.partition(".")[0] for k in versions})
-    front: dict[str, Any] = {"library_name": "sentence-transformers" if loads_with_sentence_transformers(run)
-                             else "amrsim",
-                             "pipeline_tag": info.pipeline_tag}
-    if hub_id(base):
-        front["base_model"] = hub_id(base)
-    front["tags"] = [*info.tags, "amrsim", method]
-    if datasets:
-        front["datasets"] = datasets
-    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip(), "---", "",
-             f"# {info.title}: run `{run_id}`", "",
-             f"Trained by amrsim (`amrsim train {method}`) on {meta.get('created_at', 'an unknown date')}; "
-             f"amrsim names it `{method}:{run_id}`.", "",
-             "## Method and paper", "", info.paper + ("." if info.paper else ""), "", info.summary, "",
-             "## Base model", "", f"`{base}`" + (f" (Hub: `{hub_id(base)}`)" if hub_id(base) else "") if base
-             else "Not recorded.", ""]
-    parts += ["## Training data", ""]
-    if versions:
-        parts += ["Warehouse tables read, at these Delta versions (`Warehouse.read(dataset, table, version=...)` "
-                  "reads exactly this data again):", "",
-                  _table(["table", "Delta version"], sorted(versions.items())), ""]
-    else:
-        parts += ["No table versions recorded.", ""]
+def card_data(model: TrainedModel, rows: pl.DataFrame, bases: list[str], load: LoadSpec) -> Any:
+    """The front matter (`ModelCardData`); `library_name` only where the run loads with sentence-transformers."""
+    from huggingface_hub import ModelCardData
+
+    info = method_info(model.method)
+    hub_bases = list(dict.fromkeys(h for b in bases if (h := hub_id(b))))
+    licenses = {license_of(b) for b in bases}
+    datasets = sorted({t.dataset for k in table_versions(model.meta) if (t := task_of_dataset(k.partition(".")[0]))})
+    languages = sorted(trained_languages(model.meta) | evaluated_languages(rows))
+    results = eval_results(rows)
+    return ModelCardData(
+        library_name="sentence-transformers" if load.cls else None, pipeline_tag=info.pipeline_tag,
+        base_model=(hub_bases[0] if len(hub_bases) == 1 else hub_bases) or None,
+        license=licenses.pop() if len(licenses) == 1 and None not in licenses else None,
+        language=languages or None, datasets=datasets or None, tags=[*info.tags, "amrsim", model.method],
+        model_name=f"{model.method}:{model.run_id}" if results else None, eval_results=results or None)
+
+
+def method_info(method: str) -> MethodInfo:
+    return METHODS.get(method, MethodInfo(method, "", "", "sentence-similarity", (), f"amrsim train {method}"))
+
+
+def license_of(base: str) -> str | None:
+    """The base model's Hub license id; None where amrsim does not know it (only its packaged encoders')."""
+    return base_facts(base).license
+
+
+def parameters(meta: dict[str, Any], fused: dict[str, Any] | None) -> list[tuple[str, Any]]:
+    """The run's parameters as (name, value) rows, nested ones as `outer.inner`."""
     params = meta.get("params") or {k: meta[k] for k in ("stage1", "stage2") if meta.get(k)}
-    parts += ["## Parameters", ""]
-    if params:
-        flat = sorted((k, v) for k, v in params.items() if not isinstance(v, dict)) + sorted(
-            (f"{k}.{k2}", v2) for k, v in params.items() if isinstance(v, dict) for k2, v2 in v.items())
-        parts += [_table(["parameter", "value"], flat)]
-    if meta.get("seed") is not None:
-        parts += ["", f"Seed: {meta['seed']}."]
-    parts += stage2_selection(meta.get("stage2_selection"))
-    parts += ["", "## Evaluation results", ""]
-    rows = run_results(wh, f"{method}:{run_id}")
-    if rows.height:
-        parts += ["Latest rows of `eval/results` for this run (scores × 100):", "",
-                  _table(["task", "dataset", "split", "lang pair", "metric", "value", "n"],
-                         [(r["task"], r["dataset"], r["split"], r["lang_pair"], r["metric"],
-                           fmt_value(r["value"], r["metric"]), r["n"]) for r in rows.iter_rows(named=True)])]
-    else:
-        parts += ["None stored yet: `amrsim evaluate ... --encoder " f"{method}:{run_id}` adds them here."]
-    parts += ["", "## How to load", "", how_to_load(run, method, run_id, meta), ""]
-    return "\n".join(parts)
+    if fused:
+        params = {"fused_with": fused.get("base"), "fused_weight": fused.get("weight")}
+    return sorted((k, v) for k, v in params.items() if not isinstance(v, dict)) + sorted(
+        (f"{k}.{k2}", v2) for k, v in params.items() if isinstance(v, dict) for k2, v2 in v.items())
+
+
+@lru_cache(maxsize=1)
+def card_template() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("amrsim.stages.evaluate", "templates"),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.globals["table"] = markdown_table
+    return env.get_template("card.md.j2")
+
+
+def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
+    """The run's model card (huggingface_hub `ModelCard`: front matter + the body of templates/card.md.j2)."""
+    from huggingface_hub import ModelCard
+
+    meta, name = model.meta, f"{model.method}:{model.run_id}"
+    fused = fused_details(wh, meta) if model.method == FUSED else None
+    bases = list(dict.fromkeys(b for b in ([fused["pear_base"], fused.get("base")] if fused else [base_model(meta)])
+                               if b))
+    rows = run_results(wh, name)
+    load = load_spec(model.path, model.method, meta)
+    data = card_data(model, rows, bases, load)
+    versions = table_versions(meta)
+    body = card_template().render(
+        method=model.method, run_id=model.run_id, name=name, info=method_info(model.method), seed=meta.get("seed"),
+        created=meta.get("created_at", "an unknown date"), fused=fused,
+        residual=meta.get("residual") if model.method == "pear" else None,  # (S3BERT's: its free dimensions)
+        fit={"fit_pairs": None, "fit_spearman": None, **(meta.get("metrics") or {})},
+        bases=[(b, hub_id(b), license_of(b)) for b in bases], license=data.license,
+        public={k: t for k in versions if (t := task_of_dataset(k.partition(".")[0]))},
+        versions=sorted(versions.items()), params=parameters(meta, fused), selection=stage2_selection(meta),
+        languages=(sorted(trained_languages(meta)), sorted(evaluated_languages(rows))),
+        results=[(r["task"], r["dataset"], r["split"], r["lang_pair"], r["metric"], fmt_value(r["value"], r["metric"]),
+                  r["n"]) for r in rows.iter_rows(named=True)],
+        load=load)
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def stage2_selection(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A meaning run's stage-2 selection (model.json `stage2_selection`) for the card: the decision and, per
+    held-out set, stage 1's and stage 2's Spearman; None for runs without one."""
+    selection = meta.get("stage2_selection")
+    if not isinstance(selection, dict) or not isinstance(selection.get("sets"), dict):
+        return None
+    return {"kept": bool(selection.get("stage2_kept")), "always": selection.get("mode") == "always",
+            "below": ", ".join(selection.get("below_stage1") or []),
+            "rows": [(name, f"{x['stage1']:.2f}", f"{x['stage2']:.2f}", f"{x['stage2'] - x['stage1']:+.2f}",
+                      x.get("n")) for name, x in selection["sets"].items()]}
 
 
 def write_card(wh: Warehouse, name: str) -> Path | None:
@@ -227,7 +324,7 @@ def write_card(wh: Warehouse, name: str) -> Path | None:
     except (OSError, ValueError):
         return None
     card = model.path / CARD
-    text = render_card(wh, model)
+    text = str(render_card(wh, model))
     atomic_write(card, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     return card
 

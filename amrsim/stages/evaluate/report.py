@@ -7,6 +7,7 @@ matplotlib is imported inside the plotting functions only: the CLI imports this 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import io
@@ -101,57 +102,22 @@ def _run_cell(run_ids: Iterable[str | None]) -> _Cell:
     return _Cell(links=tuple((r, "#" + run_anchor(r)) for r in ids)) if ids else _Cell("-")
 
 
-def _esc(value: object) -> str:
-    return html.escape(str(value), quote=False)
+@dataclass(frozen=True)
+class _Table:
+    headers: Sequence[str]
+    rows: Sequence[Sequence[_Cell]]
+    cls: str = ""
 
 
-def _attr(value: object) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _md_esc(value: object) -> str:
+def md_text(value: object) -> str:
+    """Markdown-safe text: HTML-escaped (renderers pass HTML through) and Markdown's table/emphasis marks escaped."""
     text = html.escape(str(value), quote=False)
     return re.sub(r"([\\`*\[\]|])", r"\\\1", text).replace("\n", " ")
 
 
-def _html_cell(cell: _Cell, header: bool = False) -> str:
-    tag = "th" if header else "td"
-    if cell.links:
-        body = ", ".join(f'<a href="{_attr(href)}">{_esc(text)}</a>' for text, href in cell.links)
-    elif cell.undefined:
-        body = f'<span class="undef">{_esc(cell.text)}</span>'
-    elif cell.code:
-        body = f"<code>{_esc(cell.text)}</code>"
-    else:
-        body = _esc(cell.text)
-    if cell.bold:
-        body = f"<strong>{body}</strong>"
-    return f"<{tag}>{body}</{tag}>"
-
-
-def _md_cell(cell: _Cell) -> str:
-    if cell.links:
-        body = ", ".join(f"[{_md_esc(text)}]({href})" for text, href in cell.links)
-    elif cell.undefined:
-        body = f"*{_md_esc(cell.text)}*"
-    elif cell.code and cell.text:
-        body = "`" + str(cell.text).replace("`", "'").replace("|", "\\|").replace("\n", " ") + "`"
-    else:
-        body = _md_esc(cell.text)
-    return f"**{body}**" if cell.bold and body else body
-
-
-def _html_table(headers: Sequence[str], rows: Sequence[Sequence[_Cell]], cls: str = "") -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
-    body = "\n".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
-    klass = f' class="{_attr(cls)}"' if cls else ""
-    return f"<table{klass}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[_Cell]]) -> str:
-    lines = ["| " + " | ".join(_md_esc(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+def md_code(value: object) -> str:
+    """Text for a Markdown code span inside a table cell (a backtick cannot be escaped there)."""
+    return str(value).replace("`", "'").replace("|", "\\|").replace("\n", " ")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -519,65 +485,25 @@ def _lineage_sections(latest: pl.DataFrame, lineage: pl.DataFrame) -> list[tuple
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# documents
+# documents: the numbers, tables and figures are computed here; templates/report.{html,md}.j2 only lay them out
 
 
-CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-td:not(:first-child) { font-variant-numeric: tabular-nums; }
-.undef { color: #888; font-style: italic; }
-figure { margin: 1em 0; } figure img { max-width: 100%; }
-figcaption { font-size: 0.85em; color: #555; }
-code { font-size: 0.85em; }
-.notes { font-size: 0.85em; color: #444; }
-"""
+TEXT = {  # prose shared by the HTML and Markdown templates, so both say the same
+    "no_leaderboard": "No headline metrics among the results: see the detail tables.",
+    "ood": "STS Spearman (x100). in: test pairs of the training distribution; ood: the held-out test pairs. "
+           "Each trained model is compared with its base (the encoder its model.json records, else minilm).",
+    "heatmaps": "Scale 0..100 for every map; grey cells were not evaluated, hatched cells are undefined.",
+    "lineage": "Which data versions and config produced each number: the lineage rows of every run above.",
+    "no_lineage": "No lineage rows recorded for this run.",
+    "no_results": NO_RESULTS,
+}
 
 
-@dataclass
-class _Doc:
-    """Builds the HTML and Markdown bodies side by side so both carry the same content."""
-
-    html: list[str] = field(default_factory=list)
-    md: list[str] = field(default_factory=list)
-
-    def heading(self, level: int, text: str, anchor: str | None = None) -> None:
-        ident = f' id="{_attr(anchor)}"' if anchor else ""
-        self.html.append(f"<h{level}{ident}>{_esc(text)}</h{level}>")
-        self.md.append((f'<a id="{_attr(anchor)}"></a>\n\n' if anchor else "") + "#" * level + " " + _md_esc(text))
-
-    def para(self, text: str, cls: str = "") -> None:
-        klass = f' class="{_attr(cls)}"' if cls else ""
-        self.html.append(f"<p{klass}>{_esc(text)}</p>")
-        self.md.append(_md_esc(text))
-
-    def bullets(self, items: Sequence[str], cls: str = "") -> None:
-        klass = f' class="{_attr(cls)}"' if cls else ""
-        self.html.append(f"<ul{klass}>" + "".join(f"<li>{_esc(i)}</li>" for i in items) + "</ul>")
-        self.md.append("\n".join(f"- {_md_esc(i)}" for i in items))
-
-    def table(self, headers: Sequence[str], rows: Sequence[Sequence[_Cell]], cls: str = "") -> None:
-        self.html.append(_html_table(headers, rows, cls))
-        self.md.append(_md_table(headers, rows))
-
-    def figure(self, fig: _Figure) -> None:
-        data = base64.b64encode(fig.png).decode("ascii")
-        self.html.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_attr(fig.caption)}">'
-                         f"<figcaption>{_esc(fig.caption)}</figcaption></figure>")
-        alt = fig.caption.replace("[", "(").replace("]", ")")
-        self.md.append(f"![{_md_esc(alt)}](figures/{fig.name})\n\n*{_md_esc(fig.caption)}*")
-
-
-def _ood_section(doc: _Doc, latest: pl.DataFrame, bases: Mapping[str, str | None]) -> None:
+def _ood_table(latest: pl.DataFrame, bases: Mapping[str, str | None]) -> _Table | None:
     """The out-of-distribution protocol's table (amrsim.evaluate.ood), a model below its base flagged."""
     table = ood_table(latest, {m: bases.get(m) for m in latest["model"].unique().to_list()})
     if not table.height:
-        return
-    doc.heading(2, "Out-of-distribution protocol", "ood")
-    doc.para("STS Spearman (x100). in: test pairs of the training distribution; ood: the held-out test pairs. "
-             "Each trained model is compared with its base (the encoder its model.json records, else minilm).")
+        return None
     headers = ["split", "train -> ood", "model", "in", "ood", "base", "base in", "base ood", "delta in", "delta ood",
                "below base"]
     rows = []
@@ -589,63 +515,66 @@ def _ood_section(doc: _Doc, latest: pl.DataFrame, bases: Mapping[str, str | None
                      *(_value_cell(r[c]) if r[c] is not None else _Cell("-") for c in ("base in", "base ood")),
                      *(_Cell(f"{r[c]:+.2f}") if r[c] is not None else _Cell("-") for c in ("delta in", "delta ood")),
                      _Cell("-" if flag is None else f"BELOW BASE: {flag}" if flag else "no", bold=bool(flag))])
-    doc.table(headers, rows, "ood")
+    return _Table(headers, rows, "ood")
+
+
+@dataclass
+class _Section:
+    """A titled subsection (a task's detail table, a run's lineage) with its anchor; a run without lineage rows
+    has no table."""
+
+    title: str
+    anchor: str
+    table: _Table | None
+
+
+def _context(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData], title: str,
+             ood_bases: Mapping[str, str | None] | None) -> dict[str, Any]:
+    """Everything the templates show, computed; figures are rendered to PNG here."""
+    ctx: dict[str, Any] = {
+        "title": title, "text": TEXT, "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "result_rows": latest.height, "runs": 0, "leaderboard": None, "leaderboard_notes": LEADERBOARD_NOTES,
+        "ood": None, "heatmaps": [], "scatters": _scatter_figures(scatters) if scatters else [], "details": [],
+        "lineage": [],
+    }
+    if latest.height == 0:
+        return ctx
+    ctx["runs"] = latest["run_id"].drop_nulls().n_unique()
+    columns = leaderboard_columns(latest)
+    if columns:
+        ctx["leaderboard"] = _Table(*_leaderboard_table(columns, sorted(set(latest["model"].to_list()))),
+                                    "leaderboard")
+    ctx["ood"] = _ood_table(latest, ood_bases or {})
+    ctx["heatmaps"] = _sts_figures(latest) + _bitext_figures(latest)
+    ctx["details"] = [_Section(label, f"details-{_slug(label)}", _Table(headers, rows, "details"))
+                      for label, headers, rows in _detail_tables(latest)]
+    ctx["lineage"] = [_Section(f"Run {run}", run_anchor(run), _Table(headers, rows, "lineage") if rows else None)
+                      for run, headers, rows in _lineage_sections(latest, lineage)]
+    return ctx
+
+
+@functools.cache
+def _templates() -> Any:
+    import jinja2  # here, not at module level: the CLI imports this module and must stay fast
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("amrsim.stages.evaluate", "templates"),
+                             autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default=False),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.filters["md"] = md_text
+    env.filters["md_code"] = md_code
+    env.filters["b64"] = lambda data: base64.b64encode(data).decode("ascii")
+    return env
 
 
 def _build(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData],
            title: str, ood_bases: Mapping[str, str | None] | None = None) -> tuple[str, str, list[_Figure]]:
     """HTML text, Markdown text and the figures of one report."""
-    doc = _Doc()
-    figures: list[_Figure] = []
-    doc.heading(1, title)
-    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    if latest.height == 0:
-        doc.para(f"Generated {generated}.")
-        doc.para(NO_RESULTS)
-    else:
-        runs = latest["run_id"].drop_nulls().n_unique()
-        doc.para(f"Generated {generated} from {latest.height} result rows (latest per task, model, dataset, split, "
-                 f"lang_pair and metric) of {runs} run(s).")
-        columns = leaderboard_columns(latest)
-        doc.heading(2, "Leaderboard", "leaderboard")
-        if columns:
-            models = sorted(set(latest["model"].to_list()))
-            headers, rows = _leaderboard_table(columns, models)
-            doc.table(headers, rows, "leaderboard")
-            doc.bullets(LEADERBOARD_NOTES, "notes")
-        else:
-            doc.para("No headline metrics among the results: see the detail tables.")
-        _ood_section(doc, latest, ood_bases or {})
-        heatmaps = _sts_figures(latest) + _bitext_figures(latest)
-        if heatmaps:
-            doc.heading(2, "Per-language heat maps", "heatmaps")
-            doc.para("Scale 0..100 for every map; grey cells were not evaluated, hatched cells are undefined.")
-            for fig in heatmaps:
-                doc.figure(fig)
-            figures += heatmaps
-    if scatters:
-        doc.heading(2, "Score distributions", "distributions")
-        scatter_figs = _scatter_figures(scatters)
-        for fig in scatter_figs:
-            doc.figure(fig)
-        figures += scatter_figs
-    if latest.height:
-        doc.heading(2, "Details", "details")
-        for label, headers, rows in _detail_tables(latest):
-            doc.heading(3, label, f"details-{_slug(label)}")
-            doc.table(headers, rows, "details")
-        doc.heading(2, "Run lineage", "lineage")
-        doc.para("Which data versions and config produced each number: the lineage rows of every run above.")
-        for run, headers, rows in _lineage_sections(latest, lineage):
-            doc.heading(3, f"Run {run}", run_anchor(run))
-            if rows:
-                doc.table(headers, rows, "lineage")
-            else:
-                doc.para("No lineage rows recorded for this run.")
-    body = "\n".join(doc.html)
-    page = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{_esc(title)}</title>\n'
-            f"<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
-    return page, "\n\n".join(doc.md) + "\n", figures
+    ctx = _context(latest, lineage, scatters, title, ood_bases)
+    env = _templates()
+    page = env.get_template("report.html.j2").render(ctx)
+    markdown = env.get_template("report.md.j2").render(ctx)
+    return page, markdown, ctx["heatmaps"] + ctx["scatters"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -163,8 +164,45 @@ def test_report_content(results, lineage, tmp_path):
     # lineage: one section per run of the shown results, with its input versions
     lineage_part = page[page.index('id="lineage"'):]
     assert 'id="run-evalA"' in lineage_part and 'id="run-evalB"' in lineage_part
-    assert INPUT_VERSIONS_A in lineage_part and "evaluate_transfer" in lineage_part
+    assert INPUT_VERSIONS_A in html.unescape(lineage_part) and "evaluate_transfer" in lineage_part
     assert "evalZ" not in page and "evalOld" not in page
+
+
+def test_markup_like_text_is_escaped_once(results, lineage, tmp_path):
+    """Names, titles and lineage values are text: escaped in the HTML, while the report's own markup is not."""
+    amp, quote = "a & b", 'say "hi"'
+    renamed = results.with_columns(
+        pl.col("model").replace({"minilm": EVIL, "muse": amp}),
+        pl.col("dataset").replace({"tatoeba": "<b>tatoeba</b>"}),
+        pl.col("run_id").replace({"evalB": "run<1>"}))
+    marked_lineage = lineage.with_columns(
+        pl.col("run_id").replace({"evalB": "run<1>"}),
+        pl.when(pl.col("run_id") == "evalA").then(pl.lit(quote)).otherwise(pl.col("code_version"))
+        .alias("code_version"))
+    paths = render_report(renamed, marked_lineage, tmp_path / "out", title="<i>results</i> & more")
+    page = paths.html.read_text(encoding="utf-8")
+    text = _strip_images(page)
+
+    assert "<script" not in page and "<b>" not in page and "<i>" not in page and "run<1>" not in page
+    assert "<title>&lt;i&gt;results&lt;/i&gt; &amp; more</title>" in page
+    assert "<h1>&lt;i&gt;results&lt;/i&gt; &amp; more</h1>" in page
+    board = _leaderboard(page)
+    assert "<th>Tatoeba &lt;b&gt;tatoeba&lt;/b&gt; (3 langs)</th>" in board
+    evil_row = _row(board, "&lt;script&gt;alert(1)&lt;/script&gt;")
+    assert "<td>75.17</td>" in evil_row  # the row keeps its numbers
+    assert "<td>a &amp; b</td>" in _row(board, "a &amp; b")
+    # a run id with markup: escaped as link text, percent-encoded in the anchor the link points to
+    assert '<a href="#run-run%3C1%3E">run&lt;1&gt;</a>' in evil_row and 'id="run-run%3C1%3E"' in page
+    assert "<code>say &#34;hi&#34;</code>" in page
+    assert "&amp;amp;" not in text and "&amp;lt;" not in text  # nothing escaped twice
+    # the report's own markup is markup: tags, classes and the figure data URIs survive unescaped
+    assert '<span class="undef">undefined</span>' in page and '<table class="leaderboard">' in page
+    assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]+" alt="', page)
+    assert "&lt;td&gt;" not in page and "&lt;a href" not in page and "&lt;strong&gt;" not in page
+    # the Markdown escapes the same text its own way
+    md = paths.markdown.read_text(encoding="utf-8")
+    assert EVIL not in md and "&lt;script&gt;alert(1)&lt;/script&gt;" in md and "a &amp; b" in md
+    assert "# &lt;i&gt;results&lt;/i&gt; &amp; more" in md
 
 
 def test_empty_results(tmp_path):

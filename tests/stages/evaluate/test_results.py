@@ -1,5 +1,5 @@
-"""eval/results names the run behind `<method>:latest`, older tables migrate to that, and `amrsim results export
---format mteb` writes files MTEB's result schema accepts."""
+"""eval/results names the run behind `<method>:latest`, older tables migrate to that, and `amrsim results` runs
+both (the MTEB export itself: test_mteb_export.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,15 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import polars as pl
 import pytest
 from deltalake import write_deltalake
 
-from amrsim.evaluate import Score
-from amrsim.stages.evaluate import bitext_eval, export_mteb, migrate_results, parse_task_overrides
-from amrsim.stages.evaluate.results import EVAL, RESULTS, score_rows
+from amrsim.stages.evaluate import bitext_eval, migrate_results
+from amrsim.stages.evaluate.results import EVAL, RESULTS
 from amrsim.warehouse.schemas import SCHEMAS
-from tests.helpers import TEST_DATA, sentence_transformer_run, tiny_sentence_transformer
+from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
+from tests.stages.evaluate.test_mteb_export import sample_results
 
-SCHEMA_FILE = TEST_DATA / "mteb_task_result.schema.json"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -87,93 +85,6 @@ def test_migrating_a_missing_table_does_nothing(wh):
     assert migrate_results(wh) == (0, 0) and not wh.exists(EVAL, RESULTS)
 
 
-def sample_results() -> pl.DataFrame:
-    def sts(model: str, dataset: str, lang_pair: str, spearman: float, n: int, split: str = "test") -> list[Score]:
-        return [Score("sts", model, dataset, split, lang_pair, "spearman", spearman, n),
-                Score("sts", model, dataset, split, lang_pair, "pearson", spearman + 1, n)]
-
-    # n as in MTEB's data (STSBenchmark test 1379 pairs, SICK-R 9927, stsb_multi_mt dev 1500), except es-es
-    scores = [*sts("minilm", "stsb_en_test", "en-en", 82.0, 1379), *sts("minilm", "sick_all", "en-en", 77.0, 9927),
-              *sts("minilm", "stsb_multi_test", "de-de", 62.4, 1379),
-              *sts("minilm", "stsb_multi_test", "en-de", 50.0, 1379),
-              *sts("minilm", "stsb_multi_test", "es-es", 61.6, 100),
-              *sts("minilm", "stsb_multi_dev", "fr-fr", 64.9, 1500, split="dev"),
-              *sts("minilm", "bamboo", "en-en", 1.0, 1379), *sts("pear:p1", "stsb_en_test", "en-en", 85.0, 1379)]
-    scores += [Score("bitext", "muse", "tatoeba", "test", "deu-eng", m, v, 1000) for m, v in
-               (("accuracy_src2tgt", 97.5), ("accuracy_tgt2src", 98.0), ("accuracy", 97.75), ("f1_src2tgt", 96.9),
-                ("f1_tgt2src", 97.4))]
-    scores += [Score("bitext", "muse", "tatoeba", "test", "eng-fra", m, v, 1000) for m, v in
-               (("accuracy_src2tgt", 91.0), ("accuracy_tgt2src", 93.0), ("accuracy", 92.0), ("f1_src2tgt", 90.0),
-                ("f1_tgt2src", 92.5))]
-    scores += [Score("bitext", "muse", "tatoeba", "test", "ita-eng", "accuracy_src2tgt", 90.0, 1000)]  # no F1
-    return score_rows(scores, "e1", "c")
-
-
-def load(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def test_mteb_export_writes_the_tasks_mteb_has_in_its_schema(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
-    written, left_out = export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"})
-    assert left_out == [
-        "minilm stsb_multi_test test es-es -> STSBenchmarkMultilingualSTS es: 100 items, MTEB's data has 1379; "
-        "not comparable",
-        "muse tatoeba test ita-eng -> Tatoeba ita-eng: no F1 stored (evaluate again)"]
-    files = {p.relative_to(tmp_path).as_posix() for p in (w.path for w in written)}
-    assert files == {"sentence-transformers__all-MiniLM-L6-v2/no_revision_available/STSBenchmark.json",
-                     "sentence-transformers__all-MiniLM-L6-v2/no_revision_available/SICK-R.json",
-                     "sentence-transformers__all-MiniLM-L6-v2/no_revision_available/STSBenchmarkMultilingualSTS.json",
-                     "amrsim__pear/p1/STSBenchmark.json", "amrsim__muse/no_revision_available/Tatoeba.json"}
-    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    for item in written:
-        jsonschema.validate(load(item.path), schema)
-    stsb = load(tmp_path / "sentence-transformers__all-MiniLM-L6-v2/no_revision_available/STSBenchmark.json")
-    assert stsb["task_name"] == "STSBenchmark"
-    assert stsb["dataset_revision"] == "b0fddb56ed78048fa8b90373c8a3cfc37b684831"
-    [entry] = stsb["scores"]["test"]
-    assert entry["main_score"] == entry["cosine_spearman"] == pytest.approx(0.82)
-    assert entry["cosine_pearson"] == pytest.approx(0.83)
-    assert entry["hf_subset"] == "default" and entry["languages"] == ["eng-Latn"]
-    multi = load(tmp_path / "sentence-transformers__all-MiniLM-L6-v2/no_revision_available/"
-                            "STSBenchmarkMultilingualSTS.json")
-    # en-de is not a subset of MTEB's stsb_multi_mt task: left out; dev and test are both MTEB splits
-    assert [(s, e["hf_subset"], e["main_score"]) for s, es in sorted(multi["scores"].items()) for e in es] == [
-        ("dev", "fr", pytest.approx(0.649)), ("test", "de", pytest.approx(0.624))]
-    pear = load(tmp_path / "amrsim__pear/p1/STSBenchmark.json")["scores"]["test"][0]
-    assert "cosine_spearman" not in pear and pear["main_score"] == pear["spearman"] == pytest.approx(0.85)
-    tatoeba = {e["hf_subset"]: e for e in load(tmp_path / "amrsim__muse/no_revision_available/Tatoeba.json")[
-        "scores"]["test"]}
-    assert set(tatoeba) == {"deu-eng", "fra-eng"}
-    assert tatoeba["deu-eng"]["main_score"] == tatoeba["deu-eng"]["f1"] == pytest.approx(0.969)
-    assert tatoeba["deu-eng"]["accuracy"] == pytest.approx(0.975)
-    # eng-fra rows: MTEB's fra-eng retrieves English for French, amrsim's tgt->src direction
-    assert tatoeba["fra-eng"]["f1"] == pytest.approx(0.925) and tatoeba["fra-eng"]["accuracy"] == pytest.approx(0.93)
-    assert tatoeba["fra-eng"]["languages"] == ["fra-Latn", "eng-Latn"]
-
-
-def test_mteb_files_load_with_mteb_when_it_is_installed(tmp_path):
-    task_result = pytest.importorskip("mteb.results.task_result", reason="mteb is not installed")
-    for item in export_mteb(sample_results(), tmp_path, cross_encoders={"pear:p1"})[0]:
-        result = task_result.TaskResult.from_disk(item.path, load_historic_data=False)
-        assert result.task_name == item.task and result.get_score() > 0
-
-
-def test_task_overrides_and_conflicts(tmp_path):
-    from amrsim.errors import AmrsimError
-
-    results = sample_results()
-    written, _ = export_mteb(results, tmp_path, parse_task_overrides(["bamboo=STSBenchmark", "stsb_en_test=none"]))
-    stsb = [w for w in written if w.task == "STSBenchmark" and w.model == "minilm"]
-    assert [w.datasets for w in stsb] == [("bamboo",)]
-    with pytest.raises(AmrsimError, match="'bamboo' and 'stsb_en_test' both give STSBenchmark test subset 'default'"):
-        export_mteb(results, tmp_path, parse_task_overrides(["bamboo=STSBenchmark"]))
-    with pytest.raises(AmrsimError, match="MTEB task 'STS99' unknown"):
-        parse_task_overrides(["x=STS99"])
-    with pytest.raises(AmrsimError, match="expected DATASET=TASK"):
-        parse_task_overrides(["STSBenchmark"])
-
-
 @pytest.mark.slow
 def test_results_cli_migrates_and_exports(tmp_path, encoders):
     import subprocess
@@ -195,7 +106,16 @@ def test_results_cli_migrates_and_exports(tmp_path, encoders):
     assert "0 rows renamed" in done.stdout and wh.read(EVAL, RESULTS)["model_requested"].null_count() == 0
     out = amrsim("export", "--format", "mteb", "--out", str(tmp_path / "mteb"))
     assert out.returncode == 0, out.stderr
-    assert (tmp_path / "mteb/amrsim__muse/no_revision_available/Tatoeba.json").is_file()
+    stsb = tmp_path / "mteb/results/sentence-transformers__all-MiniLM-L6-v2/no_revision_available"
+    assert (stsb / "STSBenchmark.json").is_file() and (stsb / "model_meta.json").is_file()
+    # Tatoeba has 2 of MTEB's 112 subsets: named on stderr, not written
+    assert "muse Tatoeba: incomplete" in out.stderr
+    assert not (tmp_path / "mteb/results/amrsim__muse").exists()
+    scripted = amrsim("export", "--out", str(tmp_path / "mteb2"), "--json")
+    document = json.loads(scripted.stdout)
+    assert scripted.returncode == 0 and {(w["model"], w["task"], w["complete"]) for w in document["written"]} == {
+        ("minilm", "STSBenchmark", True), ("minilm", "SICK-R", True), ("pear:p1", "STSBenchmark", True)}
+    assert any(r.startswith("muse Tatoeba: incomplete") for r in document["left_out"])
     bad = amrsim("export", "--out", str(tmp_path / "x"), "--task", "stsb_en_test=STS99")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: --task 'stsb_en_test=STS99': MTEB task 'STS99' unknown; known: STSBenchmark, SICK-R, "

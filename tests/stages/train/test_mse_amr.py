@@ -243,7 +243,8 @@ def test_train_through_the_warehouse_then_resume(project):
     assert (wh.models_root / "mse_amr" / "run1" / "checkpoint").is_dir()
     done = train(cfg.section("p"), _params(cfg), "run1")  # the same run id resumes
     assert done["status"] == "ok" and done["resumed_from"] == 1 and done["steps"] == 3
-    assert sorted(p.name for p in (wh.models_root / "mse_amr" / "run1").iterdir()) == ["amr_encoder", "model.json"]
+    assert sorted(p.name for p in (wh.models_root / "mse_amr" / "run1").iterdir()) == [
+        "amr_encoder", "config_sentence_transformers.json", "model.json", "modules.json"]
     meta = json.loads((wh.models_root / "mse_amr" / "run1" / "model.json").read_text())
     assert meta["pipeline"] == "p" and meta["parser"] == "ud" and meta["linearize"] == "paper"
     assert meta["table_versions"] == {"nli.triples": wh.version("nli", "triples"),
