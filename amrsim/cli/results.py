@@ -53,7 +53,7 @@ def export_command(
         console.print(f"{item.path}  ({item.model}, {item.subsets} subsets from {', '.join(item.datasets)}"
                       + (", incomplete)" if not item.complete else ")"))
     for reason in left_out:
-        errors.print(f"left out: {reason}")
+        errors.print(f"left out: {reason}", soft_wrap=True)
     if not written:
         errors.print("nothing exported: no STS or Tatoeba result covers a whole MTEB task (name a dataset's task with "
                      "--task DATASET=TASK; --include-incomplete writes partial tasks)")
