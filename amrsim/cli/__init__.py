@@ -4,8 +4,11 @@ path that cannot be opened) into one `error:` line."""
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
 import sys
+import threading
 from typing import Annotated
 
 import typer
@@ -79,3 +82,31 @@ def main() -> None:
         # drop Arrow dataset scanners (DuckDB views) while Arrow can still join their threads: one left to the
         # interpreter's final teardown can abort the process after its output (apache/arrow#34314)
         gc.collect()
+
+
+def entry() -> None:
+    """The `amrsim` executable (and `python -m amrsim.cli`): `main()`, then the process ends without running C++
+    static destructors. At that point pyarrow's global thread pool can deadlock joining its idle workers (seen
+    with `amrsim query --json | jq`: about 1 run in 20 never exited; apache/arrow#34314 is the abort form of it).
+    Python's own exit work (atexit handlers, logging) runs first; an unexpected exception ends the usual way."""
+    try:
+        main()
+        code: object = 0
+    except SystemExit as e:
+        code = e.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    # what interpreter shutdown would do, which os._exit skips: wait for non-daemon threads, run atexit handlers
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) or stream: nothing more to deliver
+            pass
+    os._exit(code)

@@ -1,5 +1,5 @@
 """`python -m amrsim.cli`: the `amrsim` command."""
 
-from amrsim.cli import main
+from amrsim.cli import entry
 
-main()
+entry()

@@ -429,3 +429,32 @@ def test_train_json_lists_the_stages_and_models(tmp_path, monkeypatch, capsys):
     assert doc["method"] == "s3bert" and doc["stages"][1]["model_dir"] == str(stages[1]["model_dir"])
     assert doc["models"] == [{"model": "s3bert:r9", "status": "ok", "model_dir": str(stages[1]["model_dir"]),
                               "seconds": 1.5}]
+
+
+EXIT_SCRIPT = """
+import atexit, sys, threading, time
+from pathlib import Path
+import amrsim.cli as cli
+
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+worker = threading.Thread(target=lambda: (time.sleep(0.5), (out / "thread").write_text("done")))
+worker.start()
+sys.argv = ["amrsim", *sys.argv[2:]]
+cli.entry()
+"""
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["evaluate", "sts", "--encoder", "minilm", "--file",
+                                                                   MISSING], 2), (["no-such-command"], 2)])
+def test_the_executable_ends_as_python_would_without_cxx_teardown(tmp_path, args, code):
+    """entry() leaves with os._exit (pyarrow's thread pool can hang in C++ teardown): the exit code is main()'s, a
+    non-daemon thread finishes, atexit handlers run and buffered output arrives, as at a normal interpreter exit."""
+    proc = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(tmp_path), *args], capture_output=True, text=True,
+                          cwd=tmp_path, env=cli_env(tmp_path), timeout=300)
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert (tmp_path / "atexit").read_text() == "ran" and (tmp_path / "thread").read_text() == "done"
+    if code == 0:
+        assert proc.stdout == f"amrsim {version('amrsim')}\n"
+    else:
+        assert proc.stderr.strip()  # the error line (or click's usage) reached stderr
