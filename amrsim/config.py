@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     StrictFloat,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -25,7 +28,7 @@ from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, PIVOT_LANG, ParserSpe
 from amrsim.encoders import PACKAGED, parse_name
 from amrsim.errors import ConfigError
 from amrsim.files import file_format, looks_like_path
-from amrsim.langs import normalise_lang
+from amrsim.langs import LANG_HINT, lang_code
 from amrsim.methods import METHODS, method_params
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
 
@@ -36,6 +39,8 @@ SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
 RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
 KNOWN_ENCODERS = PACKAGED  # the encoders every install has
+
+log = logging.getLogger(__name__)
 
 
 class _SafeConfigLoader(yaml.SafeLoader):
@@ -57,6 +62,55 @@ class _SafeConfigLoader(yaml.SafeLoader):
                 raise DuplicateKeyError(str(key)[:80], seen, line)
             first_line[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expanded_size(node)  # before building anything: the blow-up is in construction and validation
+        return super().construct_document(node)
+
+
+# Nodes the document would have with every alias expanded. pipelines.yaml of a few pipelines has hundreds; a
+# "billion laughs" alias bomb composes to a few dozen shared nodes that expand to 10**9 objects.
+MAX_EXPANDED_NODES = 100_000
+
+
+class AliasBudgetError(yaml.YAMLError):
+    def __init__(self, problem: str, mark: yaml.Mark | None):
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Raise AliasBudgetError when `root` expands (aliases as copies) past MAX_EXPANDED_NODES or refers to itself.
+    Each distinct node is sized once (aliases share the node object), so this is linear in the composed nodes."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise AliasBudgetError("an alias refers to a node that contains it (infinite expansion)", node.start_mark)
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > MAX_EXPANDED_NODES:
+                raise AliasBudgetError(f"aliases expand to more than {MAX_EXPANDED_NODES:,} nodes (an alias bomb?); "
+                                       f"write the repeated parts out or use fewer nested aliases", child.start_mark)
+        open_nodes.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -81,6 +135,20 @@ def dataset_name_error(name: str) -> str | None:
     if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
         return f"dataset name {name!r} must match {NAME_RE.pattern} and not be one of {sorted(RESERVED_DATASETS)}"
     return None
+
+
+def _language(value: str, info: ValidationInfo) -> str:
+    """A language as tables, parsers and translators key it ('de-DE' -> 'de'); the note for a dropped region or
+    script goes to the validation context's `notes` (load_config prints them)."""
+    code, note = lang_code(value)
+    if code is None:
+        raise ValueError(f"'{value}' is not a language code ({LANG_HINT})")
+    if note and isinstance(info.context, dict):
+        info.context.setdefault("notes", []).append(note)
+    return code
+
+
+Lang = Annotated[str, AfterValidator(_language)]  # every language a config names: one check, one normal form
 
 
 class _Strict(BaseModel):
@@ -151,13 +219,13 @@ class DatasetConfig(_Strict):
     path: str  # file (tsv, csv, jsonl, parquet, optionally .gz), `sample:<file>` (bundled) or `hf:<dataset id>`
     kind: Kind  # the canonical table the rows become
     format: Format | None = None  # inferred from the file suffix when absent
-    lang: str = "en"  # language of the text columns when no `lang` column is mapped
-    lang2: str | None = None  # pairs: language of sentence2 when it differs from `lang` (then sentence1's language)
-    target_lang: str | None = None  # parallel only: language of `target`
+    lang: Lang = "en"  # language of the text columns when no `lang` column is mapped
+    lang2: Lang | None = None  # pairs: language of sentence2 when it differs from `lang` (then sentence1's language)
+    target_lang: Lang | None = None  # parallel only: language of `target`
     columns: dict[str, str] = Field(default_factory=dict)  # role -> column name in the file
     # lang -> {role: column}; with `path`: a row-aligned file of its own (stsb_multi_mt: one file per language), whose
     # columns default to the main file's column names
-    translations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    translations: dict[Lang, dict[str, str]] = Field(default_factory=dict)
     score_range: tuple[StrictFloat, StrictFloat] | None = None  # [min, max] of valid gold scores; outside: a failed row
     split: str | None = None  # split of every row when the file has no split column
     hf_split: str | None = None  # format hf: which split of the hub dataset to read
@@ -246,10 +314,14 @@ class StsEvalConfig(_Strict):
     @field_validator("lang_pairs")
     @classmethod
     def _pairs(cls, v: list[str]) -> list[str]:
+        out = []
         for p in v:
-            if not re.match(r"^[A-Za-z-]+-[A-Za-z-]+$", p) or p.count("-") != 1:
-                raise ValueError(f"lang pair '{p}' must look like 'en-de'")
-        return v
+            codes = [lang_code(side).code for side in p.split("-")]
+            if len(codes) != 2 or None in codes:
+                raise ValueError(f"lang pair '{p}' must be two language codes joined by '-', like 'en-de' "
+                                 f"({LANG_HINT})")
+            out.append("-".join(codes))  # type: ignore[arg-type]
+        return out
 
 
 class BitextEvalConfig(_Strict):
@@ -266,8 +338,8 @@ class TransferTaskConfig(_Strict):
     language. Columns are detected (SICK-E, XNLI, PAWS-X, MARC, MLDoc conventions)."""
 
     train: str
-    dev: dict[str, str] = Field(default_factory=dict)  # lang -> file
-    test: dict[str, str] = Field(default_factory=dict)  # lang -> file
+    dev: dict[Lang, str] = Field(default_factory=dict)  # lang -> file
+    test: dict[Lang, str] = Field(default_factory=dict)  # lang -> file
     kind: Literal["single", "pair"] | None = None  # needed for a task name amrsim does not know
 
 
@@ -331,7 +403,7 @@ class ParseConfig(_Strict):
 
     datasets: list[str] | None = None  # default: every dataset of the pipeline
     backend: ParseBackend = DEFAULT_BACKEND  # ud: spaCy rules (en, fr); amrlib: parse_xfm (en)
-    langs: list[str] | None = None  # parsed directly; default: every language the backend supports
+    langs: list[Lang] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
     commit_rows: StrictInt = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
@@ -366,12 +438,12 @@ class TranslateConfig(_Strict):
 
     datasets: list[str] | None = None
     backend: Literal["marian", "provided"] = "provided"  # provided: the input file's own translation columns
-    source_lang: str = "en"
-    targets: list[str] = Field(default_factory=list)  # marian: target languages, each needs a model
-    models: dict[str, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
+    source_lang: Lang = "en"
+    targets: list[Lang] = Field(default_factory=list)  # marian: target languages, each needs a model
+    models: dict[Lang, str] = Field(default_factory=dict)  # target lang -> hub id (Helsinki-NLP/opus-mt-en-de) or dir
     # source lang -> hub id (Helsinki-NLP/opus-mt-de-en) or dir: sentences in these languages are translated into
     # English (marian, whatever `backend` is), and the parse stage parses that English where no parser reads them
-    to_english: dict[str, str] = Field(default_factory=dict)
+    to_english: dict[Lang, str] = Field(default_factory=dict)
     batch_size: StrictInt = Field(default=32, ge=1)
     num_beams: StrictInt = Field(default=4, ge=1)
     max_length: StrictInt = Field(default=256, ge=1)
@@ -389,18 +461,13 @@ class TranslateConfig(_Strict):
     @field_validator("to_english")
     @classmethod
     def _to_english(cls, v: dict[str, str]) -> dict[str, str]:
-        out = {}
-        for lang, model in v.items():
-            code = normalise_lang(lang)
-            if code is None:
-                raise ValueError(f"to_english: '{lang}' is not a language code (use e.g. de, es, zh)")
-            if code == PIVOT_LANG:
+        for lang, model in v.items():  # keys are language codes already (Lang)
+            if lang == PIVOT_LANG:
                 raise ValueError("to_english: 'en' is English already; list the languages to translate from")
             if not model.strip():
-                raise ValueError(f"to_english.{lang}: empty model (a hub id such as Helsinki-NLP/opus-mt-{code}-en "
+                raise ValueError(f"to_english.{lang}: empty model (a hub id such as Helsinki-NLP/opus-mt-{lang}-en "
                                  f"or a model directory)")
-            out[code] = model
-        return out
+        return v
 
 
 class TrainConfig(_Strict):
@@ -426,7 +493,7 @@ class AugmentConfig(_Strict):
     """Silver pairs from bi-encoder nearest neighbours (Augmented SBERT / PEAR kNN re-sampling)."""
 
     datasets: list[str] = Field(default_factory=list)  # pairs datasets; their sentences of `lang` are the pool
-    lang: str = "en"
+    lang: Lang = "en"
     encoder: str = "minilm"  # the bi-encoder whose nearest neighbours become silver pairs
     k: StrictInt = Field(default=5, ge=1)  # neighbours per sentence
     index: Literal["exact", "hnsw", "ivf"] = "exact"  # exact inner product; hnsw/ivf for large sets
@@ -535,10 +602,26 @@ def _input_files(pipe: PipelineConfig) -> list[tuple[str, str]]:
 class ProjectConfig(_Strict):
     """The whole pipelines.yaml."""
 
-    default_pipeline: str = "demo"  # what `amrsim run` runs without a name
+    # what a command runs when it names no pipeline; without it, the only pipeline (several: name one)
+    default_pipeline: str | None = None
     warehouse: str = "warehouse"  # root of the Delta tables
     run_dir: str = ".amrsim"  # local run state: Prefect database (prefect/), local Ray temp dir (ray/)
     pipelines: dict[str, PipelineConfig]
+
+    def dataset_conflict(self) -> str | None:
+        """Why two pipelines' datasets cannot share the warehouse, or None. Every pipeline writes the same warehouse,
+        so one dataset name is one set of tables: the same definition in two pipelines (a benchmark both evaluate)
+        builds the same tables and is allowed; two different definitions would overwrite each other's tables."""
+        first: dict[str, tuple[str, DatasetConfig]] = {}
+        for pipe_name, pipe in self.pipelines.items():
+            for ds_name, ds in pipe.datasets.items():
+                if ds_name not in first:
+                    first[ds_name] = (pipe_name, ds)
+                elif first[ds_name][1] != ds:
+                    return (f"pipelines '{first[ds_name][0]}' and '{pipe_name}' define dataset '{ds_name}' "
+                            f"differently; they share one warehouse, where its tables would overwrite each other: "
+                            f"rename one, or make the two definitions identical")
+        return None
 
 
 class LoadedConfig:
@@ -548,6 +631,7 @@ class LoadedConfig:
         self.path = path
         self.project = project
         self.base = path.parent
+        self.notes: list[str] = []  # what validation read differently from what was written ('de-DE' as 'de')
 
     @property
     def warehouse_root(self) -> Path:
@@ -557,8 +641,12 @@ class LoadedConfig:
     def run_dir(self) -> Path:
         return (self.base / self.project.run_dir).resolve()
 
+    def pipeline_name(self, name: str | None = None) -> str:
+        """`name`, else default_pipeline, else the only pipeline; a ConfigError when that leaves a choice."""
+        return _choose_pipeline(self.path, list(self.project.pipelines), self.project.default_pipeline, name)
+
     def pipeline(self, name: str | None = None) -> tuple[str, PipelineConfig]:
-        name = name or self.project.default_pipeline
+        name = self.pipeline_name(name)
         if name not in self.project.pipelines:
             raise ConfigError(f"{self.path}: pipeline '{name}' not found; defined: {sorted(self.project.pipelines)}")
         pipe = self.project.pipelines[name]
@@ -635,6 +723,28 @@ def _format_error(source: Path, err: dict[str, Any], raw: dict[str, Any]) -> str
     return f"{source}: {where}, value {shown}: {msg}"
 
 
+def _choose_pipeline(source: Path, pipelines: list[str], default: str | None, name: str | None) -> str:
+    if name:
+        return name
+    if default:
+        return default
+    if len(pipelines) == 1:
+        return pipelines[0]
+    raise ConfigError(f"{source}: no pipeline named and no default_pipeline set; name one of {sorted(pipelines)} "
+                      f"on the command line, or set default_pipeline")
+
+
+def validation_line(e: ValueError) -> str:
+    """A ValidationError as one line, "key 'k', value 'v': why" (str(e) spans lines and ends with a URL)."""
+    if not isinstance(e, ValidationError):
+        return str(e)
+    err = e.errors()[0]
+    key = ".".join(str(x) for x in err["loc"])
+    shown = repr(err.get("input"))
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{f'key {key!r}, ' if key else ''}value {shown}: {err['msg'].removeprefix('Value error, ')}"
+
+
 def _apply_override(raw: dict[str, Any], pipeline: str, dotted: str, value: Any) -> None:
     node = raw.setdefault("pipelines", {}).setdefault(pipeline, {})
     parts = dotted.split(".")
@@ -660,6 +770,10 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
         raise ConfigError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
     except DuplicateKeyError as e:
         raise ConfigError(f"{path}:{e.line}: {e}") from None
+    except AliasBudgetError as e:
+        raise ConfigError(f"{path}:{e.problem_mark.line + 1 if e.problem_mark else 1}: {e.problem}") from None
+    except RecursionError:  # the composer recurses once per level of nesting
+        raise ConfigError(f"{path}: YAML nested too deeply (thousands of levels of [ or {{)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
@@ -669,14 +783,21 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
         raise ConfigError(f"{path}: expected a mapping with a 'pipelines' key, got {type(raw).__name__}")
     if overrides:
         raw = copy.deepcopy(raw)
-        name = pipeline or raw.get("default_pipeline", "demo")
+        pipelines = raw.get("pipelines")
+        default = raw.get("default_pipeline")
+        name = _choose_pipeline(path, list(pipelines) if isinstance(pipelines, dict) else [],
+                                default if isinstance(default, str) else None, pipeline)
         for key, value in overrides.items():
             _apply_override(raw, name, key, value)
     try:
-        project = ProjectConfig.model_validate(raw)
+        context: dict[str, list[str]] = {"notes": []}
+        project = ProjectConfig.model_validate(raw, context=context)
     except ValidationError as e:
         raise ConfigError(_format_error(path, e.errors()[0], raw)) from None
     loaded = LoadedConfig(path, project)
+    loaded.notes = [f"{path}: {note}" for note in dict.fromkeys(context["notes"])]
+    for note in loaded.notes:
+        log.warning("%s", note)
     for name, pipe in project.pipelines.items():
         for ds_name, ds in pipe.datasets.items():
             try:
@@ -684,7 +805,9 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
             except ValueError as e:
                 raise ConfigError(f"{path}: pipeline '{name}', key 'datasets.{ds_name}.format', "
                                   f"value {ds.format!r}: {e}") from None
-    if project.default_pipeline not in project.pipelines:
+    if conflict := project.dataset_conflict():
+        raise ConfigError(f"{path}: {conflict}")
+    if project.default_pipeline is not None and project.default_pipeline not in project.pipelines:
         raise ConfigError(f"{path}: key 'default_pipeline', value '{project.default_pipeline}': no such pipeline; "
                           f"defined: {sorted(project.pipelines)}")
     return loaded

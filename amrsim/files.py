@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from amrsim.errors import InputError
+
 # pyarrow is imported inside the functions: importing this module must stay cheap
 
 
@@ -23,7 +25,10 @@ def atomic_write(path: Path | str, write: Callable[[Path], object]) -> None:
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # a file system that fails the write may fail this too: the write's error is the news
+            pass
         raise
 
 
@@ -56,12 +61,17 @@ def file_format(path: Path | str, formats: Mapping[str, str] = TABLE_FORMATS, de
 
 def header_columns(path: Path | str, fmt: str | None) -> list[str]:
     """Column names of a file of format `fmt`: its TSV/CSV header line, its first JSON object's keys or its Parquet
-    schema ([] for another format or an unreadable first line). Reads only the start of the file."""
+    schema ([] for another format or an unreadable first line). Reads only the start of the file (and a Parquet
+    file's footer: one that is not Parquet is an InputError naming it)."""
     path = Path(str(path))
     if fmt == "parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq  # pyarrow loads in ~0.3 s: only for Parquet files
 
-        return list(pq.ParquetFile(path).schema_arrow.names)
+        try:
+            return list(pq.ParquetFile(path).schema_arrow.names)
+        except pa.ArrowException as e:  # not Parquet, truncated: the reader would fail the same way later
+            raise InputError(str(path), f"not a readable Parquet file ({str(e).splitlines()[0]})") from None
     if fmt not in ("tsv", "csv", "jsonl"):
         return []
     opener = gzip.open if path.name.lower().endswith(".gz") else open

@@ -26,6 +26,7 @@ TOKEN_PATTERNS = (
     re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),  # AWS access key id
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub token
     re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),  # user:password@ in a URL
+    re.compile(r"(?<=:/)(?!/)[^/\s:@]+:[^/\s@]+(?=@)"),  # the same URL as a path makes it (https:/user:pw@host)
     re.compile(r"(?<=AccountKey=)[^;\s]+|(?<=SharedAccessSignature=)[^;\s]+"),  # Azure connection string parts
 )
 

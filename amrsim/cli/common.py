@@ -4,7 +4,10 @@ functions: they load polars and pydantic, which `amrsim --help` does not need.""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,9 +25,8 @@ def _config_given_exists(ctx: typer.Context, param: typer.CallbackParam, value: 
     """A --config named on the command line must exist (the default may be absent: ./warehouse is used). A
     mistyped path would otherwise read or write another warehouse without a word."""
     source = ctx.get_parameter_source(param.name or "config")
-    if not ctx.resilient_parsing and source is not None and source.name != "DEFAULT" and not Path(value).is_file():
-        what = "is a directory" if Path(value).is_dir() else "file not found"
-        raise ConfigError(f"--config {value}: {what} ({Path(value).resolve()})")
+    if not ctx.resilient_parsing and source is not None and source.name != "DEFAULT":
+        input_path(value, "--config")
     return value
 
 
@@ -120,33 +122,122 @@ def warehouse_root(config: str) -> Path:
     return Path("warehouse").resolve()
 
 
-def check_out(out: Path, **inputs: Path | None) -> None:
-    """Before anything is read or computed: an --out that cannot be written (a directory, in a directory that does
-    not exist, not writable) is refused, and so is one that is one of the inputs (same path, a symlink or a hard link
-    to it), which would replace the input. `inputs` maps option names (file -> --file) to paths."""
+def _kind(mode: int) -> str:
+    """What a stat mode is, in the words of an error message."""
+    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "not a regular file")
+
+
+def input_path(path: Path | str, option: str, directory: bool = False) -> Path:
+    """The one check of every path a command reads, before it is opened: it exists and is a regular file (a
+    directory where the option names one) that can be read. A FIFO, device or socket is refused: opening a FIFO
+    blocks until another process writes to it, and a device never ends. A symlink is judged by what it points to."""
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:  # missing, a parent that is a file, a loop of links, ...
+        raise ConfigError(f"{option} {path}: {e.strerror or type(e).__name__}") from None
+    wanted = "a directory" if directory else "a regular file"
+    if _kind(mode) != wanted:
+        raise ConfigError(f"{option} {path}: is {_kind(mode)}, not {wanted}")
+    if not os.access(path, os.R_OK | (os.X_OK if directory else 0)):
+        raise ConfigError(f"{option} {path}: permission denied")
+    return path
+
+
+# What each command writes to --out, and how a file it wrote is recognised: Parquet files carry the command in
+# their key-value metadata (OUT_MARKER); a JSONL or TSV output is recognised by its first line, whose columns
+# no other file is likely to start with. Only such a file (or an empty one) is replaced.
+OUT_MARKER = "amrsim.command"
+OUT_FORMATS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "metrics score": ("parquet", ()),
+    "parse": ("jsonl", ("snt", "amr", "status", "error")),
+    "score": ("tsv", ("sentence1", "sentence2", "prediction")),
+}
+
+
+def out_metadata(command: str) -> dict[str, str]:
+    """Parquet key-value metadata that marks a file as `command`'s --out."""
+    return {OUT_MARKER: command}
+
+
+def _written_by(out: Path, command: str) -> bool:
+    """Whether an existing --out holds `command`'s earlier output (OUT_FORMATS)."""
+    fmt, columns = OUT_FORMATS[command]
+    if fmt == "parquet":
+        import polars as pl
+
+        try:
+            return pl.read_parquet_metadata(out).get(OUT_MARKER) == command
+        except (pl.exceptions.PolarsError, OSError, ValueError):  # not Parquet, truncated, unreadable
+            return False
+    with open(out, "rb") as f:
+        first = f.readline(1 << 16).decode("utf-8", errors="replace").rstrip("\r\n")
+    if fmt == "jsonl":
+        try:
+            record = json.loads(first)
+        except ValueError:
+            return False
+        return isinstance(record, dict) and tuple(record)[:len(columns)] == columns
+    return tuple(first.split("\t"))[:len(columns)] == columns
+
+
+def check_out(out: Path, command: str, **inputs: Path | None) -> None:
+    """Before anything is read or computed: an --out that cannot be written (not a regular file: a directory, a
+    device, a FIFO, a socket; in a directory that does not exist; not writable) is refused; so is an existing file
+    that `command` did not write (OUT_FORMATS), and one that is one of the inputs (same path, a symlink or a hard
+    link to it), which would replace the input. `inputs` maps option names (file -> --file) to paths."""
     parent = out.absolute().parent
-    problem = ("is a directory" if out.is_dir() else
-               f"{parent} does not exist" if not parent.exists() else
+    try:
+        mode = out.stat().st_mode  # through a symlink: a link to /dev/null is a device
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:  # a parent that is a file, a loop of links
+        raise AmrsimError(f"--out {out}: cannot write ({e.strerror or e})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        what = _kind(mode)
+        reason = "is a directory" if what == "a directory" else f"is {what}, not a regular file"
+        raise AmrsimError(f"--out {out}: cannot write ({reason}); --out must be a new or earlier {command} "
+                          f"output file")
+    problem = (f"{parent} does not exist" if not parent.exists() else
                f"{parent} is not a directory" if not parent.is_dir() else
-               "permission denied" if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK))
+               "permission denied" if not os.access(parent, os.W_OK) or (mode and not os.access(out, os.W_OK))
                else None)
     if problem:
         raise AmrsimError(f"--out {out}: cannot write ({problem})")
-    if not out.exists():
+    if mode is None:
         return
     for option, path in inputs.items():
         if path is not None and path.exists() and os.path.samefile(path, out):
             raise ConfigError(f"--out {out} is the same file as --{option.replace('_', '-')} {path}; "
                               f"write the output to another file")
+    if out.stat().st_size and not _written_by(out, command):
+        fmt = OUT_FORMATS[command][0]
+        raise ConfigError(f"--out {out}: exists and is not a {'Parquet' if fmt == 'parquet' else fmt.upper()} file "
+                          f"of earlier results of amrsim {command}; remove it or write to another file")
+
+
+def _write_failure(e: BaseException) -> str | None:
+    """The reason of a failed write as one phrase ('No space left on device'), or None when `e` is not about the
+    file system. Polars reports the operating system's error inside its own text: '... (os error 28)'."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    if (found := re.search(r"\(os error (\d+)\)", str(e))) is not None:
+        return os.strerror(int(found.group(1)))
+    return None
 
 
 def write_out(out: Path, write: Callable[[Path], object]) -> None:
-    """Write an --out file atomically (`amrsim.files.atomic_write`); a failure is one line naming the file, and
-    leaves no temporary file."""
+    """Write an --out file atomically (`amrsim.files.atomic_write`): a failure of the file system (disk full, file
+    too large, no permission, read-only) is one line naming the file, and leaves neither a partial nor a temporary
+    file; the previous --out, if any, is left as it was."""
     try:
         atomic_write(out, write)
-    except OSError as e:
-        raise AmrsimError(f"--out {out}: cannot write ({e.strerror or e})") from None
+    except Exception as e:
+        if (reason := _write_failure(e)) is None:
+            raise
+        raise AmrsimError(f"--out {out}: cannot write ({reason})") from None
 
 
 def shown_values(frame, columns: list[str]):

@@ -24,7 +24,7 @@ def deploy_context(config: str = "pipelines.yaml", pipeline: str | None = None) 
     from amrsim.config import load_config
 
     cfg = load_config(config)
-    name = pipeline or cfg.project.default_pipeline
+    name = cfg.pipeline_name(pipeline)  # named, else default_pipeline, else the only pipeline
     if name not in cfg.project.pipelines:
         raise ConfigError(f"{cfg.path}: no pipeline '{name}'; defined: {sorted(cfg.project.pipelines)}")
     cron = cfg.project.pipelines[name].schedule
@@ -45,8 +45,11 @@ def _load_prefect_file(path: Path) -> tuple[list[dict[str, Any]], list[dict[str,
 
     if not path.is_file():
         raise ConfigError(f"{path}: not found (amrsim deploy runs from a checkout of the project)")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    deployments = raw.get("deployments") or []
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (UnicodeDecodeError, yaml.YAMLError) as e:  # not text, or not YAML: one line, not a traceback
+        raise ConfigError(f"{path}: not a YAML file of deployments ({str(e).splitlines()[0]})") from None
+    deployments = (raw.get("deployments") if isinstance(raw, dict) else None) or []
     if not deployments:
         raise ConfigError(f"{path}: no deployments")
     return deployments, raw.get("pull") or []

@@ -16,6 +16,7 @@ from amrsim.cli.common import (
     JsonOpt,
     emit_json,
     evaluation_document,
+    input_path,
     print_scores,
     shown_values,
     warehouse_root,
@@ -103,14 +104,17 @@ def _check_dataset(name: str) -> str:
 
 def _lang_files(items: list[str] | None, option: str) -> dict[str, Path]:
     """['de=path', ...] -> {'de': Path}; each file must exist."""
+    from amrsim.langs import LANG_HINT, lang_code
+
     out: dict[str, Path] = {}
     for item in items or []:
         lang, sep, path = item.partition("=")
         if not sep or not lang or not path:
             raise ConfigError(f"{option} '{item}': expected LANG=PATH (e.g. {option} de=stsb_de_test.tsv)")
-        if not Path(path).is_file():
-            raise ConfigError(f"{option} '{item}': file not found ({Path(path).resolve()})")
-        out[lang] = Path(path)
+        code = lang_code(lang).code
+        if code is None:
+            raise ConfigError(f"{option} '{item}': '{lang}' is not a language code ({LANG_HINT})")
+        out[code] = input_path(path, option)
     return out
 
 
@@ -138,12 +142,13 @@ def evaluate_sts_cmd(
         json_: JsonOpt = False) -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
-    from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig
+    from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig, validation_line
+    from amrsim.langs import lang_code
     from amrsim.stages.evaluate import results_table, sts_stage
     from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse.lineage import new_run_id
 
-    fmt = file_format(file)
+    fmt = file_format(input_path(file, "--file"))
     if fmt is None:
         suffixes = list(TABLE_FORMATS)
         raise ConfigError(f"--file {file}: evaluate sts reads {', '.join(suffixes[:-1])} or {suffixes[-1]} files, "
@@ -151,7 +156,13 @@ def evaluate_sts_cmd(
     if dataset is not None:
         _check_dataset(dataset)
     wh = _warehouse(config, encoder)
-    lang1, lang2 = sentence_langs(lang)
+    lang1, lang2 = (lang_code(side).code or side for side in sentence_langs(lang))  # en-US: rows and pairs say en
+    given_pairs = None
+    if lang_pairs:  # checked (and normalised: deu-eng is de-en) before anything is read or written
+        try:
+            given_pairs = StsEvalConfig(lang_pairs=[p.strip() for p in lang_pairs.split(",")]).lang_pairs
+        except ValueError as e:
+            raise ConfigError(f"--lang-pairs: {validation_line(e)}") from None
     translators = _translators(translate, device)
     header = header_columns(file, fmt)
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
@@ -170,17 +181,17 @@ def evaluate_sts_cmd(
         ds = DatasetConfig(path=str(file), kind="pairs", lang=lang1, lang2=lang2 if lang2 != lang1 else None,
                            columns=columns, split=split, translations=translations)
     except ValueError as e:
-        raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+        raise ConfigError(f"--file {file}: {validation_line(e)}") from None
     _check_row_langs(file, ds)
     run_id = new_run_id()
     ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
-    pairs = (lang_pairs.split(",") if lang_pairs else
+    pairs = (given_pairs if given_pairs else
              [*_file_lang_pairs(wh, name, split), *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang1}-{tl}"))])
     try:
         sts = StsEvalConfig(encoders=[encoder], datasets=[name], splits=[split],
                             lang_pairs=list(dict.fromkeys(p.strip() for p in pairs)))
     except ValueError as e:
-        raise ConfigError(str(e).splitlines()[-1] if "\n" in str(e) else str(e)) from None
+        raise ConfigError(f"--file {file}: {validation_line(e)}") from None
     try:
         _, rows = sts_stage(wh, "cli", sts, run_id, batch_size=batch_size, device=device, translate=translators)
     except WarehouseError as e:  # a sentence without a vector: say which rows failed and why
@@ -254,7 +265,7 @@ def _expand(patterns: list[str]) -> list[Path]:
         found = sorted(glob.glob(pattern))
         if not found:
             raise ConfigError(f"'{pattern}': no file matches ({Path(pattern).resolve()})")
-        files += [Path(f) for f in found]
+        files += [input_path(f, "--file") for f in found]
     return files
 
 
@@ -286,8 +297,7 @@ def evaluate_bitext_cmd(
     frames = [bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device) for f in _expand(file or [])]
     if src is not None and tgt is not None and src_lang and tgt_lang:
         for path, option in ((src, "--src"), (tgt, "--tgt")):
-            if not path.is_file():
-                raise ConfigError(f"{option}: file not found ({path.resolve()})")
+            input_path(path, option)
         frames.append(bitext_eval(wh, encoder, src, run_id, batch_size=batch_size, device=device, tgt_path=tgt,
                                   langs=(src_lang, tgt_lang)))
     rows = pl.concat(frames, how="vertical_relaxed")
@@ -327,8 +337,7 @@ def evaluate_bucc_cmd(
     files = {"src_train": src_train, "tgt_train": tgt_train, "gold_train": gold_train, "src_test": src_test,
              "tgt_test": tgt_test, "gold_test": gold_test}
     for name, path in files.items():
-        if not path.is_file():
-            raise ConfigError(f"--{name.replace('_', '-')}: file not found ({path.resolve()})")
+        input_path(path, f"--{name.replace('_', '-')}")
     try:
         rows = bucc_eval(wh, encoder, files, src_lang, tgt_lang, new_run_id(), k, mode, dataset,
                          batch_size=batch_size, device=device)
@@ -375,8 +384,7 @@ def evaluate_transfer_cmd(
     from amrsim.warehouse.lineage import new_run_id
 
     wh = _warehouse(config, encoder)
-    if not train.is_file():
-        raise ConfigError(f"--train: file not found ({train.resolve()})")
+    input_path(train, "--train")
     try:
         rows, bad = transfer_eval(wh, encoder, task, train, _lang_files(dev, "--dev"), _lang_files(test, "--test"),
                                   new_run_id(), kind=kind, batch_size=batch_size, device=device)

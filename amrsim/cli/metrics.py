@@ -8,12 +8,14 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import JsonOpt, check_out, emit_json, write_out
+from amrsim.cli.common import JsonOpt, check_out, emit_json, input_path, out_metadata, write_out
 from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError, ConfigError, InputError
 from amrsim.files import file_format
 
 # polars, the readers and the metrics engine are imported inside the commands: `amrsim --help` does not need them.
+
+MAX_SAMPLES = 100_000
 
 metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
 
@@ -23,6 +25,9 @@ def _graph_pairs(file: Path, file2: Path | None, columns: tuple[str, str], keep:
     the pair's number)."""
     from amrsim.ingest.readers import read_graph_pairs, read_rows
 
+    input_path(file, "--file")
+    if file2 is not None:
+        input_path(file2, "--file2")
     if file2 is None:
         return read_rows(file, file_format(file, default="jsonl"), [*columns, *keep], text_columns=list(columns))
     for path in (file, file2):
@@ -58,7 +63,7 @@ def metrics_score(
 
     from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
 
-    check_out(out, file=file, file2=file2)
+    check_out(out, "metrics score", file=file, file2=file2)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
@@ -72,9 +77,9 @@ def metrics_score(
     frame = frame.drop("__error")
     graphs = frame["amr1"].to_list(), frame["amr2"].to_list()  # made once: for the keys and for the scorer
     frame = frame.with_columns(pl.Series("key", options.pair_keys(*graphs), pl.String))
-    try:
-        done = pl.read_parquet(out) if out.is_file() else None
-    except (pl.exceptions.PolarsError, OSError) as e:  # never replace a file that is not earlier results
+    try:  # check_out made sure an existing --out carries this command's marker
+        done = pl.read_parquet(out) if out.is_file() and out.stat().st_size else None
+    except (pl.exceptions.PolarsError, OSError) as e:  # marked, but damaged since: never replace it
         raise AmrsimError(f"--out {out}: exists and is not a Parquet file of earlier results "
                           f"({str(e).splitlines()[0]}); remove it or write to another file") from None
     if done is not None and "key" in done.columns:
@@ -99,7 +104,8 @@ def metrics_score(
         result = result.join(unusable, on="line", how="left").with_columns(
             status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
             error=pl.coalesce("why", "error")).drop("why")
-    write_out(out, result.drop("amr1", "amr2", strict=False).write_parquet)
+    written = result.drop("amr1", "amr2", strict=False)
+    write_out(out, lambda path: written.write_parquet(path, metadata=out_metadata("metrics score")))
     failed = int((result["status"] == "failed").sum())
     means = result.filter(pl.col("status") == "ok").select(
         [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])
@@ -139,6 +145,8 @@ def metrics_corpus(
 
     if convention not in ("smatch", "amr"):
         raise ConfigError(f"metrics corpus: --convention must be 'smatch' or 'amr', not '{convention}'")
+    if samples > MAX_SAMPLES:  # each resample is a pass over every pair: 10^9 would run for days
+        raise ConfigError(f"--samples {samples}: at most {MAX_SAMPLES} bootstrap resamples")
     frame = _graph_pairs(file, file2, (test_col, gold_col), [])
     lines = frame["__line"].to_list() if "__line" in frame.columns else list(range(1, frame.height + 1))
     if not frame.height:

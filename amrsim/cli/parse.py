@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from amrsim.cli.common import check_out, write_out
+from amrsim.cli.common import check_out, input_path, write_out
 from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
@@ -23,8 +23,6 @@ def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | N
     plain text file with one sentence per line."""
     from amrsim.ingest.readers import read_rows
 
-    if not path.is_file():
-        raise InputError(str(path), "file not found")
     fmt = file_format(path, {".jsonl": "jsonl", ".tsv": "tsv", ".csv": "csv"}, default="lines")
     header = ["sentence"] if fmt == "lines" else header_columns(path, fmt)
     column = next((c for c in ("sentence", "snt") if c in header), None)
@@ -99,9 +97,11 @@ def parse_command(
     without a parser is translated into English first with --translate."""
     from amrsim.amr.backends import BACKENDS, PIVOT_LANG, PROVIDED, ParseResult
     from amrsim.amr.parsing import linearized_column, parser_for
+    from amrsim.langs import normalise_lang
     from amrsim.warehouse import OK
 
-    check_out(out, file=file)
+    check_out(out, "parse", file=file)
+    input_path(file, "--file")
     if backend not in BACKENDS:
         raise ConfigError(f"--backend '{backend}': use one of {sorted(BACKENDS)}")
     if translate is not None and (backend == PROVIDED or lang == PIVOT_LANG):
@@ -110,10 +110,13 @@ def parse_command(
     parse_lang = PIVOT_LANG if translate is not None else lang
     langs = BACKENDS[backend].langs
     if backend != PROVIDED and parse_lang not in langs:
-        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(langs)}; translate into "
-                          f"English first: --translate Helsinki-NLP/opus-mt-{lang}-en (or a model directory)")
-    if model_dir is not None and not model_dir.is_dir():
-        raise ConfigError(f"--model-dir: model directory not found ({model_dir})")
+        code = normalise_lang(lang)
+        if code is None:  # a suggestion built from it would name a model that cannot exist
+            raise ConfigError(f"--lang '{lang[:40]}': not a language code; use e.g. de, es or zh")
+        raise ConfigError(f"--lang '{lang}': backend {backend} parses {list(langs)}; translate into English "
+                          f"first: --translate Helsinki-NLP/opus-mt-{code.split('-')[0]}-en (or a model directory)")
+    if model_dir is not None:
+        input_path(model_dir, "--model-dir", directory=True)
     if linearize not in ("paper", "pointer", "none"):
         raise ConfigError(f"--linearize '{linearize}': use paper, pointer or none")
     section = _parse_section(backend, langs=[parse_lang] if backend != PROVIDED else [], batch_size=batch_size,

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from amrsim.cli.common import ConfigOpt, check_out, warehouse_root, write_out
+from amrsim.cli.common import ConfigOpt, check_out, input_path, warehouse_root, write_out
 from amrsim.console import console
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
@@ -34,17 +34,21 @@ def score_command(
     import numpy as np
     import polars as pl
 
-    from amrsim.encoders import find_trained
+    from amrsim.encoders import find_trained, is_trained_name, list_trained
     from amrsim.evaluate.sts import correlations
     from amrsim.ingest.readers import read_rows
     from amrsim.methods.loaders import load_encoder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if out is not None:
-        check_out(out, file=file)
-    if not file.is_file():
-        raise ConfigError(f"--file: file not found ({file.resolve()})")
+        check_out(out, "score", file=file)
+    input_path(file, "--file")
     root = warehouse_root(config) / "models"
+    if not is_trained_name(model):  # minilm, hf:...: sentence encoders, which embed sentences one at a time
+        runs = [f"pear:{r}" for r in list_trained(root).get("pear", [])]
+        raise ConfigError(f"--model '{model}': score needs a trained cross-encoder (pear:<run id|latest>; trained: "
+                          f"{', '.join(runs) or 'none'}); compare a sentence encoder's embeddings with "
+                          f"`amrsim evaluate sts --encoder {model}`")
     try:
         trained = find_trained(model, root)
     except ValueError as e:

@@ -62,7 +62,8 @@ def train_command(
                                                                    "(e.g. --param max_steps=20)")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value in the pipeline")] = None,
     run_id: Annotated[str | None, typer.Option(help="train under this run id (resumes its checkpoint if any)")] = None,
-    resume: Annotated[bool, typer.Option(help="resume the newest interrupted run of this method")] = False,
+    resume: Annotated[bool, typer.Option(help="resume the run --run-id names (default: the newest interrupted run "
+                                              "of this method)")] = False,
     refresh: Annotated[bool, typer.Option(help="bring the pipeline's tables up to date first")] = True,
     retrain: Annotated[bool, typer.Option(help="train even if a finished run had the same request (method, params, "
                                                "input table versions); by default that run is reused")] = False,
@@ -79,18 +80,23 @@ def train_command(
         raise ConfigError(f"unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
     t0 = time.perf_counter()
     overrides = parse_overrides(set_)
-    cfg = load_config(config, overrides=overrides)
-    name = pipeline or (method if method in cfg.project.pipelines else None)
-    name, _ = cfg.pipeline(name)
+    if pipeline is None and method in load_config(config).project.pipelines:
+        pipeline = method  # the method's own recipe pipeline: --set applies to it
+    cfg = load_config(config, overrides=overrides, pipeline=pipeline)
+    name, _ = cfg.pipeline(pipeline)
     if run_id:
         from amrsim.stages.train.common import check_run_name
 
         check_run_name(method, run_id)  # before the refresh stages run, not after
-    if resume and not run_id:
+    if resume:  # exactly the run named (else the newest interrupted one), never another finished run
         runs = unfinished_runs(Warehouse(cfg.warehouse_root), method)
+        where = cfg.warehouse_root / "models" / method
+        if run_id and run_id not in runs:
+            raise ConfigError(f"--resume: {method} run '{run_id}' has no interrupted checkpoint under {where} "
+                              f"(interrupted runs: {', '.join(runs) or 'none'})")
         if not runs:
-            raise ConfigError(f"--resume: no interrupted {method} run under {cfg.warehouse_root / 'models' / method}")
-        run_id = runs[0]
+            raise ConfigError(f"--resume: no interrupted {method} run under {where}")
+        run_id = run_id or runs[0]
         console.print(f"resuming {method} run {run_id}")
     params = parse_overrides(param) or None
     _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start

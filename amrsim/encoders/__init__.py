@@ -197,11 +197,38 @@ def find_trained(name: str, models_root: Path | str | None = None) -> TrainedMod
     if not resolves_inside(root, path):  # a symlinked run or method directory may point anywhere
         raise ValueError(f"encoder '{name}': run directory {path} resolves outside the models root {root} "
                          f"({path.resolve()}); run directories must lie inside it")
+    for entry in _links_outside(root, path):  # a symlinked weights file or folder inside the run, likewise
+        raise ValueError(f"encoder '{name}': {entry} resolves outside the models root {root} ({entry.resolve()}); "
+                         "files of a run must lie inside it")
     try:
         meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
     except ValueError as e:
         raise ValueError(f"{path / 'model.json'}: not valid JSON ({e})") from None
     return TrainedModel(method, run_id, path, meta)
+
+
+def _links_outside(root: Path, run_dir: Path) -> list[Path]:
+    """Symlinks under `run_dir` (files or folders, not followed) that resolve outside the models root `root`."""
+    found = []
+    for folder, dirs, files in os.walk(run_dir):
+        for entry in (Path(folder) / n for n in [*dirs, *files]):
+            if entry.is_symlink() and not resolves_inside(root, entry):
+                found.append(entry)
+    return found
+
+
+def check_weights(run_dir: Path) -> None:
+    """Every safetensors file of a trained run has a readable header (read by the safetensors library, no tensors
+    loaded): a corrupt or truncated one is a ConfigError naming the file, not the loader's traceback."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(Path(run_dir).rglob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="numpy") as weights:
+                weights.keys()
+        except (SafetensorError, OSError) as e:
+            raise ConfigError(f"{path}: not a readable safetensors weights file ({str(e).strip() or type(e).__name__})"
+                              "; train the run again or restore the file") from None
 
 
 def resolves_inside(root: Path | str, path: Path | str) -> bool:
@@ -343,6 +370,7 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto", models_r
     if name in PACKAGED or name.startswith("hf:"):
         return _load_named(name, batch_size, device)
     model = find_trained(name, models_root)
+    check_weights(model.path)
     method = model.meta.get("method")
     root = None if models_root is None else str(models_root)
     if loaders and method in loaders:
@@ -363,6 +391,9 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto", models_r
 _LOADED: dict[tuple[Any, ...], Encoder] = {}
 
 
+MODEL_FILES = ("config.json", "modules.json")  # a transformers or sentence-transformers model directory has one
+
+
 @lru_cache(maxsize=4)
 def _load_named(name: str, batch_size: int, device: str) -> Encoder:
     mid = model_id(name)
@@ -373,12 +404,16 @@ def _load_named(name: str, batch_size: int, device: str) -> Encoder:
     if name == "muse":
         return MuseEncoder(model_id=mid)
     ident, pooling = split_hf_name(name)
+    folder = Path(ident).expanduser()
+    if _is_local_path(ident) and folder.is_dir() and not any((folder / f).is_file() for f in MODEL_FILES):
+        raise ConfigError(f"encoder '{name}': {folder} is not a model directory (none of {', '.join(MODEL_FILES)})")
     try:
         if pooling is not None:
             return TransformersEncoder(name, mid, ident, pooling, batch_size, device)
         return SentenceTransformerEncoder(name, mid, ident, batch_size, device)
-    except OSError as e:  # hub id unknown, offline and not cached, or a directory without a model
-        raise ConfigError(f"encoder '{name}': cannot load '{ident}': {str(e).strip().splitlines()[0]}") from None
+    except (OSError, ValueError) as e:  # hub id unknown, offline and not cached, or a directory without a model
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"encoder '{name}': cannot load '{ident}' as a model: {first}") from None
 
 
 @lru_cache(maxsize=4)

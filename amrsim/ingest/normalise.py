@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -10,10 +11,12 @@ import polars as pl
 from amrsim.amr.backends import PROVIDED
 from amrsim.config import KIND_COLUMNS, TEXT_ROLES, DatasetConfig
 from amrsim.ingest.readers import ERROR, LINE
-from amrsim.langs import normalise_lang
+from amrsim.langs import lang_code, normalise_lang  # noqa: F401 (normalise_lang: cli.evaluate imports it from here)
 from amrsim.warehouse import FAILED, OK
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
+
+log = logging.getLogger(__name__)
 
 DERIVED_ERROR = ERROR  # why a row's cells cannot be used (reader: a non-string cell; derive: no negative): it fails
 
@@ -86,6 +89,15 @@ class Normaliser:
         self.source_file = source_file
         self.repeated_ids = repeated_ids
         self.first_line_of_id: dict[str, int] = {}
+        self.lang_notes: dict[str, str] = {}  # a language cell read differently ('de-DE' as 'de') -> its first note
+
+    def _lang(self, raw: str | None, line: int) -> str | None:
+        """A row's language as tables key it; the first row of each region-tagged spelling is noted, once."""
+        code, note = lang_code(raw)
+        if note and raw not in self.lang_notes:
+            self.lang_notes[raw] = f"{self.source_file}:{line}: {note}"  # type: ignore[index]
+            log.warning("%s", self.lang_notes[raw])  # type: ignore[index]
+        return code
 
     def chunk(self, frame: pl.DataFrame) -> dict[str, pl.DataFrame]:
         ds, source_file = self.ds, self.source_file
@@ -115,7 +127,7 @@ class Normaliser:
                     raw = get("lang1" if role == "sentence1" else "lang2") or side_default or row_lang_raw
                 if ds.kind == "parallel" and role == "target":
                     raw = get("target_lang") or ds.target_lang
-                lang = normalise_lang(raw)
+                lang = self._lang(raw, line)
                 if lang is None:
                     reasons.append(f"unknown language code '{raw}'")
                 langs[role] = lang
@@ -150,14 +162,14 @@ class Normaliser:
             # variants: the base language plus each provided translation of every text column
             variants = [(None, langs, base_texts)]
             for tl, mapping in ds.translations.items():
-                t_lang = normalise_lang(tl)
+                t_lang = lang_code(tl).code
                 t_texts = {r: (rec.get(mapping[r]) or "").strip() if r in mapping else None for r in roles}
                 variants.append((tl, {r: t_lang for r in roles}, t_texts))
 
             for variant, v_langs, texts in variants:
                 v_reasons = list(reasons)
                 if variant is not None:
-                    if normalise_lang(variant) is None:
+                    if lang_code(variant).code is None:
                         v_reasons.append(f"unknown language code '{variant}'")
                     v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
                     if any(t is None for t in texts.values()):
@@ -181,7 +193,7 @@ class Normaliser:
 
             if not reasons:  # parallel rows: base text -> each translation, per text column
                 for tl, mapping in ds.translations.items():
-                    t_lang = normalise_lang(tl)
+                    t_lang = lang_code(tl).code
                     for r, c in mapping.items():
                         target = (rec.get(c) or "").strip()
                         if not target or t_lang is None:

@@ -359,8 +359,9 @@ class Trainer:
     `max_grad_norm` (0: not clipped), optimizer and scheduler stepped. Every `eval_every` steps (default: once an
     epoch) and at the last step: the mean losses since the last report, the `evaluator`'s dev score, `keep_best()`
     when it is the best so far, a history entry (`entry(step, means, score)`) and, with `checkpoints`, a checkpoint
-    (also every `checkpoint_every` steps). `max_steps` stops early, as an interruption would; a resumed run (same
-    `run_key`) continues exactly where the checkpoint was."""
+    (also every `checkpoint_every` steps). `max_steps` stops early; with `checkpoints`, as an interruption would:
+    checkpointed with the loss sums since the last report, no extra dev score; a resumed run (same `run_key`)
+    continues exactly where the checkpoint was, to the weights and history of an uninterrupted run."""
 
     method: str
     optimizer: Any
@@ -429,8 +430,11 @@ class Trainer:
         if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None and self.score_at_start:
             self.state["initial_score"] = self.evaluate()
         eval_every = self.eval_every or self.steps_per_epoch
-        sums: dict[str, float] = {}
-        count = 0
+        # the loss sums since the last report: a checkpoint between reports keeps them, so a resumed run reports
+        # the same means an uninterrupted one does
+        window = self.state.pop("window", None) or {"sums": {}, "count": 0}
+        sums: dict[str, float] = dict(window["sums"])
+        count = int(window["count"])
         step = int(self.state["step"])
         while step < self.stop_at:
             rows = self.rows(step)
@@ -457,11 +461,14 @@ class Trainer:
                 sums[name] = sums.get(name, 0.0) + float(value.detach()) * weight
             count += weight
             self.state["step"] = step
-            if step % eval_every == 0 or step == self.stop_at:
+            # with checkpoints, max_steps stops as an interruption would: no dev score an uninterrupted run would not
+            # take (the best model and the history stay the same); without, it is where the run ends
+            last = step == self.total_steps or (step == self.stop_at and self.checkpoints is None)
+            if step % eval_every == 0 or last:
                 self.report(step, {name: total / max(count, 1) for name, total in sums.items()})
                 sums, count = {}, 0
-            elif self.checkpoint_every and step % self.checkpoint_every == 0:
-                self.save()
+            elif step == self.stop_at or (self.checkpoint_every and step % self.checkpoint_every == 0):
+                self.save(window={"sums": sums, "count": count})  # between reports: the window's sums kept
         return self
 
     def report(self, step: int, means: dict[str, float]) -> None:
@@ -478,7 +485,9 @@ class Trainer:
         log.info("%s step %d/%d: %s", self.method, step, self.total_steps, entry)
         self.save()
 
-    def save(self) -> None:
+    def save(self, window: dict[str, Any] | None = None) -> None:
+        """Checkpoint; `window`: the loss sums since the last report, when between reports."""
         if self.checkpoints is not None:
-            save_checkpoint(self.checkpoints.out_dir, self.state, self.optimizer, self.scheduler,
+            state = {**self.state, "window": window} if window else self.state
+            save_checkpoint(self.checkpoints.out_dir, state, self.optimizer, self.scheduler,
                             self.checkpoints.write_weights, **self.checkpoints.tensors())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import sys
 
 import polars as pl
@@ -151,6 +152,27 @@ def test_triples_and_parallel_kinds(write_tsv):
 def test_language_codes_are_normalised():
     assert normalise_lang("deu") == "de" and normalise_lang("en_US") == "en-US" and normalise_lang("cmn") == "zh"
     assert normalise_lang("not a code") is None and normalise_lang("") is None
+
+
+def test_region_tagged_row_languages_are_read_as_the_language_noted_once(write_tsv, caplog):
+    # a `lang2` column of region tags: the rows are German (stored as 'de', so they meet the 'en-de' pairs of every
+    # other file), and the first row of each spelling is noted; a code that is no language fails its row
+    path = write_tsv("tagged.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"], [
+        ["A dog runs.", "Ein Hund rennt.", "4.5", "en", "de-DE"],
+        ["A cat sleeps.", "Eine Katze schläft.", "4.0", "en-GB", "de_DE"],
+        ["A bird sings.", "Ein Vogel singt.", "4.2", "en", "de-DE"],
+        ["A fish swims.", "Ein Fisch schwimmt.", "4.1", "en", "klingon"],
+    ])
+    ds = DatasetConfig(path=str(path), kind="pairs", columns={"lang1": "lang1", "lang2": "lang2"})
+    with caplog.at_level(logging.WARNING, logger="amrsim.ingest.normalise"):
+        pairs = read_dataset(ds, path)["pairs"].sort("source_line")
+    assert pairs["status"].to_list() == ["ok", "ok", "ok", "failed"]
+    assert pairs.select("lang1", "lang2").rows()[:3] == [("en", "de")] * 3
+    assert pairs["error"][3] == "unknown language code 'klingon'"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path.name}:2: language 'de-DE' read as 'de' (region and script are not used)",
+        f"{path.name}:3: language 'en-GB' read as 'en' (region and script are not used)",
+        f"{path.name}:3: language 'de_DE' read as 'de' (region and script are not used)"]
 
 
 @pytest.mark.parametrize("content, line, message", [

@@ -1,12 +1,16 @@
 """What scripts and shells expect of `amrsim`: `--version`, shell completion, `--json` documents alone on stdout, no
-traceback for a path that does not exist (every path option of every command, found by walking the command tree),
-and progress as periodic lines when stderr is a log rather than a terminal."""
+traceback for a path that does not exist, is of the wrong kind, is a FIFO or holds random bytes (every path option
+of every command, found by walking the command tree), and progress as periodic lines when stderr is a log rather
+than a terminal."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
+import random
+import signal
+import stat
 import subprocess
 import sys
 from importlib.metadata import version
@@ -63,25 +67,28 @@ def test_the_walk_finds_every_kind_of_path_option():
 def _inputs(tmp_path: Path) -> dict[str, Path]:
     """One small valid file of each kind the commands read."""
     pairs = tmp_path / "pairs.tsv"
-    pairs.write_text("sentence1\tsentence2\tscore\tlabel\nthe cat\ta cat\t4.5\tentailment\n", encoding="utf-8")
+    pairs.write_text("sentence1\tsentence2\tscore\tlabel\nthe cat\ta cat\t4.5\tENTAILMENT\n", encoding="utf-8")
     graphs = tmp_path / "graphs.jsonl"
     graphs.write_text(json.dumps({"amr1": GRAPH, "amr2": GRAPH}) + "\n", encoding="utf-8")
     penman = tmp_path / "graphs.txt"
     penman.write_text(GRAPH + "\n", encoding="utf-8")
     ids = tmp_path / "ids.tsv"
     ids.write_text("en-1\tthe cat\n", encoding="utf-8")
+    gold = tmp_path / "gold.tsv"  # the one pair of ids.tsv as source and target
+    gold.write_text("en-1\ten-1\n", encoding="utf-8")
     sentences = tmp_path / "snt.jsonl"
     sentences.write_text(json.dumps({"snt": "The boy wants.", "amr": GRAPH}) + "\n", encoding="utf-8")
     config = tmp_path / "pipelines.yaml"
     config.write_text((ROOT / "pipelines.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    return {"pairs": pairs, "graphs": graphs, "penman": penman, "ids": ids, "sentences": sentences,
+    return {"pairs": pairs, "graphs": graphs, "penman": penman, "ids": ids, "gold": gold, "sentences": sentences,
             "config": config, "dir": tmp_path}
 
 
 def _arguments(command: tuple[str, ...], option: str, files: dict[str, Path], out: Path) -> dict[str, list[str]]:
     """Options that get `command` past its other checks to `option`, the path under test: option -> arguments."""
     pairs, graphs, penman = str(files["pairs"]), str(files["graphs"]), str(files["penman"])
-    bucc = {f"--{side}-{split}": [str(files["ids"])] for side in ("src", "tgt", "gold") for split in ("train", "test")}
+    bucc = {f"--{side}-{split}": [str(files["gold" if side == "gold" else "ids"])] for side in ("src", "tgt", "gold")
+            for split in ("train", "test")}
     arguments: dict[tuple[str, ...], dict[str, list[str]]] = {
         ("evaluate", "sts"): {"--encoder": ["minilm"], "--file": [pairs]},
         ("evaluate", "bitext"): {"--encoder": ["minilm"], "--src": [str(files["penman"])],
@@ -166,11 +173,92 @@ def test_a_missing_path_is_one_line_naming_it(tmp_path, monkeypatch, capsys, com
     assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], (args, stderr[-2000:])
 
 
+# Every path option again, with a path that exists but is not what the option reads: the wrong kind (a directory
+# where a file belongs, a file where a directory belongs; the tests run as root, who reads a chmod 000 file, so
+# this stands in for an unreadable path), a FIFO (opening one blocks until a writer comes: each run has a time
+# limit), and random bytes where a table, a YAML file or an earlier --out file belongs.
+DIRECTORY_OPTIONS = {"--model-dir", "--translate"}  # a model directory (or hub id); report --out is written to
+# options whose file holds a table, YAML or an earlier output (a plain-text or PENMAN file of random bytes is
+# text of unreadable sentences or graphs, which fail row by row); score checks its --model before reading --file,
+# and the walk has no trained cross-encoder
+CORRUPTIBLE = {"--file", "--train", "--dev", "--test", "--translation", "--config", "--prefect-file", "--out",
+               *(f"--{side}-{split}" for side in ("src", "tgt", "gold") for split in ("train", "test"))}
+NOT_CORRUPTIBLE = {(("score",), "--file"), (("report",), "--out")}
+
+
+def _bad_cases():
+    cases = []
+    for case in _path_cases():
+        command, option = case.values
+        kinds = ["wrong kind", "fifo"]
+        if option in CORRUPTIBLE and (command, option) not in NOT_CORRUPTIBLE:
+            kinds += ["corrupt.tsv", "corrupt.parquet"]
+        cases += [pytest.param(command, option, kind, id=f"{case.id} {kind}") for kind in kinds]
+    return cases
+
+
+def _bad_value(kind: str, command: tuple[str, ...], option: str, files: dict[str, Path]) -> tuple[str, str]:
+    """(the argument, the path the error must name) for a path of `kind` given to `option`."""
+    bad = files["dir"] / "bad"
+    bad.mkdir()
+    if kind == "fifo":
+        path = bad / "named_pipe.tsv"
+        os.mkfifo(path)
+    elif kind == "wrong kind":
+        directory = option in DIRECTORY_OPTIONS or (command == ("report",) and option == "--out")
+        path = bad / ("a_file" if directory else "a_directory.tsv")
+        path.write_text("a file\n") if directory else path.mkdir()
+    else:  # random bytes, the same each run
+        path = bad / f"random_bytes.{kind.split('.')[1]}"
+        path.write_bytes(random.Random(7).randbytes(4096))
+    if option in ("--dev", "--test", "--translation") or (option == "--translate" and command != ("parse",)):
+        return f"de={path}", str(path)
+    return str(path), str(path)
+
+
+class Blocked(Exception):
+    """The command did not end in time: it waits on a FIFO."""
+
+
+@pytest.mark.parametrize("command, option, kind", _bad_cases())
+def test_a_path_of_the_wrong_kind_or_content_is_one_line_naming_it(tmp_path, monkeypatch, capsys, command, option,
+                                                                     kind):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    files = _inputs(tmp_path)
+    out = tmp_path / "outputs"
+    out.mkdir()
+    given = _arguments(command, option, files, out)
+    value, named = _bad_value(kind, command, option, files)
+    given[option] = [value]
+    args = [part for name, values in given.items()
+            for part in (values if name.isupper() else [p for v in values for p in (name, v)])]
+    args = [*command, *args]
+
+    def blocked(signum, frame):
+        raise Blocked(f"amrsim {' '.join(args)} still runs after 120 s")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(120)
+    try:
+        code, _, stderr = _run_in_process(args, capsys)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert code == 2, (args, code, stderr[-2000:])
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], (args, stderr[-2000:])
+    if kind == "fifo":
+        assert stat.S_ISFIFO(os.lstat(named).st_mode)  # still a FIFO: not replaced by a file
+
+
 @pytest.mark.slow
 def test_the_reported_traceback_is_one_line_in_a_real_process(tmp_path):
     proc = run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", "/nonexistent.tsv")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: /nonexistent.tsv: No such file or directory"
+    assert proc.stderr.strip() == "error: --file /nonexistent.tsv: No such file or directory"
 
 
 def test_version_prints_the_installed_version():
@@ -458,3 +546,42 @@ def test_the_executable_ends_as_python_would_without_cxx_teardown(tmp_path, args
         assert proc.stdout == f"amrsim {version('amrsim')}\n"
     else:
         assert proc.stderr.strip()  # the error line (or click's usage) reached stderr
+
+
+def test_train_set_applies_to_the_pipeline_it_trains(tmp_path, monkeypatch, capsys):
+    """`--set` lands in the pipeline that is trained: the one named by --pipeline (no default_pipeline needed), else
+    the method's own recipe pipeline, not the default one."""
+    import contextlib
+    import logging
+    import types
+
+    seen = []
+
+    def fake_train(method, pipeline, config, overrides, run_id, **options):
+        from amrsim.config import load_config
+
+        cfg = load_config(config, overrides=overrides, pipeline=pipeline)
+        seen.append((pipeline, cfg.project.pipelines[pipeline].description))
+        return []
+
+    @contextlib.contextmanager
+    def no_server(run_dir, label, verbose):
+        yield lambda: None
+
+    monkeypatch.setitem(sys.modules, "flows.train", types.SimpleNamespace(train=fake_train))
+    monkeypatch.setattr("amrsim.cli.train.flow_runtime", no_server)
+    config = tmp_path / "pipelines.yaml"
+    (tmp_path / "pairs.tsv").write_text("sentence1\tsentence2\tscore\na\tb\t1\n", encoding="utf-8")
+    config.write_text("pipelines:\n  first: {description: one}\n  second:\n    description: two\n"
+                      "    datasets: {toy: {path: pairs.tsv, kind: pairs}}\n"
+                      "    train: [{method: s3bert, params: {datasets: [toy]}}]\n", encoding="utf-8")
+    logger = logging.getLogger("amrsim")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    try:
+        runs = [(["train", "s3bert", "--config", str(config), "--pipeline", "second", "--set", "description=changed"]),
+                (["train", "s3bert", "--config", str(ROOT / "pipelines.yaml"), "--set", "description=recipe"])]
+        codes = [_run_in_process(args, capsys)[0] for args in runs]
+    finally:
+        logger.handlers[:], logger.propagate = handlers, propagate
+        logger.setLevel(level)
+    assert codes == [0, 0] and seen == [("second", "changed"), ("s3bert", "recipe")]

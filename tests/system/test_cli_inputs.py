@@ -1,8 +1,12 @@
 """`amrsim evaluate` options that name things the command cannot use end in one line (exit 2) before anything is
 built or written: a model directory or hub id that does not load, a file suffix it does not read, a dataset name
-that is not one safe directory or is reserved. A file named like a reserved dataset gets a name of its own."""
+that is not one safe directory or is reserved. A file named like a reserved dataset gets a name of its own. Other
+commands: `score --model` naming a sentence encoder says so, `metrics corpus --samples` is bounded, and `parse`
+suggests a translation model only for a language code."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -94,3 +98,37 @@ def test_a_bad_training_param_is_one_line_before_anything_starts(tmp_path, param
     assert one_line_error(proc) == f"error: {says}"
     assert not (ROOT / "warehouse" / "models" / "s3bert" / "never-started").exists()  # no stage, no run directory
     assert "Ray" not in proc.stderr and "Prefect" not in proc.stderr  # refused before either started
+
+
+def test_score_calls_a_sentence_encoder_by_what_it_is_not_unknown(tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("sentence1\tsentence2\na cat\tthe cat\n")
+    line = one_line_error(run_cli(tmp_path, "score", "--file", str(pairs), "--model", "minilm"))
+    assert "unknown" not in line
+    assert line.startswith("error: --model 'minilm': score needs a trained cross-encoder (pear:<run id|latest>; "
+                           "trained: none)") and "evaluate sts --encoder minilm" in line
+
+
+def test_metrics_corpus_samples_are_bounded_by_one_line(tmp_path):
+    graphs = tmp_path / "graphs.jsonl"
+    graphs.write_text(json.dumps({"amr1": "(w / want-01)", "amr2": "(w / want-01 :ARG0 (b / boy))"}) + "\n")
+    line = one_line_error(run_cli(tmp_path, "metrics", "corpus", "--file", str(graphs), "--samples", "1000000000"))
+    assert line == "error: --samples 1000000000: at most 100000 bootstrap resamples"
+    at_the_bound = run_cli(tmp_path, "metrics", "corpus", "--file", str(graphs), "--samples", "100000", "--json")
+    assert at_the_bound.returncode == 0, at_the_bound.stderr[-2000:]
+    assert json.loads(at_the_bound.stdout)["samples"] == 100000
+
+
+@pytest.mark.parametrize("lang, says", [
+    ("klingon", "--lang 'klingon': not a language code; use e.g. de, es or zh"),
+    ("opus-mt-x/../../evil", "--lang 'opus-mt-x/../../evil': not a language code"),
+    ("de", "translate into English first: --translate Helsinki-NLP/opus-mt-de-en"),
+    ("de-DE", "translate into English first: --translate Helsinki-NLP/opus-mt-de-en"),
+])
+def test_parse_suggests_a_translation_model_only_for_a_language_code(tmp_path, lang, says):
+    sentences = tmp_path / "snt.txt"
+    sentences.write_text("Der Junge will.\n")
+    line = one_line_error(run_cli(tmp_path, "parse", "--file", str(sentences), "--out", str(tmp_path / "o.jsonl"),
+                                  "--lang", lang))
+    assert says in line
+    assert lang in line and (f"opus-mt-{lang}-en" not in line or lang == "de")

@@ -171,7 +171,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     trainer.state["added_tokens"] = added
     trainer.fit()
     step, history = int(trainer.state["step"]), trainer.state["history"]
-    if dev_eval is not None and step > 0 and (not history or history[-1]["step"] != step):
+    if dev_eval is not None and trainer.completed and (not history or history[-1]["step"] != step):
         trainer.report(step, {})  # a resumed run that had nothing left to train, checkpointed after its last score
     return _finish(out_dir, steps, trainer, added, encoder_path, dict(extra_meta or {}))
 

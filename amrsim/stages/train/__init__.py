@@ -12,8 +12,9 @@ from amrsim.config import Pipeline
 from amrsim.methods import method_params
 from amrsim.stages.evaluate.card import refresh_cards
 from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
-from amrsim.stages.train.common import finished_run_with, request_key, write_request
+from amrsim.stages.train.common import check_run_name, finished_run_with, is_unfinished, request_key, write_request
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.lock import run_lock
 
 # method name -> its stage module (`train(pipe, params, run_id) -> summary`)
 STAGES = {"s3bert": s3bert, "mse_amr": mse_amr, "dueam": dueam, "pear": pear, "meaning": meaning}
@@ -25,15 +26,20 @@ def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel
                  reuse: bool = True) -> dict[str, Any]:
     """Train `method` with `params` (a dict, validated here, or its Params) as run `run_id`; returns the stage
     summary. A finished run of the same request (method, params, input table versions) is reused unless `reuse`
-    is False (a rerun to measure run-to-run variation, say)."""
+    is False (a rerun to measure run-to-run variation, say). An interrupted `run_id` (a checkpoint, no model.json)
+    is resumed, never replaced by another finished run. One training per run id at a time: a second one raises
+    RunBusy naming the holder."""
     checked = method_params(method, params)
+    check_run_name(method, run_id)
     wh = Warehouse(pipe.warehouse_root)
-    key = request_key(wh, method, checked)
-    done = finished_run_with(wh, method, key) if reuse else None
-    if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
-        return done
-    summary = STAGES[method].train(pipe, checked, run_id)
-    if summary.get("status") == "ok":
-        write_request(wh, method, run_id, key, summary)
-        refresh_cards(wh, summary.get("models") or [summary["model"]])
+    with run_lock(wh.models_root, method, run_id):
+        key = request_key(wh, method, checked)
+        done = finished_run_with(wh, method, key, prefer=run_id) \
+            if reuse and not is_unfinished(wh, method, run_id) else None
+        if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
+            return done
+        summary = STAGES[method].train(pipe, checked, run_id)
+        if summary.get("status") == "ok":
+            write_request(wh, method, run_id, key, summary)
+            refresh_cards(wh, summary.get("models") or [summary["model"]])
     return summary

@@ -49,14 +49,33 @@ def table_versions(wh: Warehouse, datasets: Iterable[str], tables: Iterable[str]
     return {f"{d}.{t}": wh.version(d, t) for d in datasets for t in tables if wh.exists(d, t)}
 
 
+def _interrupted(path: Path) -> bool:
+    """A checkpoint and no finished model: no model.json, or one whose metrics say `completed: false` (MSE-AMR
+    writes the weights it has when stopped early)."""
+    if not (path.is_dir() and any((path / c).exists() for c in ("checkpoint", "checkpoint.old"))):
+        return False
+    try:
+        meta = json.loads((path / "model.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return True
+    except (OSError, ValueError):
+        return False
+    metrics = meta.get("metrics") if isinstance(meta, dict) else None
+    return isinstance(metrics, dict) and metrics.get("completed") is False
+
+
 def unfinished_runs(wh: Warehouse, method: str) -> list[str]:
     """Run ids of `method` with a checkpoint but no model.json (interrupted), newest first."""
     root = wh.models_root / method
     if not root.is_dir():
         return []
-    runs = [d for d in root.iterdir() if d.is_dir() and not (d / "model.json").exists()
-            and any((d / c).exists() for c in ("checkpoint", "checkpoint.old"))]
+    runs = [d for d in root.iterdir() if _interrupted(d)]
     return [d.name for d in sorted(runs, key=lambda d: d.stat().st_mtime, reverse=True)]
+
+
+def is_unfinished(wh: Warehouse, method: str, run_id: str) -> bool:
+    """Whether run `method:run_id` was interrupted (a checkpoint, no model.json): training it again resumes it."""
+    return _interrupted(run_dir(wh, method, run_id))
 
 
 def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
@@ -94,10 +113,12 @@ def request_key(wh: Warehouse, method: str, params: BaseModel) -> str:
     return content_key("train", method, params.model_dump(mode="json"), sorted(versions.items()))
 
 
-def finished_run_with(wh: Warehouse, method: str, key: str) -> dict[str, Any] | None:
-    """The summary of a finished run of `method` made with `key`, marked as reused, or None."""
+def finished_run_with(wh: Warehouse, method: str, key: str, prefer: str | None = None) -> dict[str, Any] | None:
+    """The summary of a finished run of `method` made with `key` (run `prefer` first, when it is one), marked as
+    reused, or None."""
     root = wh.models_root / method
-    for request in sorted(root.glob(f"*/{REQUEST}")) if root.is_dir() else []:
+    requests = sorted(root.glob(f"*/{REQUEST}"), key=lambda p: (p.parent.name != prefer, p)) if root.is_dir() else []
+    for request in requests:
         saved = json.loads(request.read_text(encoding="utf-8"))
         if saved.get("key") == key and (request.parent / "model.json").exists():
             summary = dict(saved["summary"])
