@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -116,12 +117,23 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") ->
     return table
 
 
+# C0 and C1 control characters but tab and newline: ESC starts the sequences that clear the screen or set the
+# clipboard (OSC 52), CR overwrites a line
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with terminal control characters shown as escapes (ESC -> `\\x1b`): a cell or message holding user
+    data reaches a terminal as text, never as a command to it."""
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def frame_table(frame: pl.DataFrame, title: str, float_digits: int = 2) -> Table:
-    table = Table(title=title)
+    table = Table(title=printable(title))
     for c in frame.columns:
-        table.add_column(c, justify="right" if frame[c].dtype.is_numeric() else "left")
+        table.add_column(printable(c), justify="right" if frame[c].dtype.is_numeric() else "left")
     for row in frame.iter_rows():
-        table.add_row(*(f"{v:.{float_digits}f}" if isinstance(v, float) else str(v) for v in row))
+        table.add_row(*(f"{v:.{float_digits}f}" if isinstance(v, float) else printable(str(v)) for v in row))
     return table
 
 

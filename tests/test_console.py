@@ -66,3 +66,11 @@ def test_an_ingested_sentence_with_markup_keeps_its_table_listable(tmp_path, wh,
     listed = run_cli(tmp_path, "query", "SELECT text FROM d.sentences ORDER BY text")
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "│ a [/quote] b " in listed.stdout and "│ [bold]OK[/bold] :x: " in listed.stdout
+
+
+def test_control_characters_in_cells_reach_the_terminal_as_text():
+    clear, clipboard = "\x1b[2Jx", "\x1b]52;c;aGk=\x07"  # clear the screen; OSC 52: set the clipboard
+    frame = pl.DataFrame({"c\x1b[31m": [clear], "osc": [clipboard], "text": ["a\tb ü"]})
+    out = _rendered(frame_table(frame, "t\r"))
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "\\x1b[2Jx" in out and "\\x1b]52;c;aGk=\\x07" in out and "c\\x1b[31m" in out and "ü" in out

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli import bench, deploy, evaluate, metrics, parse, query, results, run, score, train
-from amrsim.console import quiet_library_progress_bars
+from amrsim.console import printable, quiet_library_progress_bars
 from amrsim.errors import AmrsimError
 from amrsim.secrets import install_log_redaction, redact
 
@@ -71,12 +71,12 @@ def main() -> None:
         app(prog_name=PROG)  # named, so usage lines and completion scripts say `amrsim` under `python -m` too
     except AmrsimError as e:
         notes = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
-        print(f"error: {redact(str(e) + notes)}", file=sys.stderr)
+        print(f"error: {printable(redact(str(e) + notes))}", file=sys.stderr)
         sys.exit(e.exit_code)
     except OSError as e:  # every command's paths: a file that is missing or cannot be read is the user's to fix
         if (message := path_error(e)) is None:
             raise
-        print(f"error: {redact(message)}", file=sys.stderr)
+        print(f"error: {printable(redact(message))}", file=sys.stderr)
         sys.exit(AmrsimError.exit_code)
     finally:
         # drop Arrow dataset scanners (DuckDB views) while Arrow can still join their threads: one left to the

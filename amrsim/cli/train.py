@@ -138,6 +138,9 @@ def explain_command(
     from amrsim.methods.portable import method_config
     from amrsim.methods.s3bert import RESIDUAL, contributions, explain, layout_from_meta
 
+    for name, text in (("SENTENCE1", sentence1), ("SENTENCE2", sentence2)):
+        if not text.strip():  # two empty texts embed identically: every aspect would read 1.00
+            raise ConfigError(f"{name} is empty: give two sentences to compare")
     root = warehouse_root(config) / "models"
     try:
         trained = find_trained(model, root)

@@ -19,6 +19,7 @@ import polars as pl
 
 from amrsim.errors import InputError
 from amrsim.evaluate import Score
+from amrsim.langs import lang_code
 
 # faiss, sklearn are imported inside the functions: importing this module must stay cheap
 
@@ -70,8 +71,9 @@ def read_bitext(path: str | Path) -> tuple[str, str, list[str], list[str]]:
     if not lines:
         raise InputError(str(path), "empty file: expected a header naming the two languages, then rows")
     src_lang, tgt_lang = _fields(path, lines[0], 1, "language names in the header")
-    if not src_lang.strip() or not tgt_lang.strip():
-        raise InputError(str(path), f"header must name two languages, got {lines[0]!r}", line=1)
+    if lang_code(src_lang.strip()).code is None or lang_code(tgt_lang.strip()).code is None:
+        raise InputError(str(path), f"the header must name the two languages (e.g. 'deu<TAB>eng'), got "
+                                    f"{lines[0]!r}: a file without that header would lose its first pair", line=1)
     if len(lines) == 1:
         raise InputError(str(path), "header only: no sentence pairs")
     src: list[str] = []

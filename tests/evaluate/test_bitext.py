@@ -304,3 +304,15 @@ def test_tatoeba_muse_baselines(lang, mean, request):
     acc = tatoeba_accuracy(model.encode(src), model.encode(tgt))
     assert acc["accuracy"] == pytest.approx(mean, abs=0.1)
     assert math.isclose(acc["accuracy"], (acc["accuracy_src2tgt"] + acc["accuracy_tgt2src"]) / 2)
+
+
+@pytest.mark.parametrize("header", ["sentence1\tsentence2", "Der Hund\tThe dog", "klingon\teng"])
+def test_a_bitext_header_must_name_two_languages(tmp_path, header):
+    """A file without the language header would have its first sentence pair taken as the language pair (and lost
+    from the pairs): refused, naming the file and line."""
+    path = tmp_path / "pairs.tsv"
+    path.write_text(f"{header}\nDie Katze\tThe cat\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"pairs.tsv:1: the header must name the two languages"):
+        read_bitext(path)
+    path.write_text("deu\teng\nDie Katze\tThe cat\n", encoding="utf-8")
+    assert read_bitext(path) == ("deu", "eng", ["Die Katze"], ["The cat"])

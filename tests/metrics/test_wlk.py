@@ -256,3 +256,15 @@ def test_diag_quad_is_numpys_einsum_to_the_last_bit():
         _wwlk_core.diag_quad(a.astype(np.float32), g, np.empty((4, 6)))
     with pytest.raises(TypeError, match="3 arrays"):
         _wwlk_core.diag_quad(a, g)
+
+
+def test_a_file_that_is_not_glove_text_is_one_error_naming_its_line(tmp_path):
+    from amrsim.errors import InputError
+
+    path = tmp_path / "passwd"
+    path.write_text("the 0.1 0.2\nroot:x:0:0:root /root /bin/bash\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"passwd:2: not a vectors file") as caught:
+        load_node_vectors(f"file:{path}")
+    assert "root:x" not in str(caught.value)  # the file's content is not echoed
+    with pytest.raises(InputError, match="node vectors file not found"):
+        load_node_vectors(f"file:{tmp_path / 'missing.txt'}")

@@ -132,3 +132,17 @@ def test_parse_suggests_a_translation_model_only_for_a_language_code(tmp_path, l
                                   "--lang", lang))
     assert says in line
     assert lang in line and (f"opus-mt-{lang}-en" not in line or lang == "de")
+
+
+def test_explain_refuses_empty_sentences(tmp_path):
+    """Two empty texts embed identically: every aspect would read 1.00; refused before a model is loaded."""
+    assert one_line_error(run_cli(tmp_path, "explain", "", "A dog runs.")) == (
+        "error: SENTENCE1 is empty: give two sentences to compare")
+    assert "SENTENCE2 is empty" in one_line_error(run_cli(tmp_path, "explain", "A dog runs.", "  "))
+
+
+def test_query_cells_cannot_send_terminal_commands(tmp_path):
+    proc = run_cli(tmp_path, "query", "SELECT chr(27) || '[2J' AS c, chr(27) || ']52;c;aGk=' || chr(7) AS osc")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b[2J" in proc.stdout and "\\x1b]52;c;aGk=\\x07" in proc.stdout
