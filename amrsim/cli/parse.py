@@ -36,7 +36,8 @@ def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | N
     return [s or "" for s in rows[column]], rows["amr"].to_list() if want_amr else [None] * rows.height
 
 
-def _translate_to_english(model: str, sentences: list[str], device: str) -> tuple[list[str | None], list[str | None]]:
+def _translate_to_english(model: str, lang: str, sentences: list[str], device: str
+                          ) -> tuple[list[str | None], list[str | None]]:
     """English translation (None when it failed) and the failure's reason, per sentence; a model that does not
     load is a config error naming it."""
     from amrsim.translate.run import TranslatorSpec, translator_for
@@ -44,7 +45,7 @@ def _translate_to_english(model: str, sentences: list[str], device: str) -> tupl
     try:
         translator = translator_for(TranslatorSpec(model, device=device))
     except (OSError, ValueError) as e:
-        raise ConfigError(f"--translate '{model}': {e}") from None
+        raise ConfigError(f"--translate '{model}' ({lang}->en): {e}") from None
     results = translator.translate(sentences)
     return [r.text for r in results], [r.error for r in results]
 
@@ -126,7 +127,7 @@ def parse_command(
     english: list[str | None] = []
     why: list[str | None] = []
     if translate is not None:
-        english, why = _translate_to_english(translate, sentences, device)
+        english, why = _translate_to_english(translate, lang, sentences, device)
     if backend == PROVIDED:
         results = _checked_graphs(given)
     else:

@@ -19,8 +19,10 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,19 @@ SPLIT = "split"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
            "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+@contextmanager
+def quiet_hub_requests() -> Iterator[None]:
+    """huggingface_hub logs each failed request ('... thrown while requesting HEAD ...') before the load fails;
+    the failure is reported once, as the load error, so those lines are held back while loading."""
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub_log.setLevel(level)
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -130,10 +145,12 @@ class MarianTranslator:
         elif looks_like_path(source):
             raise FileNotFoundError(f"translation model directory not found: {source}")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForSeq2SeqLM.from_pretrained(source)
-        except Exception as e:  # offline hub, missing files, bad config: name the model, keep the cause
-            raise OSError(f"cannot load translation model '{self.model_name}' ({type(e).__name__}: {e})") from e
+            with quiet_hub_requests():
+                self.tokenizer = AutoTokenizer.from_pretrained(source)
+                model = AutoModelForSeq2SeqLM.from_pretrained(source)
+        except Exception as e:  # offline hub, missing files, bad config: name the model, keep the cause's first line
+            cause = " ".join(str(e).split("\n")[0].split())
+            raise OSError(f"cannot load translation model '{self.model_name}' ({type(e).__name__}: {cause})") from e
         self.model = model.to(device=self.device, dtype=self.torch_dtype).eval()
         limits = [getattr(model.config, "max_position_embeddings", None), self.tokenizer.model_max_length,
                   self.max_input_tokens]

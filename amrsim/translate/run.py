@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import polars as pl
 
+from amrsim.errors import ConfigError
 from amrsim.translate import ENGLISH, Translator, translation_key
 from amrsim.translate.marian import MarianTranslator
 from amrsim.warehouse import FAILED, OK, Warehouse
@@ -52,7 +53,12 @@ def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl
                 error[i] = f"no translation model for {directions[i][0]}->{directions[i][1]} ('{model}' not loaded)"
             continue
         t0 = time.perf_counter()
-        results = translator_for(specs[model]).translate([sources[i] or "" for i in rows])
+        try:
+            translator = translator_for(specs[model])
+        except (OSError, ValueError) as e:  # a model that does not load: say which translation direction needs it
+            pairs = ", ".join(sorted({f"{directions[i][0]}->{directions[i][1]}" for i in rows}))
+            raise ConfigError(f"translate: model '{model}' for {pairs}: {e}") from None
+        results = translator.translate([sources[i] or "" for i in rows])
         per = (time.perf_counter() - t0) / max(1, len(rows))
         for i, r in zip(rows, results, strict=True):
             text[i], flags[i], status[i], error[i], seconds[i] = r.text, r.flags, r.status, r.error, per

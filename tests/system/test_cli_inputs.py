@@ -134,6 +134,16 @@ def test_parse_suggests_a_translation_model_only_for_a_language_code(tmp_path, l
     assert lang in line and (f"opus-mt-{lang}-en" not in line or lang == "de")
 
 
+def test_parse_translation_model_that_does_not_load_is_one_line_naming_the_pair(tmp_path):
+    """The load error names the model and the translation direction, on one line: transformers' own message
+    spans lines and huggingface_hub logs each failed request before it."""
+    sentences = tmp_path / "snt.txt"
+    sentences.write_text("Der Junge will.\n")
+    line = one_line_error(run_cli(tmp_path, "parse", "--file", str(sentences), "--out", str(tmp_path / "o.jsonl"),
+                                  "--lang", "de", "--translate", "opus-mt-not-a-model"))
+    assert line.startswith("error: --translate 'opus-mt-not-a-model' (de->en): cannot load translation model")
+
+
 def test_explain_refuses_empty_sentences(tmp_path):
     """Two empty texts embed identically: every aspect would read 1.00; refused before a model is loaded."""
     assert one_line_error(run_cli(tmp_path, "explain", "", "A dog runs.")) == (

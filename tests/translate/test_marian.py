@@ -161,6 +161,20 @@ def test_unloadable_hub_id_names_the_model(monkeypatch):
         MarianTranslator("Helsinki-NLP/opus-mt-xx-yy-does-not-exist", device="cpu")
 
 
+def test_a_model_that_does_not_load_fails_the_stage_naming_its_translation_direction(monkeypatch, tmp_path):
+    import polars as pl
+
+    from amrsim.errors import ConfigError
+    from amrsim.translate.run import TranslatorSpec, translate_frame
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    frame = pl.DataFrame({"source": ["Hallo.", "Hola."], "source_lang": ["de", "es"], "target_lang": ["en", "en"],
+                          "model": ["broken", "broken"]})
+    missing = str(tmp_path / "not-a-model")
+    with pytest.raises(ConfigError, match=r"^translate: model 'broken' for de->en, es->en: translation model "):
+        translate_frame(frame, {"broken": TranslatorSpec(missing, device="cpu")})
+
+
 def test_pickles_without_the_model_and_reloads(translator):
     blob = pickle.dumps(translator)
     assert len(blob) < 10_000  # options only, no weights
