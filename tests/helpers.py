@@ -292,3 +292,22 @@ class CountingEncoder:
 # the amr_metrics columns two runs must agree on: all but `seconds`, which is wall time
 COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *AMR_METRIC_COLUMNS,
             "options", "status", "error"]
+
+
+def multilingual_sentences(n: int = 10_000, seed: int = 0) -> list[str]:
+    """`n` sentences in every language of ../shared/data (XNLI's 15, Tatoeba's 112, STSb's 10), shuffled, ending
+    with the hard cases: empty, blank, a zero-width space, emoji, mixed scripts with unknown characters, NFKC
+    ligatures, a 3,000-token sentence."""
+    import gzip
+
+    hard = ["", " ", "\t\n", "\u200b", "a😀😀b", "Mixed 日本語 and Русский текст ١٢٣", "ﬁ①ＡＢＣ", "。", "x " * 3000,
+            "Der Hund " * 800]
+    texts: list[str] = []
+    for f in sorted(shared("xnli").glob("xnli_test_*.tsv.gz")):
+        texts += [line.split("\t")[0] for line in gzip.open(f, "rt", encoding="utf-8").read().splitlines()[1:400]]
+    for f in sorted(shared("tatoeba").glob("tatoeba.*.tsv")):
+        texts += [line.split("\t")[0] for line in f.read_text(encoding="utf-8").splitlines()[1:60]]
+    for f in sorted(shared("stsb_multi_mt").glob("stsb_*_test.tsv")):
+        texts += [line.split("\t")[0] for line in f.read_text(encoding="utf-8").splitlines()[1:100]]
+    random.Random(seed).shuffle(texts)
+    return texts[: n - len(hard)] + hard

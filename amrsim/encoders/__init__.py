@@ -265,6 +265,17 @@ def resolve_device(device: str = "auto") -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def only_amrsim_modules(directory: Path) -> bool:
+    """Whether the sentence-transformers model in `directory` names amrsim's module classes besides its own (and
+    no other package's): sentence-transformers imports those only with `trust_remote_code`."""
+    path = directory / "modules.json"
+    if not path.is_file():
+        return False
+    types = [str(m.get("type", "")) for m in json.loads(path.read_text(encoding="utf-8"))]
+    return (any(t.startswith("amrsim.") for t in types)
+            and all(t.startswith(("amrsim.", "sentence_transformers.")) for t in types))
+
+
 @dataclass
 class SentenceTransformerEncoder:
     """all-MiniLM-L6-v2 from its PyPI package, or any sentence-transformers / transformers model (hf:)."""
@@ -279,7 +290,9 @@ class SentenceTransformerEncoder:
     def __post_init__(self) -> None:
         from sentence_transformers import SentenceTransformer
 
-        kwargs = {"model_kwargs": {"use_safetensors": True}} if self.safetensors_only else {}
+        kwargs: dict[str, Any] = {"model_kwargs": {"use_safetensors": True}} if self.safetensors_only else {}
+        if self.safetensors_only and only_amrsim_modules(Path(self.path)):
+            kwargs["trust_remote_code"] = True  # amrsim's own installed classes (muse); nothing from the directory
         self._model = SentenceTransformer(self.path, device=resolve_device(self.device), **kwargs)
         self.dim = int(self._model.get_embedding_dimension())
 

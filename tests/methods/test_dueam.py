@@ -282,6 +282,15 @@ pipelines:
 """
 
 
+def write_toy_data(write_tsv) -> None:
+    """CONFIG's files: the triples with German columns, and four dev pairs."""
+    write_tsv("nli.tsv", ["id", "split", "premise", "entailment", "contradiction", "premise_de", "entailment_de",
+                          "contradiction_de"], [list(r) for r in TRIPLES])
+    write_tsv("dev.tsv", ["sentence1", "sentence2", "score"],
+              [["the cat runs", "the cat runs", "5"], ["the dog sleeps", "a red cat", "0.5"],
+               ["the dog runs", "the dog sleeps", "3"], ["a cat", "the cat", "4"]])
+
+
 @pytest.mark.slow
 def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert, tmp_path, write_config,
                                                                        write_tsv, one_thread):
@@ -293,11 +302,7 @@ def test_trains_from_nli_triples_with_translations_and_loads_as_latest(tiny_bert
     from amrsim.stages.train.dueam import load_items
     from amrsim.warehouse import Warehouse
 
-    write_tsv("nli.tsv", ["id", "split", "premise", "entailment", "contradiction", "premise_de", "entailment_de",
-                          "contradiction_de"], [list(r) for r in TRIPLES])
-    write_tsv("dev.tsv", ["sentence1", "sentence2", "score"],
-              [["the cat runs", "the cat runs", "5"], ["the dog sleeps", "a red cat", "0.5"],
-               ["the dog runs", "the dog sleeps", "3"], ["a cat", "the cat", "4"]])
+    write_toy_data(write_tsv)
     cfg = load_config(write_config(CONFIG.format(model=json.dumps(tiny_bert))))
     wh = Warehouse(cfg.warehouse_root)
     for ds in ("toy_nli", "toy_dev"):
@@ -360,3 +365,67 @@ def test_params_are_strict_and_a_wrong_kind_is_a_config_error(tmp_path, write_co
     """))
     with pytest.raises(ConfigError, match="needs 'triples' or 'pairs'"):
         train_method(cfg.section("p"), "dueam", {"datasets": ["s"]}, "run1")
+
+
+# ---------------------------------------------------------------- muse (the multilingual base, in PyTorch)
+
+
+def test_parallel_pairs_meet_a_sentence_and_its_translations_and_anchor_on_one_language():
+    items = nli_items()
+    parallel, _ = construct_pairs(items, ["parallel"])
+    assert as_tuples(parallel) == {("P1", "P1de", "en", "de"), ("P1de", "P1", "de", "en"), ("E1", "E1de", "en", "de"),
+                                   ("E1de", "E1", "de", "en"), ("E2", "E2fr", "en", "fr"), ("E2fr", "E2", "fr", "en")}
+    assert all(p.lang1 != p.lang2 and p.anchor_text2(True) == p.text1 for p in parallel)  # anchor target WMD 0
+    assert all(p.anchor_text2(False) == p.text2 for p in parallel)
+    cross, _ = construct_pairs(items, ["cross_lingual"])
+    by_text = {(p.text1, p.text2): p for p in cross}
+    assert by_text[("P1", "E1de")].anchor_text2(True) == "E1"  # the hypothesis in the premise's language
+    assert by_text[("P2", "E2fr")].anchor_text2(True) == "E2"
+    assert by_text[("P1de", "C1")].anchor_text2(True) == "C1"  # C1 has no German: the anchor compares as given
+
+
+def test_muse_anchor_tokens_without_specials_and_a_translation_is_far_in_its_token_space():
+    from amrsim.encoders.muse_torch import MuseTokenizer
+    from amrsim.methods.dueam import MuseAnchor
+
+    texts = ["The cat sleeps on the sofa.", "Die Katze schläft auf dem Sofa.", ""]
+    ids = MuseTokenizer().encode(texts)
+    features, rows = MuseAnchor(-1).tokens(texts), MuseAnchor(0).tokens(texts)
+    assert [f.shape for f in features] == [(len(i) - 2, 1280) for i in ids]
+    assert [r.shape for r in rows] == [(len(i) - 2, 512) for i in ids]
+    same = anchor_targets(MuseAnchor(-1), texts[:1], texts[:1]).wmd[0]
+    translated = anchor_targets(MuseAnchor(-1), texts[:1], texts[1:2]).wmd[0]
+    # why `anchor_same_language` exists: muse's token features are not aligned across languages
+    assert same == 0.0 and translated > 0.8
+
+
+@pytest.mark.slow
+def test_trains_muse_end_to_end_and_the_run_loads_in_amrsim_and_sentence_transformers(tmp_path, write_config,
+                                                                                      write_tsv, one_thread):
+    from sentence_transformers import SentenceTransformer
+
+    from amrsim.config import load_config
+    from amrsim.encoders.muse_torch import TorchMuse
+    from amrsim.methods.loaders import load_encoder
+    from amrsim.stages.ingest import ingest_stage
+    from amrsim.stages.train import train_method
+    from amrsim.warehouse import Warehouse
+
+    write_toy_data(write_tsv)
+    config = CONFIG.format(model="muse").replace(
+        "max_length: 16, device: cpu}", "max_length: 16, device: cpu, train_embedding: false,\n"
+        "                  modes: [monolingual, cross_lingual, parallel], anchor_same_language: true}")
+    cfg = load_config(write_config(config))
+    wh = Warehouse(cfg.warehouse_root)
+    for ds in ("toy_nli", "toy_dev"):
+        ingest_stage(cfg.section("toy"), ds, "r0")
+    summary = train_method(cfg.section("toy"), "dueam", cfg.project.pipelines["toy"].train[0].params, "m1")
+    assert summary["status"] == "ok" and summary["pairs"]["parallel"] > 0, summary
+    run = wh.models_root / "dueam" / "m1"
+    meta = json.loads((run / "model.json").read_text(encoding="utf-8"))
+    assert meta["params"]["train_embedding"] is False and meta["anchor"] == meta["learner"] == "muse"
+    texts = ["die katze schläft", "the cat sleeps"]
+    ours = load_encoder("dueam:m1", models_root=wh.models_root).encode(texts)
+    theirs = SentenceTransformer(str(run), trust_remote_code=True, device="cpu").encode(texts)
+    assert ours.shape == (2, 512) and np.abs(ours - theirs).max() <= 1e-6
+    assert np.abs(ours - TorchMuse().encode(texts)).max() > 1e-6  # trained: not muse any more

@@ -4,11 +4,20 @@ L = L_A - lam * L_B (`loss`), the anchor and the learner (`model`), the paper's 
 
 from amrsim.methods.dueam.data import MODES, NLIItem, TrainPair, construct_pairs
 from amrsim.methods.dueam.loss import LAMBDA, EmptyTokensError, anchor_loss, cosine_term, dueam_loss, wmd
-from amrsim.methods.dueam.model import EMPTY_TOKENS, Anchor, AnchorTargets, anchor_targets, load_learner
+from amrsim.methods.dueam.model import (
+    EMPTY_TOKENS,
+    MUSE,
+    Anchor,
+    AnchorTargets,
+    MuseAnchor,
+    anchor_targets,
+    load_learner,
+    make_anchor,
+)
 from amrsim.methods.dueam.params import Hyper, Params
 from amrsim.methods.dueam.train import train_dueam
 from amrsim.methods.training import NonFiniteLossError
 
-__all__ = ["EMPTY_TOKENS", "LAMBDA", "MODES", "Anchor", "AnchorTargets", "EmptyTokensError", "Hyper", "NLIItem",
-           "NonFiniteLossError", "Params", "TrainPair", "anchor_loss", "anchor_targets", "construct_pairs",
-           "cosine_term", "dueam_loss", "load_learner", "train_dueam", "wmd"]
+__all__ = ["EMPTY_TOKENS", "LAMBDA", "MODES", "MUSE", "Anchor", "AnchorTargets", "EmptyTokensError", "Hyper",
+           "MuseAnchor", "NLIItem", "NonFiniteLossError", "Params", "TrainPair", "anchor_loss", "anchor_targets",
+           "construct_pairs", "cosine_term", "dueam_loss", "load_learner", "make_anchor", "train_dueam", "wmd"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MODES = ("unsupervised", "monolingual", "cross_lingual")
+MODES = ("unsupervised", "monolingual", "cross_lingual", "parallel")
 Layout = tuple[int, int, str, str, bool]  # item, hypothesis, lang1, lang2, cross-lingual
 
 
@@ -32,6 +32,12 @@ class TrainPair:
     mode: str
     item_id: str
     source: str
+    text2_in_lang1: str | None = None  # a cross-lingual pair's hypothesis in the premise's language, when given
+
+    def anchor_text2(self, same_language: bool) -> str:
+        """What the anchor compares text1 with: text2, or with `same_language` its translation into lang1 (an anchor
+        whose token space is not aligned across languages measures a translation as far as an unrelated text)."""
+        return self.text2_in_lang1 if same_language and self.text2_in_lang1 is not None else self.text2
 
 
 def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Sequence[str] | None = None,
@@ -39,7 +45,8 @@ def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Seque
     """Pairs of the paper's §5 and counts of what could not be built. Per item and hypothesis, the language layouts
     are (L, L) for every language both sides have (`monolingual`) and (L1, L2), L1 != L2 (`cross_lingual`, at most
     `max_cross_per_item` sampled per hypothesis), in the languages `langs`. `unsupervised` takes every layout but
-    the hypothesis, in L2, of a uniformly drawn other item."""
+    the hypothesis, in L2, of a uniformly drawn other item. `parallel` pairs each sentence with its translations
+    (`parallel_pairs`)."""
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"DuEAM pair modes {unknown} unknown; use {', '.join(MODES)}")
@@ -51,12 +58,36 @@ def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Seque
     rng = np.random.default_rng(seed)
     layouts = language_layouts(items, ok, rng, max_cross_per_item)
     pairs = [TrainPair(items[i].premise[l1], items[i].hypotheses[h][l2], l1, l2, mode, items[i].item_id,
-                       items[i].item_id)
+                       items[i].item_id, items[i].hypotheses[h].get(l1) if cross else None)
              for i, h, l1, l2, cross in layouts if (mode := "cross_lingual" if cross else "monolingual") in modes]
     missing: Counter[str] = Counter()
     if "unsupervised" in modes:
         pairs += unsupervised_pairs(items, layouts, ok, rng, missing)
+    if "parallel" in modes:
+        pairs += parallel_pairs(items, ok, rng, max_cross_per_item)
     return pairs, missing
+
+
+def parallel_pairs(items: Sequence[NLIItem], ok: Callable[[str], bool], rng: np.random.Generator,
+                   max_per_sentence: int | None) -> list[TrainPair]:
+    """A sentence and its translation (L1, L2), L1 != L2, for the premise and each hypothesis (at most
+    `max_per_sentence` sampled language pairs each); in lang1 the two are one text, so a same-language anchor's
+    target is WMD 0: translations meet."""
+    pairs = []
+    for item in items:
+        seen = set()
+        for side in (item.premise, *item.hypotheses):
+            key = tuple(sorted(side.items()))
+            if key in seen:  # a premise repeated as its own hypothesis
+                continue
+            seen.add(key)
+            langs = sorted(lg for lg in side if ok(lg))
+            layouts = [(l1, l2) for l1 in langs for l2 in langs if l1 != l2]
+            if max_per_sentence is not None and len(layouts) > max_per_sentence:
+                layouts = [layouts[k] for k in sorted(rng.choice(len(layouts), max_per_sentence, replace=False))]
+            pairs += [TrainPair(side[l1], side[l2], l1, l2, "parallel", item.item_id, item.item_id, side[l1])
+                      for l1, l2 in layouts]
+    return pairs
 
 
 def language_layouts(items: Sequence[NLIItem], ok: Callable[[str], bool], rng: np.random.Generator,

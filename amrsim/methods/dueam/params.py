@@ -20,18 +20,22 @@ class Hyper(TrainingArgs):
     lam: StrictFloat = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
     max_length: StrictInt = Field(default=128, ge=4)
     warmup: StrictInt = Field(default=100, ge=0)
+    train_embedding: bool = True  # learner muse: False freezes its 128,010 x 512 token table (the rest trains)
 
 
 class Params(Hyper):
     datasets: list[str] = Field(min_length=1)  # NLI-style datasets: kind triples or pairs
     split: str | None = "train"  # None: every split
-    modes: list[Literal["unsupervised", "monolingual", "cross_lingual"]] = Field(
+    modes: list[Literal["unsupervised", "monolingual", "cross_lingual", "parallel"]] = Field(
         default=["monolingual", "cross_lingual"], min_length=1)  # the paper's weakly supervised setting
     langs: list[str] | None = None  # None: every language found
+    # cross-lingual pairs: the anchor compares the premise with the hypothesis in the premise's language (for an
+    # anchor whose token space is not aligned across languages, as muse's; `parallel` pairs need it to mean anything)
+    anchor_same_language: bool = False
     max_cross_per_item: StrictInt | None = Field(default=None, ge=1)  # cross-lingual layouts per hypothesis (sampled)
     max_pairs: StrictInt | None = Field(default=None, ge=1)  # a seeded sample of the constructed pairs (CPU recipes)
-    anchor: str = "minilm"  # frozen token encoder: minilm, hf:<id|path> or a transformers dir
-    learner: str = "minilm"  # sentence encoder to train: minilm, hf:<id|path>, a sentence-transformers dir
+    anchor: str = "minilm"  # frozen token encoder: minilm, muse, hf:<id|path> or a transformers dir
+    learner: str = "minilm"  # sentence encoder to train: minilm, muse, hf:<id|path>, a sentence-transformers dir
     dev_dataset: str | None = None  # pairs with gold scores (STSb dev): keeps the best learner by Spearman
     dev_split: str | None = "dev"
     dev_lang_pair: str = "en-en"

@@ -12,7 +12,7 @@ import numpy as np
 from amrsim.encoders import resolve_device
 from amrsim.evaluate.sts import StsEvaluator
 from amrsim.methods.dueam.loss import dueam_loss
-from amrsim.methods.dueam.model import Anchor, anchor_targets, load_learner, pooling_of
+from amrsim.methods.dueam.model import anchor_targets, load_learner, make_anchor, pooling_of
 from amrsim.methods.dueam.params import Hyper
 from amrsim.methods.training import (
     Checkpoints,
@@ -36,7 +36,7 @@ STUDENT, TARGETS = "student.safetensors", "anchor_wmd.npy"  # in the checkpoint
 LOSS = "L_A - lam * L_B; L_A = mean|exp(-||s'-t'||) - exp(-WMD(s,t))|, L_B = mean cos(s',t')"
 # model.json's `params` (the settings that change the numbers; `weights` is `wmd_weights`)
 RECIPE = ("lam", "batch_size", "lr", "warmup", "epochs", "anchor_layer", "weights", "unit_vectors", "normalize",
-          "max_length", "weight_decay", "max_grad_norm")
+          "max_length", "weight_decay", "max_grad_norm", "train_embedding")
 
 
 def wmd_targets(anchor_path: str, texts1: list[str], texts2: list[str], hp: Hyper, device: str,
@@ -44,7 +44,7 @@ def wmd_targets(anchor_path: str, texts1: list[str], texts2: list[str], hp: Hype
     """WMD per pair (NaN: skipped) and the anchor's counts: read from the checkpoint when resuming, else computed."""
     if saved is not None:
         return np.load(ckpt / TARGETS), saved["anchor"]
-    anchor = Anchor(anchor_path, hp.anchor_layer, hp.max_length, device=device)
+    anchor = make_anchor(anchor_path, hp.anchor_layer, hp.max_length, device)
     targets = anchor_targets(anchor, texts1, texts2, hp.wmd_weights, hp.unit_vectors)
     return targets.wmd, {"sentences_embedded": targets.sentences_embedded,
                          "distances_computed": targets.distances_computed, "skipped": targets.reasons()}
@@ -108,9 +108,11 @@ def adamw(model: SentenceTransformer, lr: float, weight_decay: float) -> torch.o
 
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path,
                 hp: Hyper | None = None, *, dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None = None,
-                resume: bool = True, extra_meta: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
-    """Train the learner on (texts1[i], texts2[i]) against the anchor's WMD targets (`hp` and/or `Hyper` fields as
-    keywords); pairs with a side empty after tokenisation are skipped and counted. `dev` (texts1, texts2, gold):
+                anchor_texts2: Sequence[str] | None = None, resume: bool = True,
+                extra_meta: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
+    """Train the learner on (texts1[i], texts2[i]) against the anchor's WMD targets of (texts1[i],
+    anchor_texts2[i]) (default: texts2; `TrainPair.anchor_text2`) (`hp` and/or `Hyper` fields as keywords); pairs
+    with a side empty after tokenisation are skipped and counted. `dev` (texts1, texts2, gold):
     Spearman x100 of the learner's cosine keeps the best weights (else the last). A finished run writes
     `out_dir/encoder/` and `out_dir/model.json`, then removes the checkpoint."""
     import torch
@@ -121,23 +123,26 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     if len(texts1) != len(texts2):
         raise ValueError(f"DuEAM: {len(texts1)} sentence1s but {len(texts2)} sentence2s; they must align")
     device, texts1, texts2 = resolve_device(hp.device), list(texts1), list(texts2)
+    anchored = texts2 if anchor_texts2 is None else list(anchor_texts2)
+    if len(anchored) != len(texts2):
+        raise ValueError(f"DuEAM: {len(anchored)} anchor sentence2s for {len(texts2)} pairs; they must align")
     params = {k: getattr(hp, "wmd_weights" if k == "weights" else k) for k in RECIPE}
     run_key = {"anchor": anchor_path, "learner": learner_path, "seed": hp.seed, **params,
-               "train": content_key(texts1, texts2),
+               "train": content_key(texts1, texts2) if anchored == texts2 else content_key(texts1, texts2, anchored),
                "dev": content_key(list(dev[0]), list(dev[1]), np.asarray(dev[2]).tolist()) if dev else None}
     ckpt, saved = open_checkpoint(out_dir, run_key, resume)
-    dist, anchor_info = wmd_targets(anchor_path, texts1, texts2, hp, device, saved, ckpt)
+    dist, anchor_info = wmd_targets(anchor_path, texts1, anchored, hp, device, saved, ckpt)
     keep = np.flatnonzero(np.isfinite(dist))
     if len(keep) < 1:
         raise ValueError(f"DuEAM: no usable training pairs (skipped: {anchor_info['skipped']})")
     y, n = dist[keep], len(keep)
-    anchor_info |= {"pairs": n, "identical_pairs": int(sum(texts1[i] == texts2[i] for i in keep)),
+    anchor_info |= {"pairs": n, "identical_pairs": int(sum(texts1[i] == anchored[i] for i in keep)),
                     "wmd_mean": float(y.mean()), "wmd_min": float(y.min()), "wmd_max": float(y.max()),
                     "target_mean": float(np.exp(-y).mean())}
 
     torch.manual_seed(hp.seed)
-    learner = Learner(load_learner(learner_path, hp.normalize, hp.max_length, device), texts1, texts2, dist, keep,
-                      hp.lam, device)
+    learner = Learner(load_learner(learner_path, hp.normalize, hp.max_length, device, hp.train_embedding), texts1,
+                      texts2, dist, keep, hp.lam, device)
     optimizer, per_epoch = adamw(learner.model, hp.lr, hp.weight_decay), -(-n // hp.batch_size)
     best_path = out_dir / "best.safetensors"
     trainer = Trainer(

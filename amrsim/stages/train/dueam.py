@@ -14,7 +14,7 @@ import polars as pl
 
 from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
-from amrsim.methods.dueam import NLIItem, Params, TrainPair, construct_pairs, train_dueam
+from amrsim.methods.dueam import MUSE, NLIItem, Params, TrainPair, construct_pairs, train_dueam
 from amrsim.methods.training import base_model_path
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
 from amrsim.warehouse import Warehouse
@@ -159,6 +159,11 @@ def run_meta(pipe: Pipeline, params: Params, versions: dict[str, int | None], it
     return meta | ({"languages": ENGLISH_ONLY} if "minilm" in (params.anchor, params.learner) else {})
 
 
+def dueam_base(name: str) -> str:
+    """What train_dueam loads: `muse` as it is (its PyTorch port), every other name as a transformers path."""
+    return MUSE if name == MUSE else base_model_path(name)
+
+
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     started = time.perf_counter()
     wh = Warehouse(pipe.warehouse_root)
@@ -172,8 +177,9 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         dev, dev_info = dev_pairs(wh, params, versions) if params.dev_dataset else (None, {})
         meta = run_meta(pipe, params, versions, items, pairs, built, left_out, dev_info)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_dueam(base_model_path(params.anchor), base_model_path(params.learner),
+        result = train_dueam(dueam_base(params.anchor), dueam_base(params.learner),
                              [p.text1 for p in pairs], [p.text2 for p in pairs], out_dir, params, dev=dev,
+                             anchor_texts2=[p.anchor_text2(params.anchor_same_language) for p in pairs],
                              extra_meta=meta)
         skipped = dict(result["skipped"])
         failed = sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values())
