@@ -410,6 +410,10 @@ class ParseConfig(_Strict):
     batch_size: StrictInt | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
     num_beams: StrictInt = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # amrlib: auto = bf16 on CUDA (fp16 without bf16), fp32 on the CPU; float32 reproduces fp32 runs exactly
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # amrlib on CUDA: beam tokens per batch, auto = sized from free GPU memory at start; null: batch_size batches
+    batch_budget: StrictInt | Literal["auto"] | None = "auto"
     linearize: Literal["paper", "pointer"] = "paper"  # the `linearized` column (MSE-AMR's AMR encoder input)
 
     @model_validator(mode="after")
@@ -429,7 +433,8 @@ class ParseConfig(_Strict):
     def parser_specs(self, resolve: Callable[[str], Path | str] = Path) -> dict[str, ParserSpec]:
         """A backend spec per language parsed directly, the model directory as `resolve(model_dir)` gives it."""
         model_dir = str(resolve(self.model_dir)) if self.model_dir else None
-        return {lang: ParserSpec(self.backend, lang, model_dir, self.batch_size, self.num_beams, self.device)
+        return {lang: ParserSpec(self.backend, lang, model_dir, self.batch_size, self.num_beams, self.device,
+                                 self.dtype, self.batch_budget)
                 for lang in self.direct_langs()}
 
 
@@ -448,6 +453,8 @@ class TranslateConfig(_Strict):
     num_beams: StrictInt = Field(default=4, ge=1)
     max_length: StrictInt = Field(default=256, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # on CUDA: beam tokens per batch, auto = sized from free GPU memory at start; null: batch_size batches
+    batch_budget: StrictInt | Literal["auto"] | None = "auto"
 
     @model_validator(mode="after")
     def _models(self) -> TranslateConfig:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from amrsim.encoders.muse_st import MuseSentenceEncoder
 from amrsim.encoders.muse_torch import TorchMuse
 from amrsim.methods.dueam import NLIItem, construct_pairs, train_dueam
 
@@ -74,12 +75,9 @@ def main() -> None:
                          lr=a.lr, lam=a.lam, epochs=1, warmup=10, eval_every=max(1, len(pairs) // a.batch // 4),
                          train_embedding=bool(a.train_embedding), device="cpu")
     seconds = time.perf_counter() - t0
-    from sentence_transformers import SentenceTransformer
-
-    trained = SentenceTransformer(a.out, trust_remote_code=True, device="cpu")
-    base = TorchMuse()
-    table = {f"en-{x}": (round(sts(base.encode, x), 2), round(sts(lambda t: trained.encode(t, batch_size=128), x), 2))
-             for x in TEST_LANGS}
+    saved = MuseSentenceEncoder.load(a.out)  # the run's muse, as amrsim loads it
+    trained, base = TorchMuse(model=saved.muse, tokenizer=saved.tokenizer), TorchMuse()
+    table = {f"en-{x}": (round(sts(base.encode, x), 2), round(sts(trained.encode, x), 2)) for x in TEST_LANGS}
     print(json.dumps({"settings": vars(a), "pairs": len(pairs), "train_seconds": round(seconds),
                       "dev_initial": result["initial_dev"], "dev_best": result["best_dev"],
                       "best_step": result["best_step"], "steps": result["steps"], "en_x": table,

@@ -21,9 +21,12 @@ and its deserialiser returns ``()`` (no graph) for garbage rather than failing, 
 where a later beam is a real graph; validating before choosing fixes that. Graphs come back as the deserialiser
 writes them (PENMAN, indent 6) without the ``# ::snt`` line amrlib adds: the row already holds the sentence.
 
-Sentences are parsed longest first in batches (padding waste is small), results come back in input order. Empty
-sentences fail without reaching the model; a batch that raises (e.g. CUDA out of memory) is retried one sentence
-at a time, and a sentence still raising fails with the error.
+Sentences are parsed longest first in batches (padding waste is small), results come back in input order. On a GPU
+a batch fills a budget of beam tokens sized from the free memory at load (`batch_budget`, `amrsim.generation`) and
+the model runs in bf16 (fp16 where bf16 is unsupported; `dtype: float32` reproduces fp32 runs); on the CPU batches
+hold `batch_size` sentences in fp32. Empty sentences fail without reaching the model; a batch out of memory is
+halved (and so is the budget of later batches) and retried; a batch that raises otherwise is retried one sentence at
+a time, and a sentence still raising fails with the error.
 
 transformers 5.x compatibility of amrlib 0.8.1 (checked with 5.23): loading, tokenizing, ``generate`` and
 decoding work. One silent difference: ``Inference.__init__`` forces ``no_repeat_ngram_size = 0`` on
@@ -41,6 +44,7 @@ from pathlib import Path
 
 from amrsim.amr.graph import AMRError, parse
 from amrsim.amr.result import ParseResult
+from amrsim.generation import budget_batches, is_out_of_memory, resolve_dtype, token_budget
 
 # amrlib, torch are imported inside the functions: importing this module must stay cheap
 
@@ -97,7 +101,8 @@ class AmrlibParser:
     name = "amrlib"
 
     def __init__(self, model_dir: str | Path, device: str = "auto", batch_size: int = 16, num_beams: int = 4,
-                 max_sent_len: int | None = None, tokenizer: str | Path | None = None):
+                 max_sent_len: int | None = None, tokenizer: str | Path | None = None, dtype: str = "auto",
+                 batch_budget: int | str | None = "auto", free_memory: int | None = None):
         model_dir = Path(model_dir).expanduser()
         if not model_dir.is_dir():
             raise FileNotFoundError(f"amrlib model directory not found: {model_dir}")
@@ -134,6 +139,7 @@ class AmrlibParser:
 
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.torch_dtype = resolve_dtype(dtype, device)  # validated before loading: bf16 (fp16) on CUDA
         self.device = device
         self.batch_size = batch_size
         self.num_beams = num_beams
@@ -145,13 +151,18 @@ class AmrlibParser:
         except OSError as e:
             raise OSError(f"cannot load the amrlib model in {model_dir} (tokenizer '{tok_name}'): {e}. Put the "
                           "tokenizer files in the model directory or pass tokenizer=") from e
-        model = self._inference.model
+        model = self._inference.model.to(dtype=self.torch_dtype)
+        self._inference.model = model
         model.eval()
         model.generation_config.no_repeat_ngram_size = 0  # amrlib sets it on model.config: a no-op in transformers 5
         if max_sent_len is not None:
             self._inference.max_sent_len = max_sent_len
         self.max_sent_len = self._inference.max_sent_len
         self.max_graph_len = self._inference.max_graph_len
+        self.budget = token_budget(batch_budget, model.config, self.torch_dtype, device, free_memory)
+        if self.budget is not None:
+            log.info("amrlib parsing on %s: %d beam tokens per batch (%s)", device, self.budget.tokens,
+                     self.budget.source)
 
     def _generate(self, sentences: list[str]) -> list[list[str]]:
         """Raw beams per sentence (amrlib's tokenize / generate / decode), in the order given."""
@@ -166,30 +177,47 @@ class AmrlibParser:
 
             torch.cuda.empty_cache()
 
+    def batches(self, sentences: Sequence[str]) -> list[list[int]]:
+        """Indices, longest first: batches filling the token budget (lengths in the model's tokens, capped at
+        `max_sent_len`) when there is one, else `batch_size` at a time."""
+        if self.budget is None:
+            order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # amrlib's own order
+            return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        ids = self._inference.tokenizer(list(sentences))["input_ids"]
+        lengths = [min(len(x), self.max_sent_len) for x in ids]
+        return budget_batches(lengths, self.max_graph_len, self.num_beams, self.budget.tokens)
+
+    def _beams(self, batch: list[str]) -> list[list[str] | Exception]:
+        """Beams per sentence of a batch. Out of memory: halve the batch (and the budget after it) and retry each
+        half; any other error: one sentence at a time, a sentence that still raises gets its error."""
+        try:
+            self._inference.batch_size = len(batch)
+            return list(self._generate(batch))
+        except Exception as e:
+            self._release_memory()
+            if len(batch) > 1 and is_out_of_memory(e):
+                if self.budget is not None:
+                    self.budget = self.budget.halved()
+                log.warning("amrlib batch of %d out of memory; halving it (%s)", len(batch),
+                            self.budget.source if self.budget else "no budget")
+                half = len(batch) // 2
+                return self._beams(batch[:half]) + self._beams(batch[half:])
+            if len(batch) == 1:
+                return [e]
+            log.warning("amrlib batch of %d failed (%s); retrying one sentence at a time", len(batch), _short(e))
+            return [b for s in batch for b in self._beams([s])]
+
     def parse(self, sentences: Sequence[str]) -> list[ParseResult]:
         results: list[ParseResult | None] = [None] * len(sentences)
-        todo = []
+        todo: list[tuple[int, str]] = []
         for i, s in enumerate(sentences):
             if not isinstance(s, str) or not s.strip():
                 results[i] = ParseResult.failed("empty sentence")
             else:
                 todo.append((i, s.strip()))
-        todo.sort(key=lambda x: len(x[1]), reverse=True)  # longest first, as amrlib does
-        for start in range(0, len(todo), self.batch_size):
-            batch = todo[start:start + self.batch_size]
-            try:
-                beams = self._generate([s for _, s in batch])
-            except Exception as e:  # the batch failed: retry its sentences one at a time
-                log.warning("amrlib batch of %d failed (%s); retrying one sentence at a time", len(batch), _short(e))
-                self._release_memory()
-                beams = []
-                for _, s in batch:
-                    try:
-                        beams.append(self._generate([s])[0])
-                    except Exception as e1:
-                        self._release_memory()
-                        beams.append(e1)
-            for (i, _), b in zip(batch, beams, strict=True):
+        for batch in self.batches([s for _, s in todo]):
+            rows = [todo[j] for j in batch]
+            for (i, _), b in zip(rows, self._beams([s for _, s in rows]), strict=True):
                 results[i] = ParseResult.failed(f"generation failed: {_short(b)}") if isinstance(b, Exception) \
                     else choose_beam(b)
         return results  # type: ignore[return-value]

@@ -28,6 +28,8 @@ class ParserSpec:
     batch_size: int | None = None  # None: the backend's default
     num_beams: int = 4
     device: str = "auto"
+    dtype: str = "auto"  # amrlib: bf16 on CUDA, fp32 on the CPU
+    batch_budget: int | str | None = "auto"  # amrlib on CUDA: beam tokens per batch (auto: from free memory)
 
     @property
     def id(self) -> str:
@@ -53,7 +55,8 @@ class Backend:
 def _amrlib(spec: ParserSpec) -> AMRParser:
     if not spec.model_dir:
         raise ValueError("backend amrlib needs a model directory")
-    return AmrlibParser(spec.model_dir, device=spec.device, batch_size=spec.batch, num_beams=spec.num_beams)
+    return AmrlibParser(spec.model_dir, device=spec.device, batch_size=spec.batch, num_beams=spec.num_beams,
+                        dtype=spec.dtype, batch_budget=spec.batch_budget)
 
 
 # spaCy gains from big batches; a seq2seq beam batch is GPU memory

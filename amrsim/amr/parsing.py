@@ -15,6 +15,7 @@ from amrsim.amr.backends import BACKENDS, AMRParser, ParseResult, ParserSpec
 from amrsim.amr.graph import AMRError
 from amrsim.amr.linearize import linearize
 from amrsim.warehouse import FAILED, OK
+from amrsim.warehouse.lineage import BATCH_BUDGET
 
 __all__ = ["ParserSpec", "linearized_column", "parse_frame", "parse_texts", "parser_for"]
 
@@ -37,11 +38,13 @@ def parse_texts(spec: ParserSpec, texts: list[str]) -> tuple[list[ParseResult], 
 
 def parse_frame(frame: pl.DataFrame, specs: dict[str, ParserSpec], linearize: str | None = "paper") -> pl.DataFrame:
     """`frame` has `parsed_text` and `parse_lang` (the language actually parsed); adds penman, status, error,
-    seconds and `linearized`. Rows whose parse_lang has no spec, or whose text is empty, fail with the reason."""
+    seconds, `linearized` and `batch_budget` (the GPU batch budget, for the stage's lineage). Rows whose parse_lang
+    has no spec, or whose text is empty, fail with the reason."""
     penman: list[str | None] = [None] * frame.height
     status = [FAILED] * frame.height
     error: list[str | None] = ["no parser configured"] * frame.height
     seconds: list[float | None] = [None] * frame.height
+    budgets: list[int | None] = [None] * frame.height  # the GPU batch budget after the rows ran (null: fixed)
     texts, langs = frame["parsed_text"].to_list(), frame["parse_lang"].to_list()
     for lang in sorted({lang for lang in langs if lang is not None}):
         rows = [i for i, lg in enumerate(langs) if lg == lang]
@@ -52,11 +55,14 @@ def parse_frame(frame: pl.DataFrame, specs: dict[str, ParserSpec], linearize: st
         distinct = list(dict.fromkeys(texts[i] or "" for i in rows))
         results, per_sentence = parse_texts(specs[lang], distinct)
         by_text = dict(zip(distinct, results, strict=True))
+        budget = getattr(parser_for(specs[lang]), "budget", None)
         for i in rows:
             r = by_text[texts[i] or ""]
             penman[i], status[i], error[i], seconds[i] = r.penman, r.status, r.error, per_sentence
+            budgets[i] = budget.tokens if budget else None
     out = frame.with_columns(pl.Series("penman", penman, pl.String), pl.Series("status", status, pl.String),
-                             pl.Series("error", error, pl.String), pl.Series("seconds", seconds, pl.Float64))
+                             pl.Series("error", error, pl.String), pl.Series("seconds", seconds, pl.Float64),
+                             pl.Series(BATCH_BUDGET, budgets, pl.Int64))
     return out.with_columns(pl.Series("linearized", linearized_column(penman, status, linearize), pl.String))
 
 

@@ -14,11 +14,6 @@ from amrsim.errors import ConfigError
 bench_app = typer.Typer(no_args_is_help=True, help="GPU throughput benchmarks of the translation and parsing models.")
 
 
-TINY = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
-        "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 1000,
-        "max_position_embeddings": 128}
-
-
 def _bench_device(device: str, tiny: bool) -> None:
     import torch
 
@@ -39,12 +34,12 @@ def bench_translate_command(
         num_beams: Annotated[int, typer.Option(min=1)] = 4,
         tiny: Annotated[bool, typer.Option(help="a tiny config instead of opus-mt-en-de's")] = False) -> None:
     """Randomly initialised opus-mt-en-de-shaped MarianMT: batched vs one-at-a-time sentences/s."""
-    from amrsim.translate.bench import bench_translate
+    from amrsim.bench.check import TINY_MARIAN
+    from amrsim.bench.translate import bench_translate
 
     _bench_device(device, tiny)
-    tiny_marian = TINY | {"pad_token_id": TINY["vocab_size"] - 1, "decoder_start_token_id": TINY["vocab_size"] - 1}
     out = bench_translate(device=device, n_sentences=sentences, batch_size=batch_size, out_tokens=out_tokens,
-                          num_beams=num_beams, config_overrides=tiny_marian if tiny else None)
+                          num_beams=num_beams, config_overrides=TINY_MARIAN if tiny else None)
     print(json.dumps(out, indent=2, default=str))
 
 
@@ -58,7 +53,8 @@ def bench_parse_command(
         num_beams: Annotated[int, typer.Option(min=1)] = 4,
         tiny: Annotated[bool, typer.Option(help="a tiny config instead of BART's")] = False) -> None:
     """Randomly initialised BART-base/large parse_xfm-shaped model: batched vs one-at-a-time sentences/s."""
-    from amrsim.amr.bench import bench_parse
+    from amrsim.bench.check import TINY
+    from amrsim.bench.parse import bench_parse
 
     if size not in ("base", "large"):
         raise ConfigError(f"--size '{size}': use base or large")
@@ -68,3 +64,24 @@ def bench_parse_command(
     print(json.dumps(out, indent=2, default=str))
 
 
+
+
+@bench_app.command("all")
+def bench_all_command(
+        out: Annotated[str, typer.Option(help="the JSON to write")],
+        device: Annotated[str, typer.Option(help="cuda | cuda:N | cpu (with --tiny)")] = "cuda",
+        sentences: Annotated[int | None, typer.Option(min=1, help="sentences per run (default 2000 / 1000)")] = None,
+        tiny: Annotated[bool, typer.Option(help="tiny configs instead of the real shapes")] = False) -> None:
+    """The device check in one call: translation and bart-large parsing at the earlier fixed batches (parsing in
+    fp32) and at today's defaults (token budget from free memory, parsing in bf16); one JSON. On a machine without
+    amrsim's warehouse stack: `python -m amrsim.bench.check --out FILE`."""
+    from pathlib import Path
+
+    from amrsim.bench.check import run_check
+
+    _bench_device(device, tiny)
+    result = run_check(device, tiny, sentences)
+    Path(out).write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    for run in result["runs"]:
+        rate = run.get("sentences_per_s")
+        print(f"{run['run']}: " + (f"{rate:.1f} sentences/s" if rate is not None else run.get("error", "")))

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from amrsim.errors import ConfigError
+from amrsim.generation import resolve_device
 
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
            "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder", "model_id",
@@ -255,14 +256,6 @@ def model_subdir(run_dir: Path | str, sub: str) -> Path:
     if not sub or not resolves_inside(run_dir, path):
         raise ValueError(f"{run_dir / 'model.json'}: model directory '{sub}' is not inside {run_dir}")
     return path
-
-
-def resolve_device(device: str = "auto") -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def only_amrsim_modules(directory: Path) -> bool:

@@ -103,7 +103,7 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
         chunks = [unparsable] if unparsable.height else []
         chunks += [runnable.slice(i, parse.commit_rows) for i in range(0, runnable.height, parse.commit_rows)]
         for i, chunk in enumerate(chunks):
-            rows = chunk if i == 0 and unparsable.height else parse_batches(chunk)
+            rows = chunk if i == 0 and unparsable.height else run.take_budgets(parse_batches(chunk))
             wh.upsert(dataset, "amr", rows.drop("parse_lang", strict=False))
             run.wrote("amr")
             run.rows_computed += rows.height

@@ -58,7 +58,8 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
         todo = pl.DataFrame(generate, schema=TRANSLATION_TODO_SCHEMA)
         run.rows_in += todo.height
         todo = todo.filter(~pl.col("key").is_in(list(done)))
-        frames = [f for f in (copied, translate_batches(todo) if todo.height else None) if f is not None and f.height]
+        generated = run.take_budgets(translate_batches(todo)) if todo.height else None
+        frames = [f for f in (copied, generated) if f is not None and f.height]
         rows = pl.concat(frames, how="diagonal_relaxed") if frames else todo
         if rows.height:
             wh.upsert(dataset, "translations", rows)
@@ -80,4 +81,4 @@ def translator_spec(pipe: Pipeline, model: str) -> TranslatorSpec:
     tr = pipe.spec.translate
     assert tr is not None
     return TranslatorSpec(str(pipe.resolve_path(model)) if looks_like_path(model) else model, tr.batch_size,
-                          tr.num_beams, tr.max_length, tr.device, configured=model)
+                          tr.num_beams, tr.max_length, tr.device, tr.batch_budget, configured=model)

@@ -3,14 +3,17 @@
 Why it is shaped this way:
 
 * Throughput: inputs are tokenised once, sorted by token length and generated in batches of similar length
-  (little padding), then put back in input order. Greedy results equal one-at-a-time results.
+  (little padding), then put back in input order. Greedy results equal one-at-a-time results. On a GPU a batch
+  fills a budget of beam tokens sized from the free memory at load (`batch_budget`, `amrsim.generation`); on the
+  CPU it holds `batch_size` inputs.
 * No silent truncation: an input longer than the model accepts (the smallest of the model's
   `max_position_embeddings`, the tokenizer's `model_max_length` and `max_input_tokens`) is split into
   sentences, packed greedily into pieces that fit, a sentence that alone is too long is cut into token chunks
   (at word starts where possible); the pieces are translated and joined with a space, and the row is flagged
   `split`.
-* No lost rows: empty input is a failed row; a batch that raises (e.g. CUDA out of memory) is retried one
-  segment at a time, and a segment that still raises fails only its own row. The output always has the
+* No lost rows: empty input is a failed row; a batch out of memory is halved (and so is the budget of later
+  batches) and retried; a batch that raises otherwise is retried one segment at a time, and a segment that
+  still raises fails only its own row. The output always has the
   input's length and order.
 * Loading is eager (in `__init__`), so a missing directory or an unloadable hub id fails fast with the path or
   id in the message. Pickling ships only the options; the model is loaded again on unpickling (Ray actors,
@@ -28,16 +31,24 @@ from pathlib import Path
 from typing import Any
 
 from amrsim.files import looks_like_path
+from amrsim.generation import (
+    TokenBudget,
+    budget_batches,
+    is_out_of_memory,
+    length_sorted_batches,
+    pad_batch,
+    resolve_device,
+    resolve_dtype,
+    token_budget,
+)
 from amrsim.translate import TranslationResult
+
+log = logging.getLogger(__name__)
 
 # torch, transformers are imported inside the functions: importing this module must stay cheap
 
 SPLIT = "split"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
-           "bfloat16": "bfloat16", "bf16": "bfloat16"}
-
-
 @contextmanager
 def quiet_hub_requests() -> Iterator[None]:
     """huggingface_hub logs each failed request ('... thrown while requesting HEAD ...') before the load fails;
@@ -49,47 +60,6 @@ def quiet_hub_requests() -> Iterator[None]:
         yield
     finally:
         hub_log.setLevel(level)
-
-
-def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; anything else ('cpu', 'cuda:1', ...) is kept."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-def resolve_dtype(dtype: str, device: str):
-    """'auto' -> bf16 on a CUDA device that supports it, else fp16 on CUDA, fp32 elsewhere."""
-    import torch
-
-    if dtype == "auto":
-        if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; expected 'auto' or one of {sorted(_DTYPES)}")
-    return getattr(torch, _DTYPES[dtype])
-
-
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length, longest first (an OOM shows up on the first batch)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-
-
-def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, device: Any):
-    """Right-padded input_ids and attention_mask tensors for a list of token-id lists."""
-    import torch
-
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, s in enumerate(seqs):
-        ids[row, :len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[row, :len(s)] = 1
-    return ids.to(device), mask.to(device)
 
 
 @dataclass
@@ -118,7 +88,8 @@ class MarianTranslator:
     name = "marian"
 
     def __init__(self, model: str, device: str = "auto", batch_size: int = 32, num_beams: int = 4,
-                 max_length: int = 256, dtype: str = "auto", max_input_tokens: int | None = None):
+                 max_length: int = 256, dtype: str = "auto", max_input_tokens: int | None = None,
+                 batch_budget: int | str | None = "auto", free_memory: int | None = None):
         if batch_size < 1 or num_beams < 1 or max_length < 1:
             raise ValueError("batch_size, num_beams and max_length must be >= 1")
         if max_input_tokens is not None and max_input_tokens < 2:
@@ -130,6 +101,7 @@ class MarianTranslator:
         self.num_beams = num_beams
         self.max_length = max_length
         self.max_input_tokens = max_input_tokens
+        self.batch_budget, self.free_memory = batch_budget, free_memory
         self._load()
 
     # -- loading and pickling ---------------------------------------------------------------------------
@@ -159,6 +131,16 @@ class MarianTranslator:
         self.max_new_tokens = min(self.max_length, int(positions))
         self.pad_id = self.tokenizer.pad_token_id
         self.eos_id = self.tokenizer.eos_token_id
+        self.budget = self._budget(model.config)
+
+    def _budget(self, config: Any) -> TokenBudget | None:
+        """Beam tokens per batch: sized from free GPU memory (`auto`, CUDA only), given, or none (fixed
+        `batch_size` batches, as on the CPU)."""
+        budget = token_budget(self.batch_budget, config, self.torch_dtype, self.device, self.free_memory)
+        if budget is not None:
+            log.info("translation %s on %s: %d beam tokens per batch (%s)", self.model_name, self.device,
+                     budget.tokens, budget.source)
+        return budget
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -215,7 +197,8 @@ class MarianTranslator:
         return self.tokenizer.batch_decode(out, skip_special_tokens=True)
 
     def _run_batch(self, batch: list[_Segment]) -> None:
-        """Generate a batch; on any error retry its segments one at a time, failing only those that still raise."""
+        """Generate a batch. Out of memory: halve it (and the budget of the batches after it) and retry each half;
+        any other error: retry its segments one at a time, failing only those that still raise."""
         try:
             for seg, text in zip(batch, self._generate([s.ids for s in batch]), strict=True):
                 seg.text = text
@@ -223,6 +206,15 @@ class MarianTranslator:
         except Exception as e:
             if len(batch) == 1:
                 batch[0].error = f"{type(e).__name__}: {e}"
+                return
+            if is_out_of_memory(e):
+                self._free_cache()
+                if self.budget is not None:
+                    self.budget = self.budget.halved()
+                    log.warning("translation: out of memory at %d segments; %s", len(batch), self.budget.source)
+                half = len(batch) // 2
+                self._run_batch(batch[:half])
+                self._run_batch(batch[half:])
                 return
         self._free_cache()
         for seg in batch:
@@ -238,6 +230,12 @@ class MarianTranslator:
         if str(self.device).startswith("cuda") and torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Segment indices by batch: filling the token budget when there is one, else `batch_size` at a time."""
+        if self.budget is None:
+            return length_sorted_batches(lengths, self.batch_size)
+        return budget_batches(lengths, self.max_new_tokens, self.num_beams, self.budget.tokens)
+
     def translate(self, texts: Sequence[str]) -> list[TranslationResult]:
         """One result per input, same order; failed rows carry the reason, split rows the `split` flag."""
         texts = ["" if t is None else str(t) for t in texts]
@@ -251,7 +249,7 @@ class MarianTranslator:
                 pieces, rows[i].split = self._split(texts[i]), True
             rows[i].segments = [_Segment(i, p) for p in pieces]
             segments.extend(rows[i].segments)
-        for batch in length_sorted_batches([len(s.ids) for s in segments], self.batch_size):
+        for batch in self.batches([len(s.ids) for s in segments]):
             self._run_batch([segments[j] for j in batch])
         results = []
         for row in rows:

@@ -12,6 +12,7 @@ from amrsim.errors import ConfigError
 from amrsim.translate import ENGLISH, Translator, translation_key
 from amrsim.translate.marian import MarianTranslator
 from amrsim.warehouse import FAILED, OK, Warehouse
+from amrsim.warehouse.lineage import BATCH_BUDGET
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class TranslatorSpec:
     num_beams: int = 4
     max_length: int = 256
     device: str = "auto"
+    batch_budget: int | str | None = "auto"  # on CUDA: beam tokens per batch (auto: from free memory)
     configured: str | None = None  # the model as the config names it (for keys), when `model` is its resolved path
 
     @property
@@ -32,18 +34,20 @@ class TranslatorSpec:
 @lru_cache(maxsize=8)
 def translator_for(spec: TranslatorSpec) -> Translator:
     return MarianTranslator(spec.model, device=spec.device, batch_size=spec.batch_size, num_beams=spec.num_beams,
-                            max_length=spec.max_length)
+                            max_length=spec.max_length, batch_budget=spec.batch_budget)
 
 
 def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl.DataFrame:
     """`frame` has `source`, `source_lang`, `target_lang` and `model` (as configured; `specs` maps it to what
-    loads); adds text, flags, status, error, seconds (per sentence). Rows of a model without a spec fail."""
+    loads); adds text, flags, status, error, seconds (per sentence) and `batch_budget` (the GPU batch budget, for
+    the stage's lineage; not stored with the rows). Rows of a model without a spec fail."""
     n = frame.height
     text: list[str | None] = [None] * n
     flags: list[str | None] = [None] * n
     status = [FAILED] * n
     error: list[str | None] = [None] * n
     seconds: list[float | None] = [None] * n
+    budgets: list[int | None] = [None] * n  # the GPU batch budget after the rows ran (null: fixed batches)
     sources, models = frame["source"].to_list(), frame["model"].to_list()
     directions = list(zip(frame["source_lang"].to_list(), frame["target_lang"].to_list(), strict=True))
     for model in sorted(set(models)):
@@ -62,9 +66,11 @@ def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl
         per = (time.perf_counter() - t0) / max(1, len(rows))
         for i, r in zip(rows, results, strict=True):
             text[i], flags[i], status[i], error[i], seconds[i] = r.text, r.flags, r.status, r.error, per
+            budgets[i] = translator.budget.tokens if getattr(translator, "budget", None) else None
     return frame.with_columns(pl.Series("text", text, pl.String), pl.Series("flags", flags, pl.String),
                               pl.Series("status", status, pl.String), pl.Series("error", error, pl.String),
-                              pl.Series("seconds", seconds, pl.Float64))
+                              pl.Series("seconds", seconds, pl.Float64),
+                              pl.Series(BATCH_BUDGET, budgets, pl.Int64))
 
 
 def english_translations(wh: Warehouse, dataset: str, frame: pl.DataFrame, specs: dict[str, TranslatorSpec]

@@ -20,6 +20,7 @@ from amrsim.secrets import redact, redact_obj
 from amrsim.warehouse.store import BrokenTable, Warehouse
 
 META = "meta"
+BATCH_BUDGET = "batch_budget"  # a generator's GPU batch budget, carried per row from the workers to the stage
 
 
 @lru_cache(maxsize=1)
@@ -59,11 +60,22 @@ class StageRun:
     seconds: float = 0.0
     status: str = "ok"
     error: str | None = None
+    settings: dict[str, object] = field(default_factory=dict)  # chosen at run time, e.g. {"batch_budget": [...]}
 
     def wrote(self, table: str, changed: object = True) -> None:
         """Note that the stage changed `table` (listed once, in order), if `changed`."""
         if changed and table not in self.outputs:
             self.outputs.append(table)
+
+    def take_budgets(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """`frame` without its `batch_budget` column (the GPU batch budgets its generators used, per row; null on
+        the CPU), whose distinct values go to `settings["batch_budget"]`."""
+        if BATCH_BUDGET not in frame.columns:
+            return frame
+        used = sorted(int(v) for v in frame[BATCH_BUDGET].drop_nulls().unique().to_list())
+        if used:
+            self.settings[BATCH_BUDGET] = sorted({*self.settings.get(BATCH_BUDGET, []), *used})  # type: ignore[misc]
+        return frame.drop(BATCH_BUDGET)
 
     def summary(self) -> dict[str, object]:
         return {"stage": self.stage, "dataset": self.dataset, "rows_in": self.rows_in,
@@ -98,6 +110,7 @@ def record_stage(wh: Warehouse, run: StageRun) -> Iterator[StageRun]:
                 "config_hash": run.config_hash, "code_version": code_version(), "rows_in": run.rows_in,
                 "rows_computed": run.rows_computed, "rows_failed": run.rows_failed, "rows_out": run.rows_out,
                 "seconds": run.seconds, "started_at": started, "status": run.status, "error": error,
+                "settings": json.dumps(run.settings, sort_keys=True) if run.settings else None,
             })
         wh.append(META, "lineage", pl.DataFrame(rows, schema_overrides={"output_version": pl.Int64}))
 

@@ -16,7 +16,8 @@ _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int6
 # columns added to a schema after tables were written: rows may lack them (null), and a commit adds them to an
 # older table
 LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"}),
-                                             "pairs": frozenset({"amr1_key", "amr2_key"})}
+                                             "pairs": frozenset({"amr1_key", "amr2_key"}),
+                                             "lineage": frozenset({"settings"})}
 
 SCHEMAS: dict[str, pa.Schema] = {
     "sentences": pa.schema([
@@ -94,5 +95,6 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("rows_out", pa.int64()), pa.field("seconds", pa.float64()),
         pa.field("started_at", pa.timestamp("us", tz="UTC")), pa.field("status", pa.string()),
         pa.field("error", pa.string()),
+        pa.field("settings", pa.string()),  # JSON: what a stage chose at run time (GPU batch budgets); null: none
     ]),
 }

@@ -168,15 +168,37 @@ def test_batch_error_retried_one_by_one(model_dir, monkeypatch):
 
     def fail(texts):
         if len(texts) > 1 or "boom" in texts[0]:
-            raise RuntimeError("CUDA out of memory (simulated)")
+            raise RuntimeError("device-side assert (simulated)")
 
     monkeypatch.setattr(p._inference.model, "generate",
                         _fake_generate(p, calls, lambda t: [f"( {t.split()[0].lower()} )"], fail))
     results = p.parse(["first one", "boom here", "third"])
     assert [r.status for r in results] == [OK, FAILED, OK]
-    assert results[1].error == "generation failed: RuntimeError: CUDA out of memory (simulated)"
+    assert results[1].error == "generation failed: RuntimeError: device-side assert (simulated)"
     assert results[0].penman.startswith("(f / first") and results[2].penman.startswith("(t / third")
     assert len(calls) == 1 + 3  # the batch, then each sentence
+
+
+def test_out_of_memory_halves_the_batch_and_the_budget(model_dir, monkeypatch):
+    """An injected CUDA out-of-memory error on batches over 2 sentences: each is halved until it fits, later
+    batches get half the budget; no sentence is lost."""
+    import torch
+
+    p = AmrlibParser(model_dir, device="cpu", batch_size=4, num_beams=1, batch_budget=10_000)
+    calls: list[list[str]] = []
+
+    def fail(texts):
+        if len(texts) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+
+    monkeypatch.setattr(p._inference.model, "generate",
+                        _fake_generate(p, calls, lambda t: [f"( {t.split()[0].lower()} )"], fail))
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    results = p.parse([f"{w} runs" for w in words])
+    assert [r.status for r in results] == [OK] * 6
+    assert [r.penman.split()[2].rstrip(")") for r in results] == words
+    assert [len(c) for c in calls] == [6, 3, 1, 2, 3, 1, 2]
+    assert p.budget is not None and p.budget.tokens == 10_000 // 8  # halved once per out-of-memory batch
 
 
 def test_released_layout_without_tokenizer_files(model_dir, tmp_path):
@@ -214,7 +236,7 @@ def test_not_a_parse_model(tmp_path):
 
 @pytest.mark.slow
 def test_bench_parse_tiny_cpu():
-    from amrsim.amr.bench import BART_SHAPES, bench_parse
+    from amrsim.bench.parse import BART_SHAPES, bench_parse
 
     assert BART_SHAPES["large"]["d_model"] == 1024 and BART_SHAPES["base"]["encoder_layers"] == 6
     tiny = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
@@ -228,3 +250,16 @@ def test_bench_parse_tiny_cpu():
     assert out["output_tokens_per_s"] == pytest.approx(6 * 30 / out["seconds"], rel=0.05)
     with pytest.raises(ValueError, match="size"):
         bench_parse(device="cpu", size="huge", config_overrides=tiny)
+
+
+def test_dtype_option_and_no_budget_on_the_cpu(model_dir):
+    """bf16 where asked (the CUDA default), fp32 on the CPU by default; no free-memory budget on the CPU."""
+    import torch
+
+    assert AmrlibParser(model_dir, device="cpu").budget is None
+    assert next(AmrlibParser(model_dir, device="cpu")._inference.model.parameters()).dtype == torch.float32
+    bf16 = AmrlibParser(model_dir, device="cpu", dtype="bf16", num_beams=1)
+    assert next(bf16._inference.model.parameters()).dtype == torch.bfloat16
+    assert bf16.parse(["The boy wants to go."])[0].status in (OK, FAILED)  # random weights: runs, row kept
+    with pytest.raises(ValueError, match="unknown dtype 'int3'"):
+        AmrlibParser(model_dir, device="cpu", dtype="int3")

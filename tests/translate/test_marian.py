@@ -184,7 +184,7 @@ def test_pickles_without_the_model_and_reloads(translator):
 
 
 def test_device_and_dtype_resolution():
-    from amrsim.translate.marian import resolve_device, resolve_dtype
+    from amrsim.generation import resolve_device, resolve_dtype
 
     assert resolve_device("cuda:1") == "cuda:1"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
@@ -195,7 +195,7 @@ def test_device_and_dtype_resolution():
 
 
 def test_bench_runs_tiny_on_cpu():
-    from amrsim.translate.bench import bench_translate
+    from amrsim.bench.translate import bench_translate
 
     tiny = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
                 encoder_ffn_dim=32, decoder_ffn_dim=32, vocab_size=101, max_position_embeddings=64,

@@ -159,11 +159,6 @@ def run_meta(pipe: Pipeline, params: Params, versions: dict[str, int | None], it
     return meta | ({"languages": ENGLISH_ONLY} if "minilm" in (params.anchor, params.learner) else {})
 
 
-def dueam_base(name: str) -> str:
-    """What train_dueam loads: `muse` as it is (its PyTorch port), every other name as a transformers path."""
-    return MUSE if name == MUSE else base_model_path(name)
-
-
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     started = time.perf_counter()
     wh = Warehouse(pipe.warehouse_root)
@@ -177,7 +172,10 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         dev, dev_info = dev_pairs(wh, params, versions) if params.dev_dataset else (None, {})
         meta = run_meta(pipe, params, versions, items, pairs, built, left_out, dev_info)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_dueam(dueam_base(params.anchor), dueam_base(params.learner),
+        # muse trains through its PyTorch port; every other base loads from a transformers path
+        anchor = MUSE if params.anchor == MUSE else base_model_path(params.anchor)
+        learner = MUSE if params.learner == MUSE else base_model_path(params.learner)
+        result = train_dueam(anchor, learner,
                              [p.text1 for p in pairs], [p.text2 for p in pairs], out_dir, params, dev=dev,
                              anchor_texts2=[p.anchor_text2(params.anchor_same_language) for p in pairs],
                              extra_meta=meta)

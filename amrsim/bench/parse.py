@@ -18,6 +18,8 @@ import random
 import time
 from typing import Any
 
+from amrsim.generation import budget_batches, token_budget
+
 # transformers, torch are imported inside the functions: importing this module must stay cheap
 
 __all__ = ["BART_SHAPES", "bench_parse", "synthetic_lengths"]
@@ -65,11 +67,15 @@ def _sync(device: str) -> None:
 
 def bench_parse(device: str = "cuda", size: str = "base", n_sentences: int = 1000, batch_size: int = 32,
                 out_tokens: int = 128, num_beams: int = 4, config_overrides: dict[str, Any] | None = None,
-                n_naive: int = 8, dtype: str = "float32", seed: int = 0) -> dict[str, Any]:
+                n_naive: int = 8, dtype: str = "float32", seed: int = 0, batch_budget: int | str | None = None,
+                free_memory: int | None = None, cache_implementation: str | None = None) -> dict[str, Any]:
     """Sentences/s and output tokens/s of batched beam search on a BART-shaped random model; see the module doc.
 
     ``out_tokens`` and input lengths are clipped to the model's positions (a tiny config has few). ``dtype``:
-    float32 (what amrlib runs), float16 or bfloat16."""
+    float32 (what amrlib runs), float16 or bfloat16. `batch_budget` ("auto": from free memory, as AmrlibParser sizes
+    them, or a number) batches by token budget instead of `batch_size`; `free_memory` stands in for the device's
+    free bytes (CPU mechanics). `cache_implementation` ("static": transformers' fixed-shape KV cache, which lets
+    the decoder step be compiled) is passed to generation."""
     import torch
     import transformers
     from transformers import BartForConditionalGeneration
@@ -101,6 +107,8 @@ def bench_parse(device: str = "cuda", size: str = "base", n_sentences: int = 100
     gen_kwargs = {"num_beams": num_beams, "num_return_sequences": num_beams, "early_stopping": num_beams > 1,
                   "min_new_tokens": out_len, "max_new_tokens": out_len, "no_repeat_ngram_size": 0,
                   "do_sample": False}
+    if cache_implementation:
+        gen_kwargs["cache_implementation"] = cache_implementation
 
     @torch.inference_mode()
     def run(batches: list[list[int]]) -> tuple[float, int]:
@@ -115,8 +123,10 @@ def bench_parse(device: str = "cuda", size: str = "base", n_sentences: int = 100
         return time.perf_counter() - t0, width
 
     order = sorted(lengths, reverse=True)  # longest first, as AmrlibParser batches
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    run([order[:min(batch_size, len(order))]])  # warm-up: kernels, allocator
+    budget = token_budget(batch_budget, config, torch_dtype, device, free_memory)
+    batches = ([[lengths[i] for i in b] for b in budget_batches(lengths, out_len, num_beams, budget.tokens)]
+               if budget else [order[i:i + batch_size] for i in range(0, len(order), batch_size)])
+    run(batches[:1])  # warm-up: kernels, allocator, the largest batch
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
     seconds, width = run(batches)
@@ -132,7 +142,11 @@ def bench_parse(device: str = "cuda", size: str = "base", n_sentences: int = 100
         "params_m": round(params / 1e6, 3),
         "dtype": dtype,
         "n_sentences": n_sentences,
-        "batch_size": batch_size,
+        "batch_size": batch_size if budget is None else max(len(b) for b in batches),
+        "batch_budget": None if budget is None else budget.tokens,
+        "cache_implementation": cache_implementation,
+        "budget": None if budget is None else budget.source,
+        "batches": len(batches),
         "num_beams": num_beams,
         "out_tokens": out_len,
         "out_tokens_requested": out_tokens,

@@ -6,7 +6,7 @@ length, not on the trained weights. So the benchmark builds an OPUS-MT en-de-sha
 a FIXED output length (min_new_tokens = max_new_tokens) so random weights cannot end early and runs compare
 like for like. It uses the same length-sorted batching and padding as `MarianTranslator`.
 
-    python -m amrsim.translate.bench --device cuda --n-sentences 2000 --batch-size 64 --out-tokens 64
+    python -m amrsim.bench.translate --device cuda --n-sentences 2000 --batch-size 64 --out-tokens 64
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import random
 import time
 from typing import Any
 
-from amrsim.translate.marian import length_sorted_batches, pad_batch, resolve_device, resolve_dtype
+from amrsim.generation import (
+    budget_batches,
+    length_sorted_batches,
+    pad_batch,
+    resolve_device,
+    resolve_dtype,
+    token_budget,
+)
 
 # torch, transformers are imported inside the functions: importing this module must stay cheap
 
@@ -59,8 +66,12 @@ def _sync(device: str) -> None:
 
 def bench_translate(device: str = "cuda", n_sentences: int = 2000, batch_size: int = 64, out_tokens: int = 64,
                     dtype: str = "auto", num_beams: int = 4, n_naive: int = 50, min_in_tokens: int = 10,
-                    max_in_tokens: int = 40, seed: int = 0, config_overrides: dict[str, Any] | None = None) -> dict:
-    """Sentences/s and generated tokens/s, batched (length-sorted) and one at a time, and the speed-up."""
+                    max_in_tokens: int = 40, seed: int = 0, config_overrides: dict[str, Any] | None = None,
+                    batch_budget: int | str | None = None, free_memory: int | None = None,
+                    cache_implementation: str | None = None) -> dict:
+    """Sentences/s and generated tokens/s, batched (length-sorted) and one at a time, and the speed-up.
+    `batch_budget` ("auto": from free memory, as the translator sizes them, or a number) batches by token
+    budget instead of `batch_size`; `free_memory` stands in for the device's free bytes (CPU mechanics)."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
@@ -74,7 +85,8 @@ def bench_translate(device: str = "cuda", n_sentences: int = 2000, batch_size: i
     pad, eos = config.pad_token_id, config.eos_token_id
     gen = GenerationConfig(num_beams=num_beams, min_new_tokens=out_tokens, max_new_tokens=out_tokens,
                            decoder_start_token_id=config.decoder_start_token_id, pad_token_id=pad,
-                           eos_token_id=eos, bad_words_ids=[[pad]], use_cache=True)
+                           eos_token_id=eos, bad_words_ids=[[pad]], use_cache=True,
+                           cache_implementation=cache_implementation)
 
     rng = random.Random(seed)
     special = {pad, eos, 1}  # </s>, <unk>, <pad>
@@ -93,15 +105,17 @@ def bench_translate(device: str = "cuda", n_sentences: int = 2000, batch_size: i
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)
         return out.shape[0] * (out.shape[1] - 1)  # minus the decoder start token
 
-    generate(sentences[:min(batch_size, n_sentences)])  # warm-up: kernels, allocator
+    budget = token_budget(batch_budget, config, torch_dtype, device, free_memory)
+    batches = (budget_batches([len(s) for s in sentences], out_tokens, num_beams, budget.tokens) if budget else
+               length_sorted_batches([len(s) for s in sentences], batch_size))
+    generate([sentences[i] for i in batches[0]])  # warm-up: kernels, allocator, the largest batch
     generate(sentences[:1])
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(device)
 
     _sync(device)
     t0 = time.perf_counter()
-    batched_tokens = sum(generate([sentences[i] for i in b])
-                         for b in length_sorted_batches([len(s) for s in sentences], batch_size))
+    batched_tokens = sum(generate([sentences[i] for i in b]) for b in batches)
     _sync(device)
     batched_s = time.perf_counter() - t0
 
@@ -117,7 +131,11 @@ def bench_translate(device: str = "cuda", n_sentences: int = 2000, batch_size: i
         "dtype": str(torch_dtype).removeprefix("torch."),
         "parameters": sum(p.numel() for p in model.parameters()),
         "num_beams": num_beams,
-        "batch_size": batch_size,
+        "cache_implementation": cache_implementation,
+        "batch_size": batch_size if budget is None else max(len(b) for b in batches),
+        "batch_budget": None if budget is None else budget.tokens,
+        "budget": None if budget is None else budget.source,
+        "batches": len(batches),
         "out_tokens": out_tokens,
         "in_tokens_mean": sum(len(s) for s in sentences) / max(1, n_sentences),
         "n_sentences": n_sentences,
