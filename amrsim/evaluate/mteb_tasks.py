@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DATASET_PREFIXES", "MTEB_TASKS", "MTEB_VERSION", "SNAPSHOT", "TASK_NAMES", "MtebTask",
-           "declarations_from_mteb", "task_of_dataset"]
+           "declarations_from_mteb", "subset_for", "task_of_dataset"]
 
 SNAPSHOT = Path(__file__).with_name("mteb_tasks.json")
 TASK_NAMES = ("STSBenchmark", "SICK-R", "STSBenchmarkMultilingualSTS", "STS17", "STS22", "Tatoeba")
@@ -82,6 +82,20 @@ def task_of_dataset(dataset: str) -> MtebTask | None:
     None for other datasets. Its `dataset` is the public Hub id of that data."""
     name = next((task for prefix, task in DATASET_PREFIXES if dataset.lower().startswith(prefix)), None)
     return MTEB_TASKS[name] if name else None
+
+
+def subset_for(task: MtebTask, lang_pair: str) -> tuple[str, bool] | None:
+    """(MTEB subset, reversed) for an amrsim language pair: `en-en` -> `default` for English-only tasks, `de-de`
+    -> `de` for per-language subsets, `en-de` as is; Tatoeba's `eng-deu` -> (`deu-eng`, reversed). None if MTEB
+    has no such subset."""
+    l1, _, l2 = lang_pair.partition("-")
+    if list(task.subsets) == ["default"]:
+        return ("default", False) if {l1, l2} <= {"en", "eng", ""} else None
+    for candidate, flipped in ((lang_pair, False), (l1 if l1 == l2 else "", False), (f"{l2}-{l1}", True)):
+        if candidate in task.subsets:
+            return candidate, flipped and task.kind == "bitext"
+    return None
+
 
 if __name__ == "__main__":  # python -m amrsim.evaluate.mteb_tasks: write the snapshot from the installed mteb
     SNAPSHOT.write_text(json.dumps(declarations_from_mteb(), indent=1) + "\n", encoding="utf-8")

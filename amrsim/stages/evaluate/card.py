@@ -18,7 +18,7 @@ import polars as pl
 from amrsim.encoders import TrainedModel, base_model, find_trained, is_latest_name, is_trained_name
 from amrsim.encoders.facts import base_facts
 from amrsim.errors import InputError
-from amrsim.evaluate.mteb_tasks import task_of_dataset
+from amrsim.evaluate.mteb_tasks import subset_for, task_of_dataset
 from amrsim.files import atomic_write
 from amrsim.langs import normalise_lang
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
@@ -172,6 +172,8 @@ def eval_results(rows: pl.DataFrame) -> list[EvalResult]:
         if r["value"] is None or r["metric"] in NOT_SCORES:
             continue
         public = task_of_dataset(r["dataset"])
+        if public is not None and subset_for(public, str(r["lang_pair"])) is None:
+            public = None  # a language pair MTEB's task has no subset for (en-de of STSb's translations): local
         task_type, task_name = TASKS.get(r["task"], ("sentence-similarity", r["task"]))
         metric = str(r["metric"])
         out.append(EvalResult(

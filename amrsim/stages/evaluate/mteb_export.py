@@ -22,7 +22,7 @@ import polars as pl
 from amrsim.encoders import base_model, find_trained, parse_name
 from amrsim.encoders.facts import PACKAGED_FACTS, base_facts
 from amrsim.errors import AmrsimError
-from amrsim.evaluate.mteb_tasks import MTEB_TASKS, MTEB_VERSION, MtebTask, task_of_dataset
+from amrsim.evaluate.mteb_tasks import MTEB_TASKS, MTEB_VERSION, MtebTask, subset_for, task_of_dataset
 from amrsim.files import atomic_json
 from amrsim.stages.evaluate.card import table_versions
 from amrsim.stages.evaluate.results import latest_results
@@ -64,19 +64,6 @@ def task_for(dataset: str, overrides: dict[str, str]) -> MtebTask | None:
     if name is None:
         return task_of_dataset(dataset)
     return None if name == "none" else MTEB_TASKS[name]
-
-
-def subset_for(task: MtebTask, lang_pair: str) -> tuple[str, bool] | None:
-    """(MTEB subset, reversed) for an amrsim language pair: `en-en` -> `default` for English-only tasks, `de-de`
-    -> `de` for per-language subsets, `en-de` as is; Tatoeba's `eng-deu` -> (`deu-eng`, reversed). None if MTEB
-    has no such subset."""
-    l1, _, l2 = lang_pair.partition("-")
-    if list(task.subsets) == ["default"]:
-        return ("default", False) if {l1, l2} <= {"en", "eng", ""} else None
-    for candidate, flipped in ((lang_pair, False), (l1 if l1 == l2 else "", False), (f"{l2}-{l1}", True)):
-        if candidate in task.subsets:
-            return candidate, flipped and task.kind == "bitext"
-    return None
 
 
 def model_folder(model: str) -> tuple[str, str]:

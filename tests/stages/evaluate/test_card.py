@@ -289,9 +289,11 @@ def test_a_meaning_run_card_loads_with_trust_remote_code(wh, base, tmp_path, one
     assert "`amrsim.methods." in card.text and "pip install amrsim" in card.text
     assert card.data.base_model is None and card.data.license is None  # a local base: neither is known
     scores = store_sts(wh, "meaning:m1", "stsb_multi_test", "de-de", PAIRS)
+    scores += store_sts(wh, "meaning:m1", "stsb_multi_test", "en-de", PAIRS)  # cross-lingual: no MTEB subset
     card = load_card(path)
     assert_model_index(card, scores)
-    assert {r.dataset_type for r in card.data.eval_results} == {"mteb/stsb_multi_mt"}
+    types = {r.dataset_config: r.dataset_type for r in card.data.eval_results}
+    assert types == {"de-de": "mteb/stsb_multi_mt", "en-de": "stsb_multi_test"}  # never claimed as MTEB's data
     values, inputs, imported = run_snippet(card.text, path.parent, wh.models_root, tmp_path)
     assert imported  # the module class comes from the installed amrsim
     np.testing.assert_allclose(values, amrsim_values("meaning:m1", wh.models_root, inputs), atol=1e-6, rtol=0)
