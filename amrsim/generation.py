@@ -138,6 +138,15 @@ def budget_batches(lengths: Sequence[int], out_tokens: int, beams: int, budget: 
     return batches
 
 
+def release_device_memory(device: str) -> None:
+    """Return the CUDA allocator's cached blocks after a failed batch, so the retry starts from free memory."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
 def is_out_of_memory(error: BaseException) -> bool:
     """A CUDA (or other accelerator) allocation failure: the batch may fit when halved."""
     import torch

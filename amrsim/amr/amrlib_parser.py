@@ -44,7 +44,14 @@ from pathlib import Path
 
 from amrsim.amr.graph import AMRError, parse
 from amrsim.amr.result import ParseResult
-from amrsim.generation import budget_batches, is_out_of_memory, resolve_dtype, token_budget
+from amrsim.generation import (
+    budget_batches,
+    is_out_of_memory,
+    length_sorted_batches,
+    release_device_memory,
+    resolve_dtype,
+    token_budget,
+)
 
 # amrlib, torch are imported inside the functions: importing this module must stay cheap
 
@@ -172,17 +179,13 @@ class AmrlibParser:
         return [flat[i * k:(i + 1) * k] for i in range(len(sentences))]
 
     def _release_memory(self) -> None:
-        if str(self.device).startswith("cuda"):
-            import torch
-
-            torch.cuda.empty_cache()
+        release_device_memory(self.device)
 
     def batches(self, sentences: Sequence[str]) -> list[list[int]]:
         """Indices, longest first: batches filling the token budget (lengths in the model's tokens, capped at
         `max_sent_len`) when there is one, else `batch_size` at a time."""
-        if self.budget is None:
-            order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))  # amrlib's own order
-            return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.budget is None:  # amrlib's own order: by characters, longest first
+            return length_sorted_batches([len(s) for s in sentences], self.batch_size)
         ids = self._inference.tokenizer(list(sentences))["input_ids"]
         lengths = [min(len(x), self.max_sent_len) for x in ids]
         return budget_batches(lengths, self.max_graph_len, self.num_beams, self.budget.tokens)

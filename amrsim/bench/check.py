@@ -20,6 +20,7 @@ from typing import Any
 
 from amrsim.bench.parse import bench_parse
 from amrsim.bench.translate import bench_translate
+from amrsim.generation import release_device_memory
 
 TINY = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
         "decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 1000,
@@ -63,8 +64,7 @@ def run_check(device: str = "cuda", tiny: bool = False, sentences: int | None = 
             result = bench(**kwargs)
         except Exception as e:  # one failed run (e.g. out of memory) must not lose the others' figures
             result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
+        release_device_memory(device)
         rate = result.get("batched_sentences_per_s", result.get("sentences_per_s"))
         out["runs"].append({"run": label, "wall_seconds": round(time.perf_counter() - t0, 1),
                             "sentences_per_s": rate, **result})

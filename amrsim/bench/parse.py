@@ -18,7 +18,7 @@ import random
 import time
 from typing import Any
 
-from amrsim.generation import budget_batches, token_budget
+from amrsim.generation import budget_batches, resolve_dtype, token_budget
 
 # transformers, torch are imported inside the functions: importing this module must stay cheap
 
@@ -84,7 +84,7 @@ def bench_parse(device: str = "cuda", size: str = "base", n_sentences: int = 100
         raise ValueError("n_sentences, batch_size, out_tokens and num_beams must be >= 1")
     torch.manual_seed(seed)
     config = _config(size, config_overrides)
-    torch_dtype = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    torch_dtype = resolve_dtype(dtype, device)
     model = BartForConditionalGeneration(config).to(device=device, dtype=torch_dtype).eval()
     params = sum(p.numel() for p in model.parameters())
 

@@ -37,6 +37,7 @@ from amrsim.generation import (
     is_out_of_memory,
     length_sorted_batches,
     pad_batch,
+    release_device_memory,
     resolve_device,
     resolve_dtype,
     token_budget,
@@ -225,10 +226,7 @@ class MarianTranslator:
                 self._free_cache()
 
     def _free_cache(self) -> None:
-        import torch
-
-        if str(self.device).startswith("cuda") and torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        release_device_memory(self.device)
 
     def batches(self, lengths: Sequence[int]) -> list[list[int]]:
         """Segment indices by batch: filling the token budget when there is one, else `batch_size` at a time."""

@@ -64,9 +64,10 @@ def translate_frame(frame: pl.DataFrame, specs: dict[str, TranslatorSpec]) -> pl
             raise ConfigError(f"translate: model '{model}' for {pairs}: {e}") from None
         results = translator.translate([sources[i] or "" for i in rows])
         per = (time.perf_counter() - t0) / max(1, len(rows))
+        budget = getattr(translator, "budget", None)  # after the rows ran: halved by any out-of-memory batch
         for i, r in zip(rows, results, strict=True):
             text[i], flags[i], status[i], error[i], seconds[i] = r.text, r.flags, r.status, r.error, per
-            budgets[i] = translator.budget.tokens if getattr(translator, "budget", None) else None
+            budgets[i] = budget.tokens if budget else None
     return frame.with_columns(pl.Series("text", text, pl.String), pl.Series("flags", flags, pl.String),
                               pl.Series("status", status, pl.String), pl.Series("error", error, pl.String),
                               pl.Series("seconds", seconds, pl.Float64),
