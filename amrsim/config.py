@@ -248,8 +248,10 @@ class DatasetConfig(_Strict):
             if derived:
                 raise ValueError(f"from_pairs: columns must not map {derived} (they are derived from "
                                  f"from_pairs.sentence1/sentence2/label)")
-            if self.translations:
-                raise ValueError("from_pairs: translations are not supported")
+            for lang, mapping in self.translations.items():
+                if "path" not in mapping or set(mapping) - {"path", "format"}:
+                    raise ValueError(f"from_pairs: translations.{lang} must be a row-aligned pairs file (path, "
+                                     f"optionally format) with the columns from_pairs names")
         unknown = set(self.columns) - set(required) - set(optional)
         if unknown:
             raise ValueError(f"columns has roles {sorted(unknown)} that kind '{self.kind}' does not use; "

@@ -22,9 +22,7 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
     """Read and normalise one dataset's file (and its row-aligned translation files); raises InputError (nothing
     written) on a structurally bad file. `resolve` turns a configured path into a readable one."""
     if ds.from_pairs is not None:
-        frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split,
-                          text_columns=derive.text_columns(ds))
-        return normalise(derive.normalise_config(ds), derive.triples_from_pairs(ds, frame), Path(str(path)).name)
+        return _derived_triples(ds, path, resolve)
     aligned = {lang: m for lang, m in ds.translations.items() if "path" in m}
     if not aligned:
         frame = read_rows(path, ds.resolved_format(), source_columns(ds), ds.hf_split, text_columns(ds))
@@ -50,3 +48,25 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
         frame = frame.with_columns(pl.when(both != "").then(both).alias(ERROR))  # a bad cell in either fails the row
         mappings[lang] = {r: renamed[c] for r, c in roles.items()}
     return normalise(ds.model_copy(update={"translations": mappings}), frame, Path(str(path)).name)
+
+
+def _derived_triples(ds: DatasetConfig, path: Path | str,
+                     resolve: Callable[[str], Path | str]) -> dict[str, pl.DataFrame]:
+    """`from_pairs`: triples derived from the labelled pairs file, and from each row-aligned translation of it."""
+    frame = read_rows(path, ds.resolved_format(), derive.source_columns(ds), ds.hf_split,
+                      text_columns=derive.text_columns(ds))
+    translated: dict[str, derive.TranslatedPairs] = {}
+    columns = derive.text_columns(ds)
+    for lang, m in ds.translations.items():
+        t_path = resolve(m["path"])
+        t_format = DatasetConfig(path=m["path"], kind="pairs", format=m.get("format")).resolved_format()
+        t_frame = read_rows(t_path, t_format, columns, text_columns=columns)
+        if t_frame.height != frame.height:
+            raise InputError(str(t_path), f"translations.{lang}.path has {t_frame.height} rows but {path} has "
+                                          f"{frame.height}: a translation file must be row-aligned with the main file")
+        translated[lang] = derive.TranslatedPairs(t_frame[columns[0]].to_list(), t_frame[columns[1]].to_list(),
+                                                  t_frame[ERROR].to_list(), Path(str(t_path)).name)
+    derived = derive.triples_from_pairs(ds, frame, translated)
+    config = derive.normalise_config(ds).model_copy(
+        update={"translations": {lang: derive.translation_columns(lang) for lang in translated}})
+    return normalise(config, derived, Path(str(path)).name)

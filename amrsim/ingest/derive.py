@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -50,14 +52,50 @@ def normalise_config(ds: DatasetConfig) -> DatasetConfig:
     return ds.model_copy(update={"columns": {**ds.columns, "id": ID}, "from_pairs": None})
 
 
+@dataclass(frozen=True)
+class TranslatedPairs:
+    """A pairs file row-aligned with a `from_pairs` dataset's own: its two sentence columns as lists, the reader's
+    per-row errors and the file's name (for the errors)."""
+
+    sentence1: list[str | None]
+    sentence2: list[str | None]
+    errors: list[str | None]
+    name: str
+
+
+def translation_columns(lang: str) -> dict[str, str]:
+    """The derived frame's column of each role in `lang` (what the dataset's `translations` then map)."""
+    return {role: f"__{lang}__{role}" for role in ("premise", "entailment", "contradiction")}
+
+
+def _translated_cells(translated: Mapping[str, TranslatedPairs], row: int, c_row: int,
+                      c_side: int) -> tuple[dict[str, str | None], str | None]:
+    """Each language's premise, entailment (row `row`) and contradiction (row `c_row`, sentence `c_side`), and the
+    reasons a used row of a translation file is bad (None when none is)."""
+    cells: dict[str, str | None] = {}
+    reasons: list[str] = []
+    for lang, t in translated.items():
+        cols = translation_columns(lang)
+        cells[cols["premise"]], cells[cols["entailment"]] = t.sentence1[row], t.sentence2[row]
+        cells[cols["contradiction"]] = (t.sentence1 if c_side == 1 else t.sentence2)[c_row]
+        reasons += [f"{t.name}: {t.errors[r]}" for r in dict.fromkeys((row, c_row)) if t.errors[r]]
+    return cells, "; ".join(reasons) or None
+
+
 def _group(fp: PairsToTriplesConfig) -> dict[str, str]:
     groups = {"entailment": fp.entailment, "contradiction": fp.contradiction, "neutral": fp.neutral}
     return {v.strip().lower(): g for g, values in groups.items() for v in values}
 
 
-def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
+def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame,
+                       translations: Mapping[str, TranslatedPairs] | None = None) -> pl.DataFrame:
     """The read pairs (columns of `source_columns` + `__line`) -> one row per entailment pair with premise,
-    entailment, contradiction, `__id`, `__error`, `__line` and the id/split/lang columns of the pair."""
+    entailment, contradiction, `__id`, `__error`, `__line` and the id/split/lang columns of the pair.
+
+    `translations` (language -> its row-aligned pairs file, read): the triple is chosen on the main file and each
+    language's triple is taken from the same rows and columns (premise and entailment from the pair's row, the
+    contradiction from the row and column it was found in), as `translation_columns(lang)`; a bad cell in a row
+    used fails the triple, naming the file."""
     fp = ds.from_pairs
     assert fp is not None
     groups = _group(fp)
@@ -67,20 +105,21 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
     def pair_id(rec: dict[str, Any]) -> str:
         return ((rec.get(id_col) or "") if id_col else "").strip() or f"L{rec[LINE]}"
 
-    contra: dict[str, dict[str, str]] = defaultdict(dict)  # sentence -> {contradicting sentence: pair id}
+    # where a sentence was found: (pair id, row index, 1 or 2 for sentence1/sentence2)
+    contra: dict[str, dict[str, tuple[str, int, int]]] = defaultdict(dict)  # sentence -> {contradicting: where}
     entails: dict[str, set[str]] = defaultdict(set)
-    pool: dict[str, str] = {}  # every sentence -> id of the first pair it occurs in (file order)
-    for rec in rows:
+    pool: dict[str, tuple[str, int, int]] = {}  # every sentence -> the first pair it occurs in (file order)
+    for row, rec in enumerate(rows):
         a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
         group = groups.get((rec.get(fp.label) or "").strip().lower())
         if not a or not b or group is None or rec.get(ERROR):
             continue
         pid = pair_id(rec)
-        pool.setdefault(a, pid)
-        pool.setdefault(b, pid)
+        pool.setdefault(a, (pid, row, 1))
+        pool.setdefault(b, (pid, row, 2))
         if group == "contradiction":
-            contra[a].setdefault(b, pid)
-            contra[b].setdefault(a, pid)
+            contra[a].setdefault(b, (pid, row, 2))
+            contra[b].setdefault(a, (pid, row, 1))
         elif group == "entailment":
             entails[a].add(b)
     pool_list = list(pool)
@@ -90,12 +129,14 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
                                                               ("neutral", fp.neutral)))
     keep = [c for c in (id_col, ds.columns.get("split"), ds.columns.get("lang")) if c]
     out: list[dict[str, Any]] = []
-    for rec in rows:
+    translated = dict(translations or {})
+    empty = {c: None for lang in translated for c in translation_columns(lang).values()}
+    for row, rec in enumerate(rows):
         raw_label = (rec.get(fp.label) or "").strip()
         group = groups.get(raw_label.lower())
         a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
         pid = pair_id(rec)
-        base = {c: rec.get(c) for c in keep} | {LINE: rec[LINE], "premise": a, "entailment": b}
+        base = {c: rec.get(c) for c in keep} | {LINE: rec[LINE], "premise": a, "entailment": b} | empty
         if rec.get(ERROR):  # a cell the reader could not use (a list where a sentence belongs)
             out.append(base | {"contradiction": None, ID: pid, ERROR: rec[ERROR]})
             continue
@@ -111,13 +152,13 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
             out.append(base | {"contradiction": None, ID: pid, ERROR: why})
             continue
         rng = random.Random(f"{fp.seed}:{pid}")
-        chosen: tuple[str, str, str] | None = None
+        chosen: tuple[str, str, tuple[str, int, int]] | None = None
         kinds = [("C", contra.get(a, {}))] + ([("I", contra.get(b, {}))] if fp.infer else [])
         for kind, found in kinds:
             candidates = sorted((c, i) for c, i in found.items() if c not in (a, b))
             if candidates:
-                c, i = rng.choice(candidates)
-                chosen = (kind, c, i)
+                c, where = rng.choice(candidates)
+                chosen = (kind, c, where)
                 break
         if chosen is None and fp.fallback == "random":
             banned = {a, b} | entails.get(a, set())
@@ -131,8 +172,10 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame) -> pl.DataFrame:
                    if fp.fallback == "skip" else "no other sentence to draw a negative from")
             out.append(base | {"contradiction": None, ID: pid, ERROR: why})
             continue
-        kind, c, i = chosen
-        out.append(base | {"contradiction": c, ID: f"{pid}/{kind}{i}", ERROR: None})
+        kind, c, (c_pid, c_row, c_side) = chosen
+        cells, why = _translated_cells(translated, row, c_row, c_side)
+        out.append(base | cells | {"contradiction": c, ID: f"{pid}/{kind}{c_pid}", ERROR: why})
     schema = {c: pl.String for c in keep} | {LINE: pl.Int64, "premise": pl.String, "entailment": pl.String,
                                              "contradiction": pl.String, ID: pl.String, ERROR: pl.String}
+    schema |= {c: pl.String for c in empty}
     return pl.DataFrame(out, schema=schema)

@@ -114,6 +114,32 @@ def st_embed(model: SentenceTransformer, texts: Sequence[str], device: str) -> t
     return model(features)["sentence_embedding"].float()
 
 
+def load_sentence_encoder(path: str, normalize: bool = True, max_length: int = 128, device: str = "cpu",
+                          train_embedding: bool = True) -> SentenceTransformer:
+    """The sentence encoder a method trains: `muse` (its PyTorch port; `train_embedding` False freezes its 128k-row
+    table), a sentence-transformers directory (or hub id), or a plain transformers directory with mean pooling;
+    unit vectors (a Normalize module) when `normalize`."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    local = Path(path)
+    if path == "muse":
+        from amrsim.encoders.muse_st import muse_sentence_transformer
+
+        model = muse_sentence_transformer(train_embedding, device)
+    elif local.is_dir() and not (local / "modules.json").exists():
+        transformer = Transformer(str(local), max_seq_length=max_length)
+        model = SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")],
+                                    device=device)
+    else:
+        model = SentenceTransformer(path, device=device)
+        if model.max_seq_length is None or model.max_seq_length > max_length:
+            model.max_seq_length = max_length
+    if normalize and not any(isinstance(m, Normalize) for m in model):
+        model.append(Normalize())
+    return model
+
+
 def open_checkpoint(out_dir: Path, run_key: Mapping[str, Any], resume: bool) -> tuple[Path, dict[str, Any] | None]:
     """`out_dir/checkpoint` and, when resuming from one, its `state.json`; a checkpoint made with other settings or
     data (its `run` differs from `run_key`) is an error naming the keys. Recovers a crash between the two renames

@@ -333,3 +333,87 @@ def test_nan_loss_names_step_and_triples(encoder_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(mse_amr_train, "simcse_loss", flaky)
     with pytest.raises(FloatingPointError, match=r"step 2 .*triples: \[0, 1, 2, 3, 4, 5, 6, 7\]"):
         train_mse_amr(_triples(), tmp_path / "nan", params(encoder_dir, batch_size=8, micro_batch=8, epochs=3))
+
+
+# --- train_base: the base sentence encoder trained beside the AMR encoder ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def text_base_dir(tmp_path_factory) -> str:
+    """A tiny sentence-transformers model (mean pooling over a tiny BERT without dropout) that reads the toy texts."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    root = tmp_path_factory.mktemp("text_base")
+    tokenizer, model = _tiny_bert(dropout=0.0)
+    model.save_pretrained(str(root / "hf"))
+    tokenizer.save_pretrained(str(root / "hf"))
+    st = SentenceTransformer(modules=[Transformer(str(root / "hf"), max_seq_length=32), Pooling(32, "mean")],
+                             device="cpu")
+    st.save(str(root / "st"), create_model_card=False)
+    return str(root / "st")
+
+
+def test_text_views_draw_each_sentence_in_a_language_with_text(encoder_dir):
+    triples = _triples(2)
+    triples[0]["contradiction"]["de"] = {"text": None, "graph": None}  # no German text: English only
+    steps = mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir), mse_amr_train.LoopOptions(),
+                                      torch.device("cpu"), base=object(), text_langs=["en", "de"])
+    rng = random.Random(0)
+    seen = {role: set() for role in ROLES}
+    for _ in range(60):
+        view = steps.text_view(triples[0], rng)
+        for role in ROLES:
+            lang = next(lg for lg in ("en", "de") if triples[0][role][lg]["text"] == view[role])
+            seen[role].add(lang)
+    assert seen["premise"] == seen["entailment"] == {"en", "de"} and seen["contradiction"] == {"en"}
+    with pytest.raises(ValueError, match="'premise' has no text in any of \\['fr'\\]"):
+        mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir), mse_amr_train.LoopOptions(),
+                                  torch.device("cpu"), base=object(), text_langs=["fr"]).text_view(triples[0], rng)
+
+
+def test_train_base_learns_keeps_the_best_base_and_resumes_exactly(encoder_dir, text_base_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from amrsim.encoders import SentenceTransformerEncoder
+
+    texts = ["the boy wants the apple", "der girl sees das dog", "the cat does not eat the ball"]
+    before = SentenceTransformer(text_base_dir, device="cpu").encode(texts)
+    scores = iter([1.0, 5.0, 2.0, 3.0])
+    captured: list[np.ndarray] = []
+
+    def dev_eval(model, tokenizer, base) -> float:
+        assert not model.training and not base.training
+        captured.append(base.encode(texts))
+        return next(scores)
+
+    kwargs = dict(batch_size=8, micro_batch=4, epochs=8, lr=2e-3, eval_every=2, train_base=True,
+                  base_encoder=text_base_dir, base_lr=1e-3)
+    result = train_mse_amr(_triples(), tmp_path / "full", params(encoder_dir, **kwargs), dev_eval=dev_eval)
+    assert result["best_step"] == 4 and result["completed"]
+    meta = json.loads((tmp_path / "full" / "model.json").read_text())
+    assert meta["text_encoder"] == "text_encoder" and meta["text_langs"] == ["en", "de"]
+    assert meta["params"]["train_base"] is True and meta["params"]["base_lr"] == 1e-3
+    history = json.loads((tmp_path / "full" / "checkpoint" / "state.json").read_text())["history"]
+    assert all({"loss", "graph_loss", "text_loss"} <= set(h) for h in history)
+    assert history[-1]["text_loss"] < history[0]["text_loss"]  # the base learns
+    assert not any(p.name == mse_amr_train.BASE_WEIGHTS for p in (tmp_path / "full" / "amr_encoder").iterdir())
+
+    trained = SentenceTransformerEncoder("t", "t", str(tmp_path / "full" / "text_encoder"), device="cpu",
+                                         safetensors_only=True)
+    got = trained.encode(texts)
+    assert not np.allclose(got, before, atol=1e-3)
+    np.testing.assert_allclose(got, captured[1], atol=1e-5)  # the step-4 base (second evaluation), not the last
+    assert not np.allclose(got, captured[3], atol=1e-4)
+
+    # a run cut at step 3 and resumed gives the uninterrupted run's losses and both encoders
+    plain = {k: v for k, v in kwargs.items() if k != "eval_every"}
+    full = train_mse_amr(_triples(), tmp_path / "plain", params(encoder_dir, **plain))
+    train_mse_amr(_triples(), tmp_path / "cut", params(encoder_dir, max_steps=3, **plain))
+    torch.manual_seed(999)
+    resumed = train_mse_amr(_triples(), tmp_path / "cut", params(encoder_dir, **plain))
+    assert resumed["resumed_from"] == 3 and resumed["completed"]
+    np.testing.assert_allclose(resumed["losses"], full["losses"], rtol=1e-5)
+    a, b = (SentenceTransformerEncoder("t", "t", str(tmp_path / run / "text_encoder"), device="cpu",
+                                       safetensors_only=True).encode(texts) for run in ("plain", "cut"))
+    np.testing.assert_allclose(a, b, atol=1e-5)

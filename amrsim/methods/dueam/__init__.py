@@ -11,7 +11,6 @@ from amrsim.methods.dueam.model import (
     AnchorTargets,
     MuseAnchor,
     anchor_targets,
-    load_learner,
     make_anchor,
 )
 from amrsim.methods.dueam.params import Hyper, Params
@@ -20,4 +19,4 @@ from amrsim.methods.training import NonFiniteLossError
 
 __all__ = ["EMPTY_TOKENS", "LAMBDA", "MODES", "MUSE", "Anchor", "AnchorTargets", "EmptyTokensError", "Hyper",
            "MuseAnchor", "NLIItem", "NonFiniteLossError", "Params", "TrainPair", "anchor_loss", "anchor_targets",
-           "construct_pairs", "cosine_term", "dueam_loss", "load_learner", "make_anchor", "train_dueam", "wmd"]
+           "construct_pairs", "cosine_term", "dueam_loss", "make_anchor", "train_dueam", "wmd"]

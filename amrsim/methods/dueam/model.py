@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -129,32 +128,6 @@ def anchor_targets(anchor: Anchor | MuseAnchor, texts1: Sequence[str], texts2: S
             done[(a, b)] = wmd(embedded[a], embedded[b], weights, normalize)
         dist[i] = done[(a, b)]
     return AnchorTargets(dist, skipped, len(distinct), len(done))
-
-
-def load_learner(path: str, normalize: bool = True, max_length: int = 128, device: str = "cpu",
-                 train_embedding: bool = True) -> SentenceTransformer:
-    """`muse` (its PyTorch port; `train_embedding` False freezes its 128k-row table), a sentence-transformers
-    directory (or hub id), or a plain transformers directory with mean pooling; unit vectors (a Normalize module)
-    when `normalize`."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-
-    local = Path(path)
-    if path == MUSE:
-        from amrsim.encoders.muse_st import muse_sentence_transformer
-
-        model = muse_sentence_transformer(train_embedding, device)
-    elif local.is_dir() and not (local / "modules.json").exists():
-        transformer = Transformer(str(local), max_seq_length=max_length)
-        model = SentenceTransformer(modules=[transformer, Pooling(transformer.get_embedding_dimension(), "mean")],
-                                    device=device)
-    else:
-        model = SentenceTransformer(path, device=device)
-        if model.max_seq_length is None or model.max_seq_length > max_length:
-            model.max_seq_length = max_length
-    if normalize and not any(isinstance(m, Normalize) for m in model):
-        model.append(Normalize())
-    return model
 
 
 def pooling_of(model: SentenceTransformer) -> str | None:

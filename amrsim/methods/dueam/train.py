@@ -12,7 +12,7 @@ import numpy as np
 from amrsim.encoders import resolve_device
 from amrsim.evaluate.sts import StsEvaluator
 from amrsim.methods.dueam.loss import dueam_loss
-from amrsim.methods.dueam.model import anchor_targets, load_learner, make_anchor, pooling_of
+from amrsim.methods.dueam.model import anchor_targets, make_anchor, pooling_of
 from amrsim.methods.dueam.params import Hyper
 from amrsim.methods.training import (
     Checkpoints,
@@ -21,6 +21,7 @@ from amrsim.methods.training import (
     batches,
     finish_encoder_run,
     linear_warmup,
+    load_sentence_encoder,
     open_checkpoint,
     refuse_finished_run,
     seeded_batches,
@@ -141,8 +142,8 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                     "target_mean": float(np.exp(-y).mean())}
 
     torch.manual_seed(hp.seed)
-    learner = Learner(load_learner(learner_path, hp.normalize, hp.max_length, device, hp.train_embedding), texts1,
-                      texts2, dist, keep, hp.lam, device)
+    model = load_sentence_encoder(learner_path, hp.normalize, hp.max_length, device, hp.train_embedding)
+    learner = Learner(model, texts1, texts2, dist, keep, hp.lam, device)
     optimizer, per_epoch = adamw(learner.model, hp.lr, hp.weight_decay), -(-n // hp.batch_size)
     best_path = out_dir / "best.safetensors"
     trainer = Trainer(

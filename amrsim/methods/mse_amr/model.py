@@ -14,7 +14,15 @@ import numpy as np
 import polars as pl
 
 from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND
-from amrsim.encoders import Encoder, EncoderLoader, TrainedModel, model_id, model_subdir, resolve_device
+from amrsim.encoders import (
+    Encoder,
+    EncoderLoader,
+    SentenceTransformerEncoder,
+    TrainedModel,
+    model_id,
+    model_subdir,
+    resolve_device,
+)
 from amrsim.encoders.cache import TABLE, embed_sentences
 from amrsim.langs import normalise_lang
 from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sentence_graphs
@@ -228,7 +236,7 @@ class MseAmrEncoder:
     model_id: str
     graph_encoder: AmrEncoder
     base: Encoder
-    base_name: str
+    base_name: str | None  # None: the run's own trained base, whose vectors are not cached apart from the run's
     integration: str = "concat"
     parser: str = DEFAULT_BACKEND
     variant: str = "paper"
@@ -361,7 +369,9 @@ class MseAmrEncoder:
                 h = self._encode_graphs([graphs[i][0] for i in good])  # type: ignore[misc]
                 h_rows = {i: h[j] for j, i in enumerate(good)}
         s_rows: dict[int, np.ndarray] = {}
-        if self.integration != "h_only":
+        if self.integration != "h_only" and self.base_name is None:
+            s_rows = dict(enumerate(np.asarray(self.base.encode(texts), dtype=np.float32)))
+        elif self.integration != "h_only":
             s_rows, s_errors = _base_vectors(wh, dataset, self.base_name, self.base, frame, self.batch_size,
                                              self.device)
             for i, err in s_errors.items():
@@ -412,8 +422,14 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
     if integration not in INTEGRATIONS:
         raise ValueError(f"{model.path}/model.json: unknown integration '{integration}'")
     graph_encoder = AmrEncoder.from_run(model.path, batch_size=batch_size, device=device)
-    base_name = str(meta.get("base_encoder", "muse"))
-    base = load(base_name, batch_size=batch_size, device=device, models_root=models_root)
+    base_name: str | None = str(meta.get("base_encoder", "muse"))
+    if meta.get("text_encoder"):  # trained with the run (train_base)
+        base: Encoder = SentenceTransformerEncoder(
+            f"{name}#text", f"{model.model_id}#text", str(model_subdir(model.path, str(meta["text_encoder"]))),
+            batch_size, device, safetensors_only=True)
+        base_name = None
+    else:
+        base = load(str(base_name), batch_size=batch_size, device=device, models_root=models_root)
     return MseAmrEncoder(name, model.model_id, graph_encoder, base, base_name, integration,
                          str(meta.get("parser", DEFAULT_BACKEND)), str(meta.get("linearize", "paper")),
                          tuple(meta.get("langs") or [ENGLISH]), batch_size, device)

@@ -32,6 +32,11 @@ class Params(TrainingArgs):
     temperature: StrictFloat = Field(default=0.05, gt=0)
     symmetric_loss: bool = True
     warmup_ratio: StrictFloat = Field(default=0.0, ge=0, lt=1)
+    # the base sentence encoder trains too (muse through its PyTorch port, or a sentence-transformers model):
+    # supervised SimCSE on the triples' texts, each sentence in a language drawn from those it has text in
+    train_base: bool = False
+    base_lr: StrictFloat | None = Field(default=None, gt=0)  # the base's learning rate (None: lr)
+    base_train_embedding: bool = True  # muse: False freezes its 128,010 x 512 token table
     keep_checkpoint: bool = False  # a finished run keeps only amr_encoder/ + model.json (the checkpoint: ~400 MB)
 
     def dataset_refs(self) -> list[tuple[str, str]]:

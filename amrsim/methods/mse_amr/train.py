@@ -9,7 +9,7 @@ import logging
 import math
 import random
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,9 +31,11 @@ from amrsim.methods.training import (
     autocast,
     base_model_path,
     linear_warmup,
+    load_sentence_encoder,
     open_checkpoint,
     recover_dir,
     seeded_batches,
+    st_embed,
     swap_dir,
     write_model_json,
 )
@@ -59,7 +61,10 @@ class LoopOptions:
 
 # the settings a checkpoint must agree on to be resumed (with the data, the languages and the micro-batch)
 SETTINGS = {"lr", "batch_size", "max_length", "epochs", "min_count", "p_graph", "temperature", "symmetric_loss",
-            "pooling", "warmup_ratio", "weight_decay", "max_grad_norm"}
+            "pooling", "warmup_ratio", "weight_decay", "max_grad_norm", "train_base", "base_lr",
+            "base_train_embedding"}
+TEXT_ENCODER = "text_encoder"  # train_base: the trained base, a sentence-transformers directory of the run
+BASE_WEIGHTS = "text_encoder.safetensors"  # train_base: the base's weights in the checkpoint and the best model
 
 
 class TripleSteps:
@@ -67,12 +72,17 @@ class TripleSteps:
     `mixed_view` of each drawn from (seed, step), and the loss computed and back-propagated micro-batch by
     micro-batch, each weighted by its share of the step: an anchor is contrasted with its micro-batch's
     2 x micro-batch candidates. Returns the step's loss, detached (the gradients are already accumulated); `losses`
-    keeps each step's."""
+    keeps each step's.
+
+    With a `base` (train_base): the same micro-batches also train the base sentence encoder with the same loss on
+    text views (`text_view`, drawn from (seed, step) apart from the graph views, so those stay what a frozen-base
+    run draws); the step's loss is the sum, and each model's gradients are clipped on their own."""
 
     def __init__(self, model: Any, tokenizer: Any, triples: Sequence[Triple], langs: Sequence[str], params: Params,
-                 loop: LoopOptions, device: torch.device):
+                 loop: LoopOptions, device: torch.device, base: Any = None, text_langs: Sequence[str] = ()):
         self.model, self.tokenizer, self.triples, self.langs = model, tokenizer, triples, langs
         self.params, self.loop, self.device = params, loop, device
+        self.base, self.text_langs = base, tuple(text_langs)
         self.micro = micro_batch(params, loop)
         self.lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
         self.steps_per_epoch = math.ceil(len(triples) / params.batch_size)
@@ -85,8 +95,32 @@ class TripleSteps:
         return self.batches(step)
 
     def save(self, path: Path) -> None:
+        """The AMR encoder (and, with a trained base, the base's weights as `BASE_WEIGHTS`) in `path`."""
         self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
+        if self.base is not None:
+            from safetensors.torch import save_model
+
+            save_model(self.base, str(path / BASE_WEIGHTS))
+
+    def read_base(self, path: Path) -> None:
+        """The base's weights that `save` wrote in `path` (a checkpoint or the best model)."""
+        from safetensors.torch import load_model
+
+        if self.base is not None:
+            load_model(self.base, str(path / BASE_WEIGHTS), device=str(self.device))
+
+    def text_view(self, example: Triple, rng: random.Random) -> dict[str, str]:
+        """Role -> the text the base reads: each sentence in a language drawn uniformly from `text_langs` where it
+        has text (the paper's per-sentence mixing, on texts)."""
+        view: dict[str, str] = {}
+        for role in ROLES:
+            per_lang = example.get(role) or {}
+            options = [lg for lg in self.text_langs if (per_lang.get(lg) or {}).get("text")]
+            if not options:
+                raise ValueError(f"train_base: '{role}' has no text in any of {list(self.text_langs)}")
+            view[role] = str(per_lang[rng.choice(options)]["text"])
+        return view
 
     def embed(self, texts: list[str]) -> torch.Tensor:
         p, chunk = self.params, self.loop.length_chunk
@@ -101,22 +135,55 @@ class TripleSteps:
         p, idx = self.params, [int(i) for i in rows]
         rng = random.Random(f"mse_amr:{p.seed}:{self.step}")
         views = [mixed_view(self.triples[i], self.langs, rng, p.p_graph, lang_weights=self.lang_weights) for i in idx]
-        step_loss = 0.0
+        text_rng = random.Random(f"mse_amr-text:{p.seed}:{self.step}")
+        texts = [self.text_view(self.triples[i], text_rng) for i in idx] if self.base is not None else []
+        step_loss = text_loss = 0.0
         for start in range(0, len(idx), self.micro):
             chunk = views[start:start + self.micro]
             k = len(chunk)
             emb = self.embed([v[role] for role in ROLES for v in chunk])  # anchors, positives, hard negatives
-            anchor, positive, negative = emb.float().split(k)
-            loss = simcse_loss(anchor, positive, negative, p.temperature, symmetric=p.symmetric_loss)
-            if not torch.isfinite(loss).item():
-                raise NonFiniteLossError(
-                    "MSE-AMR", f"loss is {loss.item()}", self.step + 1, sorted(idx[start:start + k]),
-                    where=f" (epoch {self.step // self.steps_per_epoch + 1}), micro-batch {start // self.micro + 1} "
-                          f"of {math.ceil(len(idx) / self.micro)}", rows_are="indices of its triples")
-            (loss * (k / len(idx))).backward()
-            step_loss += loss.item() * k / len(idx)
-        self.losses.append(step_loss)
-        return {"loss": torch.tensor(step_loss)}
+            step_loss += self._backward(emb, k, len(idx), idx, start)
+            if texts:
+                with autocast(self.device.type):
+                    emb = st_embed(self.base, [v[role] for role in ROLES for v in texts[start:start + k]],
+                                   str(self.device))
+                text_loss += self._backward(emb, k, len(idx), idx, start, " (base encoder)")
+        if self.base is None:
+            self.losses.append(step_loss)
+            return {"loss": torch.tensor(step_loss)}
+        for name, model in (("AMR encoder", self.model), ("base encoder", self.base)):
+            self._clip(name, model, idx)
+        self.losses.append(step_loss + text_loss)
+        return {"loss": torch.tensor(step_loss + text_loss), "graph_loss": torch.tensor(step_loss),
+                "text_loss": torch.tensor(text_loss)}
+
+    def _backward(self, emb: torch.Tensor, k: int, n: int, idx: list[int], start: int, what: str = "") -> float:
+        """The contrastive loss of one micro-batch's (anchors, positives, negatives) rows, back-propagated with its
+        share `k / n` of the step; returns that share of the loss."""
+        import torch
+
+        p = self.params
+        anchor, positive, negative = emb.float().split(k)
+        loss = simcse_loss(anchor, positive, negative, p.temperature, symmetric=p.symmetric_loss)
+        if not torch.isfinite(loss).item():
+            raise NonFiniteLossError(
+                "MSE-AMR", f"loss{what} is {loss.item()}", self.step + 1, sorted(idx[start:start + k]),
+                where=f" (epoch {self.step // self.steps_per_epoch + 1}), micro-batch {start // self.micro + 1} "
+                      f"of {math.ceil(n / self.micro)}", rows_are="indices of its triples")
+        (loss * (k / n)).backward()
+        return loss.item() * k / n
+
+    def _clip(self, name: str, model: Any, idx: list[int]) -> None:
+        """Each model's gradients clipped to `max_grad_norm` on their own (the Trainer clips them together)."""
+        import torch
+
+        if self.params.max_grad_norm <= 0:
+            return
+        norm = torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad],
+                                              self.params.max_grad_norm)
+        if not torch.isfinite(norm):
+            raise NonFiniteLossError("MSE-AMR", f"{name} gradient norm is {float(norm)}", self.step + 1, sorted(idx),
+                                     rows_are="indices of its triples")
 
 
 def micro_batch(params: Params, loop: LoopOptions) -> int:
@@ -130,9 +197,9 @@ def micro_batch(params: Params, loop: LoopOptions) -> int:
 
 
 def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params, *,
-                  langs: Sequence[str] | None = None, dev_eval: Callable[[Any, Any], float | None] | None = None,
+                  langs: Sequence[str] | None = None, dev_eval: Callable[..., float | None] | None = None,
                   resume: bool = True, extra_meta: Mapping[str, Any] | None = None,
-                  loop: LoopOptions = LoopOptions()) -> dict[str, Any]:
+                  loop: LoopOptions = LoopOptions(), text_langs: Sequence[str] | None = None) -> dict[str, Any]:
     """Train the AMR encoder of MSE-AMR from `params.encoder` (`minilm`, `hf:<id|path>`, a directory) on NLI
     `triples` (role -> language -> {"text", "graph"}); writes `out_dir/amr_encoder/` (safetensors + extended
     tokenizer) and `out_dir/model.json` (`extra_meta`, what the data was, merged in). `langs`: the languages the
@@ -142,7 +209,11 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     `eval_every`, resumed when `resume`; views and data order derive from `seed` and the step, so a resumed run
     sees what an uninterrupted one would). `dev_eval(model, tokenizer) -> score` (higher is better, None when
     undefined; embed with `encode_with`) runs every `eval_every` steps and at the end, and the best model is the one
-    written; without it, the last. bf16 autocast on CUDA only."""
+    written; without it, the last. bf16 autocast on CUDA only.
+
+    `params.train_base`: the base encoder (`params.base_encoder`) trains beside it on text views in `text_langs`
+    (default: every language a triple has text in), is given to `dev_eval` as a third argument, and is written as
+    `out_dir/text_encoder/` (sentence-transformers)."""
     import torch
 
     langs = tuple(langs if langs is not None else params.langs or (ENGLISH,))
@@ -163,9 +234,16 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     model, tokenizer, added = _start_model(encoder_path, triples, langs, params, out_dir / CHECKPOINT, saved)
     device = torch.device(resolve_device(params.device))
     model.to(device).train()
-    steps = TripleSteps(model, tokenizer, triples, langs, params, loop, device)
+    base, base_langs = None, ()
+    if params.train_base:
+        base_langs = tuple(text_langs if text_langs is not None else _text_langs(triples))
+        base = load_sentence_encoder(_base_path(params.base_encoder), False, params.max_length, str(device),
+                                     params.base_train_embedding)
+        base.train()
+    steps = TripleSteps(model, tokenizer, triples, langs, params, loop, device, base, base_langs)
+    # the AMR encoder was read with its tokenizer (`_start_model`); the base's weights are read here
     checkpoints = Checkpoints(out_dir, run_key, lambda ckpt: steps.save(ckpt / "model"),
-                              lambda ckpt: None, resume)  # the weights were read with the tokenizer: `_start_model`
+                              lambda ckpt: steps.read_base(ckpt / "model"), resume)
     trainer = _trainer(steps, checkpoints, dev_eval, best_dir).start()
     steps.losses = trainer.state.setdefault("losses", [])
     trainer.state["added_tokens"] = added
@@ -181,25 +259,31 @@ def _trainer(steps: TripleSteps, checkpoints: Checkpoints, dev_eval: Callable[[A
     import torch
 
     model, params = steps.model, steps.params
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]  # biases and LayerNorm, as the HF Trainer
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": params.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=params.lr)
+    groups = _param_groups(model.parameters(), params.lr, params.weight_decay)
+    if steps.base is not None:
+        groups += _param_groups((q for q in steps.base.parameters() if q.requires_grad), params.base_lr or params.lr,
+                                params.weight_decay)
+    optimizer = torch.optim.AdamW(groups, lr=params.lr)
     total_steps = steps.steps_per_epoch * params.epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, linear_warmup(int(params.warmup_ratio * total_steps), total_steps))
 
     def score() -> float:
-        model.eval()
+        trained = [m for m in (model, steps.base) if m is not None]
+        for m in trained:
+            m.eval()
         with torch.no_grad():
-            value = dev_eval(model, steps.tokenizer)  # type: ignore[misc]
-        model.train()
+            value = (dev_eval(model, steps.tokenizer) if steps.base is None else  # type: ignore[misc]
+                     dev_eval(model, steps.tokenizer, steps.base))  # type: ignore[misc]
+        for m in trained:
+            m.train()
         return math.nan if value is None else float(value)  # NaN: never the best
 
     return Trainer(
         "MSE-AMR", optimizer, list(model.parameters()), steps.steps_per_epoch, params.epochs, steps.rows, steps,
         scheduler=scheduler, max_steps=params.max_steps, eval_every=params.eval_every,
-        checkpoint_every=steps.loop.checkpoint_every or params.eval_every, max_grad_norm=params.max_grad_norm,
+        checkpoint_every=steps.loop.checkpoint_every or params.eval_every,
+        max_grad_norm=params.max_grad_norm if steps.base is None else 0.0,  # else TripleSteps clips each model
         evaluator=DevScore(score) if dev_eval is not None else None, score_at_start=False,
         keep_best=lambda: swap_dir(best_dir, steps.save), checkpoints=checkpoints)
 
@@ -212,9 +296,14 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
     params, state, best_dir, enc_dir = steps.params, trainer.state, out_dir / "best_model", out_dir / "amr_encoder"
     step, best_step, losses = int(state["step"]), state["best_step"], state["losses"]
     if best_step is not None and best_dir.is_dir():
-        swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True))
+        swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True,
+                                                       ignore=shutil.ignore_patterns(BASE_WEIGHTS)))
+        steps.read_base(best_dir)
     else:
-        swap_dir(enc_dir, steps.save)
+        swap_dir(enc_dir, lambda path: (steps.model.save_pretrained(str(path)),
+                                        steps.tokenizer.save_pretrained(str(path))))
+    if steps.base is not None:
+        swap_dir(out_dir / TEXT_ENCODER, lambda path: steps.base.save(str(path)))
     run_params = {
         "encoder_path": encoder_path, **params.model_dump(include=SETTINGS | {"max_steps", "eval_every"}),
         "micro_batch": steps.micro, "grad_accum": math.ceil(params.batch_size / steps.micro),
@@ -232,6 +321,7 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
     write_model_json(out_dir, "mse_amr", {
         "amr_encoder": enc_dir.name, "base_encoder": params.base_encoder, "integration": params.integration,
         "pooling": params.pooling, "max_length": params.max_length, "langs": list(steps.langs), "params": run_params,
+        **({"text_encoder": TEXT_ENCODER, "text_langs": list(steps.text_langs)} if steps.base is not None else {}),
         "seed": params.seed, "added_tokens": added, "metrics": metrics, **extra_meta,
     })
     if trainer.completed and not params.keep_checkpoint:
@@ -240,6 +330,24 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
     return {"run_dir": str(out_dir), "model_json": str(out_dir / MODEL_JSON), "steps": step,
             "total_steps": trainer.total_steps, "completed": trainer.completed, "resumed_from": trainer.resumed_from,
             "losses": losses, "best_dev": best_dev, "best_step": best_step, "added_tokens": added}
+
+
+def _param_groups(parameters: Iterable[Any], lr: float, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: no decay on biases and LayerNorm (vectors), as the HF Trainer."""
+    params = list(parameters)
+    return [{"params": [q for q in params if q.ndim >= 2], "weight_decay": weight_decay, "lr": lr},
+            {"params": [q for q in params if q.ndim < 2], "weight_decay": 0.0, "lr": lr}]
+
+
+def _text_langs(triples: Sequence[Triple]) -> list[str]:
+    """Every language some sentence of `triples` has text in, English first."""
+    found = {lg for t in triples for role in ROLES for lg, e in (t.get(role) or {}).items() if e and e.get("text")}
+    return sorted(found, key=lambda lg: (lg != ENGLISH, lg))
+
+
+def _base_path(name: str) -> str:
+    """What `load_sentence_encoder` reads for the base: `muse` (its PyTorch port) as is, others resolved."""
+    return name if name == "muse" else base_model_path(name)
 
 
 def _fingerprint(triples: Sequence[Triple], **settings: Any) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
             versions |= table_versions(wh, [params.dev_dataset], ["pairs", "amr"])
         run.input_versions = versions
         data = load_triples(wh, params.datasets, params.split, params.parser, params.linearize, params.langs,
-                            params.require_graphs, versions)
+                            params.require_graphs, versions, keep_texts=params.train_base)
         skipped = sum(data.skipped.values())
         run.rows_in, run.rows_computed, run.rows_failed = data.rows, len(data.triples), skipped
         if len(data.triples) < 2:
@@ -92,6 +92,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
             "pipeline": pipe.name, "parser": params.parser, "linearize": params.linearize,
             "table_versions": versions, "seeds": {"train": params.seed},
             "data": {"datasets": params.datasets, "split": params.split, "langs": data.langs,
+                     **({"text_langs": data.text_langs} if params.train_base else {}),
                      "require_graphs": params.require_graphs, "rows": data.rows, "triples": len(data.triples),
                      "skipped": dict(data.skipped), "per_dataset": data.per_dataset,
                      "contradiction_sources": sources, "dev": dev_info},
@@ -100,7 +101,8 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         log.info("mse_amr: %d triples (%d rows, left out %s), langs %s", len(data.triples), data.rows,
                  dict(data.skipped), data.langs)
         out_dir = run_dir(wh, METHOD, run_id)
-        result = train_mse_amr(data.triples, out_dir, params, langs=data.langs, dev_eval=dev_eval, extra_meta=meta)
+        result = train_mse_amr(data.triples, out_dir, params, langs=data.langs, dev_eval=dev_eval, extra_meta=meta,
+                               text_langs=data.text_langs if params.train_base else None)
         run.rows_out = len(data.triples) if result["completed"] else 0
     return train_summary(METHOD, run_id, data.rows, len(data.triples), skipped, started, result["completed"],
                          model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
@@ -114,9 +116,10 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
 
 
 def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
-                  ) -> tuple[Callable[[Any, Any], float | None], dict[str, Any]]:
-    """`dev_eval(model, tokenizer)`: the `StsEvaluator` score (Spearman x100) on the dev pairs (English, both graphs
-    present) of the embeddings the model gives now; and what was read."""
+                  ) -> tuple[Callable[..., float | None], dict[str, Any]]:
+    """`dev_eval(model, tokenizer[, base])`: the `StsEvaluator` score (Spearman x100) on the dev pairs (English, both
+    graphs present) of the embeddings the model gives now (with `base`, the base encoder being trained, the texts'
+    embeddings are its own, else the base encoder's cached ones); and what was read."""
     ds = params.dev_dataset
     assert ds is not None
     pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
@@ -145,17 +148,24 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
     index = {n: str(i) for i, n in enumerate(nodes)}
     ids1, ids2, gold = [index[n] for n in side1], [index[n] for n in side2], usable["score"].to_numpy()
     texts = [graphs.ok[g][0] for _, g in nodes]
-    base = None
+    base, sentence_texts = None, []
     if params.dev_metric == "combined" and params.integration != "h_only":
         keys = [k for k, _ in nodes]
         sentences = wh.read(ds, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
-        embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
-        base = read_embeddings(wh, ds, params.base_encoder, keys)
+        if params.train_base:
+            by_key = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
+            sentence_texts = [by_key[k] for k in keys]
+        else:
+            embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
+            base = read_embeddings(wh, ds, params.base_encoder, keys)
 
-    def dev_eval(model: Any, tokenizer: Any) -> float | None:
+    def dev_eval(model: Any, tokenizer: Any, trained_base: Any = None) -> float | None:
         h = encode_with(model, tokenizer, texts, pooling=params.pooling, max_length=params.max_length,
                         batch_size=128)
-        emb = embed_combined(base, h, params.integration) if base is not None else h
+        s = base
+        if trained_base is not None and sentence_texts:
+            s = trained_base.encode(sentence_texts, batch_size=256, convert_to_numpy=True, show_progress_bar=False)
+        emb = embed_combined(s, h, params.integration) if s is not None else h
         return StsEvaluator(ids1, ids2, gold, lambda ids: emb[[int(i) for i in ids]])()
 
     return dev_eval, info
@@ -176,18 +186,20 @@ class TripleData:
     per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
     graph_langs: Counter[str] = field(default_factory=Counter)  # languages with a graph of their own (not pivoted)
     langs: list[str] = field(default_factory=list)  # the languages the triples were built for
+    text_langs: list[str] = field(default_factory=list)  # keep_texts: every language some sentence has text in
 
 
 def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, parser: str, variant: str = "paper",
                  langs: Sequence[str] | None = None, require_graphs: bool = True,
-                 versions: dict[str, int | None] | None = None) -> TripleData:
+                 versions: dict[str, int | None] | None = None, keep_texts: bool = False) -> TripleData:
     """Triples of `split` (None: all) from each dataset's `triples` table with graphs from its `amr` table.
 
     Per item: the English row's texts and graphs; other languages from triple rows of the same item (ingested
     translations) and from the `parallel` table (translations of each English sentence). A non-English sentence
     counts only with a graph of its own. A role is usable with a graph in one of `langs` (default: English and every
     language with a graph of its own), or, when not `require_graphs`, with English text; a triple with an unusable
-    role is skipped, counted by reason."""
+    role is skipped, counted by reason. `keep_texts` (a base encoder trained on texts) also keeps each usable
+    triple's texts in every other language, without a graph."""
     out = TripleData()
     items = [(ds, *item) for ds in datasets for item in _dataset_items(wh, ds, split, parser, variant, versions or {},
                                                                          out)]
@@ -205,12 +217,17 @@ def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, pars
             out.skipped[reason] += 1
             out.per_dataset[ds]["skipped"][reason] += 1
             continue
-        out.triples.append({r: {lg: dict(e) for lg, e in example[r].items() if lg in use} for r in ROLES})
+        out.triples.append({r: {lg: dict(e) if lg in use else {"text": e.get("text"), "graph": None}
+                                for lg, e in example[r].items() if lg in use or (keep_texts and e.get("text"))}
+                            for r in ROLES})
         out.item_ids.append(f"{ds}:{item_id}")
         out.per_dataset[ds]["used"] += 1
     out.per_dataset = {ds: {k: dict(v) if isinstance(v, Counter) else v for k, v in d.items()}
                        for ds, d in out.per_dataset.items()}
     out.langs = use
+    if keep_texts:
+        found = {lg for t in out.triples for r in ROLES for lg, e in t[r].items() if e.get("text")}
+        out.text_langs = sorted(found, key=lambda lg: (lg != ENGLISH, lg))
     return out
 
 

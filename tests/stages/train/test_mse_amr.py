@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from amrsim.config import DatasetConfig, load_config
-from amrsim.errors import ConfigError
+from amrsim.errors import ConfigError, InputError
 from amrsim.ingest import read_dataset
 from amrsim.stages.ingest import ingest_stage
 from amrsim.warehouse import Warehouse
@@ -85,6 +85,60 @@ def test_triples_from_pairs_options_and_validation(write_tsv):
         DatasetConfig(path="x.tsv", kind="triples", columns={"premise": "a"}, from_pairs=FROM_PAIRS)
     with pytest.raises(ValueError, match="both"):
         DatasetConfig(path="x.tsv", kind="triples", from_pairs={**FROM_PAIRS, "neutral": ["entailment"]})
+
+
+XNLI_HEADER = ["premise", "hypothesis", "label"]
+XNLI_EN = [["He said he was home.", "He told them he was back.", "entailment"],
+           ["She reads a book.", "She is asleep.", "contradiction"],  # contradicts row 4's premise, as sentence1
+           ["He said he was home.", "He did not say a word.", "contradiction"],
+           ["She is asleep.", "A woman is reading.", "entailment"],
+           ["He said he was home.", "He came back from school.", "neutral"]]
+XNLI_DE = [["Er sagte, er sei daheim.", "Er sagte ihnen, er sei zurück.", "entailment"],
+           ["Sie liest ein Buch.", "Sie schläft.", "contradiction"],
+           ["Er sagte, er sei daheim.", "Er sagte kein Wort.", "contradiction"],
+           ["Sie schläft.", "Eine Frau liest.", "entailment"],
+           ["Er sagte, er sei daheim.", "Er kam von der Schule.", "neutral"]]
+XNLI_PAIRS = {"sentence1": "premise", "sentence2": "hypothesis", "label": "label", "fallback": "skip"}
+
+
+def test_triples_from_pairs_with_row_aligned_translations(write_tsv):
+    """XNLI: the triple is chosen on the English file and each translation's triple comes from the same rows and
+    columns, the contradiction included when it was found as sentence1 of another row."""
+    en, de = write_tsv("xnli_en.tsv", XNLI_HEADER, XNLI_EN), write_tsv("xnli_de.tsv", XNLI_HEADER, XNLI_DE)
+    ds = DatasetConfig(path=str(en), kind="triples", split="train", from_pairs=XNLI_PAIRS,
+                       translations={"de": {"path": str(de)}})
+    tables = read_dataset(ds, en)
+    ok = tables["triples"].filter(pl.col("status") == "ok")
+    by = {(r["item_id"], r["lang"]): r for r in ok.iter_rows(named=True)}
+    assert set(by) == {("L2/CL4", "en"), ("L2/CL4", "de"), ("L5/CL3", "en"), ("L5/CL3", "de")}
+    assert [by[("L2/CL4", "de")][r] for r in ("premise", "entailment", "contradiction")] == [
+        "Er sagte, er sei daheim.", "Er sagte ihnen, er sei zurück.", "Er sagte kein Wort."]
+    # "She is asleep." contradicts "She reads a book." as the *hypothesis* of row 3: its German is that row's
+    # sentence1, "Sie liest ein Buch."
+    assert by[("L5/CL3", "en")]["contradiction"] == "She reads a book."
+    assert by[("L5/CL3", "de")]["contradiction"] == "Sie liest ein Buch."
+    parallel = tables["parallel"].filter(pl.col("status") == "ok")
+    assert dict(zip(parallel["source"], parallel["target"], strict=True))["He did not say a word."] == \
+        "Er sagte kein Wort."
+
+
+def test_triples_from_pairs_translation_errors_name_the_file(write_tsv):
+    en = write_tsv("xnli_en.tsv", XNLI_HEADER, XNLI_EN)
+    short = write_tsv("xnli_fr.tsv", XNLI_HEADER, XNLI_DE[:4])
+    ds = DatasetConfig(path=str(en), kind="triples", from_pairs=XNLI_PAIRS, translations={"fr": {"path": str(short)}})
+    with pytest.raises(InputError, match="xnli_fr.tsv.*4 rows but .* has 5"):
+        read_dataset(ds, en)
+    empty_contradiction = [r[:] for r in XNLI_DE]
+    empty_contradiction[2][1] = ""  # the German contradiction of the first triple
+    de = write_tsv("xnli_de.tsv", XNLI_HEADER, empty_contradiction)
+    ds = DatasetConfig(path=str(en), kind="triples", from_pairs=XNLI_PAIRS, translations={"de": {"path": str(de)}})
+    triples = read_dataset(ds, en)["triples"]
+    first = triples.filter(pl.col("item_id") == "L2/CL4")
+    assert first.filter(pl.col("lang") == "en")["status"].to_list() == ["ok"]
+    bad = first.filter(pl.col("lang") == "de")
+    assert bad["status"].to_list() == ["failed"] and "contradiction" in bad["error"][0]
+    with pytest.raises(ValueError, match="row-aligned pairs file"):
+        DatasetConfig(path="x.tsv", kind="triples", from_pairs=XNLI_PAIRS, translations={"de": {"premise": "p_de"}})
 
 
 # --- a tiny project ---------------------------------------------------------------------------------------------
@@ -329,6 +383,40 @@ def test_graph_aware_encoder(project):
     np.testing.assert_allclose(plain[0], en, atol=1e-5)
     with pytest.raises(ValueError, match="no AMR graph"):
         enc.encode([""])
+
+
+def test_train_base_through_the_warehouse_and_as_an_encoder(project):
+    """train_base: the triples keep every language's text (German here, whose graphs are pivots), the run writes
+    its trained base as text_encoder/, and `mse_amr:<run>` embeds texts with that base (not the base's cache)."""
+    from amrsim.methods.loaders import embed_sentences, load_encoder
+    from amrsim.methods.mse_amr import combine
+    from amrsim.stages.train.mse_amr import load_triples, train
+
+    cfg, wh = project
+    write_amr(wh, "nli", pivot_langs={"de": "en"})
+    write_amr(wh, "dev")
+    data = load_triples(wh, ["nli"], "train", "ud", keep_texts=True)
+    assert data.langs == ["en"] and data.text_langs == ["en", "de"] and len(data.triples) == 4
+    assert data.triples[0]["premise"]["de"] == {"text": "der junge will den apfel", "graph": None}
+    assert load_triples(wh, ["nli"], "train", "ud").text_langs == []
+
+    result = train(cfg.section("p"), _params(cfg, epochs=2, train_base=True, base_lr=1e-3), "tb")
+    assert result["status"] == "ok"
+    run = wh.models_root / "mse_amr" / "tb"
+    meta = json.loads((run / "model.json").read_text())
+    assert meta["text_encoder"] == "text_encoder" and meta["data"]["text_langs"] == ["en", "de"]
+    assert (run / "text_encoder" / "modules.json").is_file()
+    enc = load_encoder("mse_amr:tb", models_root=wh.models_root)
+    assert enc.base_name is None and enc.base.model_id == "trained:mse_amr/tb#text"
+    sentences = wh.read("dev", "sentences").select("key", "text")
+    embed_sentences(wh, "dev", "mse_amr:tb", sentences)
+    emb = wh.read("dev", "embeddings")
+    assert set(emb["encoder"]) == {"mse_amr:tb"}  # the trained base's vectors are only the run's
+    row = emb.filter(pl.col("sentence_key") == sentences["key"][0])
+    s = enc.base.encode([sentences["text"][0]])
+    h = enc.graph_encoder.encode([next(iter(enc.graphs(wh, "dev", [sentences["key"][0]],
+                                                       [sentences["text"][0]])))[0]])
+    np.testing.assert_allclose(row["vector"][0].to_numpy(), combine(s, h, "concat")[0], atol=1e-5)
 
 
 def test_length_chunks_give_the_same_embeddings_and_gradients(tiny_bert):
