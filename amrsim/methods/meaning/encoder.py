@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.encoders import Encoder, EncoderLoader, TrainedModel
+from amrsim.encoders import Encoder, EncoderLoader, SentenceTransformerEncoder, TrainedModel, model_subdir
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class MeaningEncoder:
     name: str
     model_id: str
-    base_name: str
+    base_name: str | None  # None: the encoder the run trained, whose vectors are not cached apart from the run's
     base: Encoder
     model: MeaningModel
     head: StsHead | None
@@ -42,6 +42,8 @@ class MeaningEncoder:
     def encode_sentences(self, wh: Any, dataset: str, frame: Any) -> tuple[np.ndarray, None]:
         """Warehouse rows (key, text): the base encoder's vectors through the dataset's embeddings cache (computed
         once, shared with evaluations of the base encoder itself), then the heads."""
+        if self.base_name is None:
+            return self.heads(self.base.encode(frame["text"].to_list())), None
         embed_sentences(wh, dataset, self.base_name, frame, encoder=self.base)
         return self.heads(read_embeddings(wh, dataset, self.base_name, frame["key"].to_list())), None
 
@@ -52,8 +54,14 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
     from amrsim.methods.meaning.model import load_model
 
     net, head, meta = load_model(model.path)
-    base_name = str(meta["base_encoder"])
-    base = load(base_name, batch_size=batch_size, device=device, models_root=models_root)
+    base_name: str | None = str(meta["base_encoder"])
+    if meta.get("text_encoder"):  # trained with the run (train_encoder)
+        base: Encoder = SentenceTransformerEncoder(
+            f"{name}#text", f"{model.model_id}#text", str(model_subdir(model.path, str(meta["text_encoder"]))),
+            batch_size, device, safetensors_only=True)
+        base_name = None
+    else:
+        base = load(str(base_name), batch_size=batch_size, device=device, models_root=models_root)
     if int(base.dim) != int(meta["dim"]):
         raise ValueError(f"{model.path}/model.json: dim {meta['dim']} but encoder '{base_name}' gives {base.dim}")
     return MeaningEncoder(name, model.model_id, base_name, base, net, head, int(meta["dim"]),

@@ -40,9 +40,10 @@ def sts_loss(u: torch.Tensor, v: torch.Tensor, gold: torch.Tensor) -> torch.Tens
 
 def stage1_losses(model: MeaningModel, x_a: torch.Tensor, x_b: torch.Tensor, lang_a: torch.Tensor,
                   lang_b: torch.Tensor, x_same: torch.Tensor, neg: torch.Tensor, margin: float,
-                  negatives: str = "same_language") -> dict[str, torch.Tensor]:
+                  negatives: str = "same_language", original: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """The four losses of a batch of translation pairs (x_a[i], x_b[i]); `x_same[k]` is a random same-language
-    sentence of the k-th row of cat(x_a, x_b).
+    sentence of the k-th row of cat(x_a, x_b). `original`: what M + L reconstructs (default cat(x_a, x_b); the frozen
+    encoder's vectors when the encoder trains, so the target does not move with it).
 
     With `same_language` (DREAM's reference code) the meaning loss's random pairs are each sentence and its
     same-language draw, weighted like DREAM's three terms (translations + source randoms + target randoms): pushing
@@ -63,7 +64,7 @@ def stage1_losses(model: MeaningModel, x_a: torch.Tensor, x_b: torch.Tensor, lan
     else:
         meaning = meaning_loss(torch.cat([m_a, m_a]), torch.cat([m_b, m_b[neg]]), torch.cat([ones, -ones]), margin)
     return {"meaning": meaning,
-            "reconstruction": reconstruction_loss(m, lang_emb, x),
+            "reconstruction": reconstruction_loss(m, lang_emb, x if original is None else original),
             "language_id": language_id_loss(model.classifier(lang_emb), torch.cat([lang_a, lang_b])),
             "language_similarity": language_similarity_loss(lang_emb, l_same)}
 

@@ -28,6 +28,11 @@ class Hyper(TrainingArgs):
     w_language_id: StrictFloat = Field(default=1.0, ge=0)
     w_language_similarity: StrictFloat = Field(default=1.0, ge=0)
     dev_fraction: StrictFloat = Field(default=0.05, ge=0, lt=1)
+    # stage 1 trains the encoder too (muse only, through its PyTorch port): its output is the heads' input, while the
+    # reconstruction target stays the frozen encoder's vector; stage 2 and `meaning:<run>` use the trained encoder
+    train_encoder: bool = False
+    encoder_lr: StrictFloat | None = Field(default=None, gt=0)  # the encoder's learning rate (None: lr)
+    encoder_train_embedding: bool = False  # muse: True trains its 128,010 x 512 token table too
     # stage 2: an STS head on the meaning embeddings
     sts_hidden: StrictInt | None = Field(default=None, ge=1)
     sts_dropout: StrictFloat = Field(default=0.1, ge=0, lt=1)
@@ -46,7 +51,9 @@ class Hyper(TrainingArgs):
         return {"head": self.head, "hidden": self.hidden, "dropout": self.dropout, "epochs": self.epochs,
                 "batch_size": self.batch_size, "lr": self.lr, "weight_decay": self.weight_decay,
                 "margin": self.margin, "negatives": self.negatives, "weights": self.weights,
-                "dev_fraction": self.dev_fraction, "seed": self.seed}
+                "dev_fraction": self.dev_fraction, "seed": self.seed, "train_encoder": self.train_encoder,
+                **({"encoder_lr": self.encoder_lr, "encoder_train_embedding": self.encoder_train_embedding}
+                   if self.train_encoder else {})}
 
     def stage2_meta(self) -> dict[str, Any]:
         """What model.json's `stage2` records (with the weights file)."""
@@ -85,6 +92,8 @@ class Params(Hyper):
 
     @model_validator(mode="after")
     def _sources(self) -> Params:
+        if self.train_encoder and self.encoder != "muse":
+            raise ValueError(f"train_encoder trains muse through its PyTorch port; encoder is '{self.encoder}'")
         if not self.files and not self.datasets:
             raise ValueError("meaning needs parallel data: give `files` (bitext TSVs) or `datasets` (parallel tables)")
         both = sorted(set(self.sts_train_lang_pairs) & set(self.sts_eval_lang_pairs))

@@ -4,7 +4,7 @@ its epochs' orders and its batches' random pairs from one seeded rng."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.methods.meaning.loss import SameLanguage, derangement, stage1_losses, sts_loss
 from amrsim.methods.meaning.model import MeaningModel, StsHead, apply_module, cosines, meaning_of, spearman
 from amrsim.methods.meaning.params import LOSSES, Hyper
-from amrsim.methods.training import Trainer
+from amrsim.methods.training import Trainer, st_embed
 
 
 def epoch_batches(rng: np.random.Generator, n: int, batch_size: int,
@@ -36,19 +36,25 @@ def epoch_batches(rng: np.random.Generator, n: int, batch_size: int,
 
 
 class BestWeights:
-    """The weights of the best evaluation so far, kept in memory (a Trainer's `keep_best`)."""
+    """The weights of the best evaluation so far, kept in memory (a Trainer's `keep_best`): every parameter and
+    buffer of `model`, and the trainable parameters of `also` (the trained encoder; its frozen table is not copied)."""
 
-    def __init__(self, model: nn.Module):
-        self.model, self.state = model, None
+    def __init__(self, model: nn.Module, also: nn.Module | None = None):
+        self.model, self.also, self.state = model, also, None
+        self.also_state: dict[str, torch.Tensor] | None = None
         self.score: float | None = None
         self.step: int | None = None
 
     def keep(self) -> None:
         self.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if self.also is not None:
+            self.also_state = {k: p.detach().clone() for k, p in self.also.named_parameters() if p.requires_grad}
 
     def restore(self) -> None:
         if self.state is not None:
             self.model.load_state_dict(self.state)
+        if self.also is not None and self.also_state is not None:
+            self.also.load_state_dict(self.also_state, strict=False)
 
 
 # ---------------------------------------------------------------------------------------------------- stage 1
@@ -73,25 +79,42 @@ def check_parallel(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_
 
 class Stage1Losses:
     """Stage 1's losses of a batch of translation pairs (rows of sentence indices), its random pairs drawn from the
-    rng given; `total` weighs them; `dev` is their mean over dev pairs (the same draws every time)."""
+    rng given; `total` weighs them; `dev` is their mean over dev pairs (the same draws every time). With an
+    `encoder` (a sentence-transformers model being trained) the heads read its embeddings of `texts` (aligned with
+    `vectors`), and `vectors` stay the reconstruction target."""
 
-    def __init__(self, model: MeaningModel, vectors: np.ndarray, langs: np.ndarray, hp: Hyper, device: str):
+    def __init__(self, model: MeaningModel, vectors: np.ndarray, langs: np.ndarray, hp: Hyper, device: str,
+                 encoder: Any = None, texts: Sequence[str] | None = None):
         self.model, self.hp, self.device, self.weights = model, hp, device, hp.weights
         self.same = SameLanguage(langs)
         self.x, self.lang = torch.as_tensor(vectors, device=device), torch.as_tensor(langs, device=device)
+        self.encoder, self.texts = encoder, texts
+
+    def inputs(self, idx: np.ndarray) -> torch.Tensor:
+        """The heads' input for sentence indices `idx`: the vectors, or the encoder's embeddings (with gradients)."""
+        if self.encoder is None:
+            return self.x[idx]
+        assert self.texts is not None
+        return st_embed(self.encoder, [self.texts[i] for i in idx], self.device)
 
     def __call__(self, batch: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         a, b = batch[:, 0], batch[:, 1]
         same = self.same.draw(np.concatenate([a, b]), rng)
-        return stage1_losses(self.model, self.x[a], self.x[b], self.lang[a], self.lang[b], self.x[same],
+        x = self.inputs(np.concatenate([a, b, same]))
+        n = len(batch)
+        x_a, x_b, x_same = x[:n], x[n:2 * n], x[2 * n:]
+        original = None if self.encoder is None else self.x[np.concatenate([a, b])]
+        return stage1_losses(self.model, x_a, x_b, self.lang[a], self.lang[b], x_same,
                              torch.as_tensor(derangement(len(batch), rng), device=self.device), self.hp.margin,
-                             self.hp.negatives)
+                             self.hp.negatives, original)
 
     def total(self, parts: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return sum((self.weights[k] * parts[k] for k in LOSSES), torch.zeros((), device=self.device))
 
     def dev(self, pairs: np.ndarray) -> dict[str, float]:
         self.model.eval()
+        if self.encoder is not None:
+            self.encoder.eval()
         rng, size = np.random.default_rng([self.hp.seed, 1]), self.hp.batch_size
         sums, count = dict.fromkeys([*LOSSES, "total"], 0.0), 0
         with torch.no_grad():
@@ -103,6 +126,8 @@ class Stage1Losses:
                     sums[k] += float(value) * len(batch)
                 count += len(batch)
         self.model.train()
+        if self.encoder is not None:
+            self.encoder.train()
         return {k: v / max(count, 1) for k, v in sums.items()}
 
 
@@ -113,11 +138,16 @@ def retrieval_accuracy(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_langs: int, hp: Hyper | None = None,
-                 device: str = "cpu") -> tuple[MeaningModel, dict[str, Any]]:
+                 device: str = "cpu", encoder: Any = None, texts: Sequence[str] | None = None
+                 ) -> tuple[MeaningModel, dict[str, Any]]:
     """Train stage 1 on sentence vectors (n, dim), their language indices (n,) and translation pairs (p, 2) of row
     indices. A seeded `dev_fraction` of the pairs is held out; the evaluation with the lowest dev loss (without dev
     pairs: train loss) is kept. Returns the model (on CPU, eval mode) and metrics: losses per evaluation, dev
-    retrieval accuracy of encoder vs meaning."""
+    retrieval accuracy of encoder vs meaning.
+
+    `encoder` (`hp.train_encoder`: the sentence-transformers model that gave `vectors`, e.g. muse's port) trains
+    with the heads on `texts` (aligned with `vectors`) at `hp.encoder_lr`; it is left in place with its best
+    weights, in eval mode, and the dev retrieval is then measured on its embeddings."""
     hp = hp or Hyper()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     langs = np.asarray(langs, dtype=np.int64)
@@ -131,10 +161,16 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
     if len(train_pairs) < 2:
         raise ValueError(f"meaning stage 1: {len(train_pairs)} training pair(s) after holding out {n_dev} dev "
                          "pair(s); give more parallel data or a lower dev_fraction")
+    if (encoder is None) != (texts is None) or (texts is not None and len(texts) != len(vectors)):
+        raise ValueError("meaning stage 1: a trained encoder needs the texts of every vector, in the same order")
     model = MeaningModel(vectors.shape[1], n_langs, hp.head, hp.hidden, hp.dropout).to(device)
-    losses = Stage1Losses(model, vectors, langs, hp, device)
+    losses = Stage1Losses(model, vectors, langs, hp, device, encoder, texts)
     steps, rows = epoch_batches(rng, len(train_pairs), hp.batch_size, min_rows=2)
-    best, devs = BestWeights(model), []
+    best, devs = BestWeights(model, encoder), []
+    groups = [{"params": list(model.parameters()), "lr": hp.lr}]
+    if encoder is not None:
+        encoder.to(device).train()
+        groups.append({"params": [p for p in encoder.parameters() if p.requires_grad], "lr": hp.encoder_lr or hp.lr})
 
     def dev_total() -> float:
         devs.append(losses.dev(dev_pairs))
@@ -149,22 +185,29 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
             best.score, best.step = means["total"], step
         return out
 
-    trainer = Trainer("meaning stage 1", torch.optim.AdamW(model.parameters(), lr=hp.lr, weight_decay=hp.weight_decay),
-                      list(model.parameters()), steps, hp.epochs, rows, lambda r: losses(train_pairs[r], rng),
+    trainer = Trainer("meaning stage 1", torch.optim.AdamW(groups, lr=hp.lr, weight_decay=hp.weight_decay),
+                      [p for g in groups for p in g["params"]], steps, hp.epochs, rows,
+                      lambda r: losses(train_pairs[r], rng),
                       objective=losses.total, max_steps=hp.max_steps, eval_every=hp.eval_every,
                       evaluator=DevScore(dev_total, greater_is_better=False) if n_dev else None, keep_best=best.keep,
                       entry=entry, max_grad_norm=hp.max_grad_norm, weigh_by_rows=True,
                       row_ids=lambda r: order[n_dev:][r]).fit()
     best.restore()
     model = model.cpu().eval()
+    if encoder is not None:
+        encoder.eval()
     best_step, best_loss = (trainer.state["best_step"], trainer.state["best_score"]) if n_dev else (best.step,
                                                                                                     best.score)
     metrics = {"train_pairs": len(train_pairs), "dev_pairs": n_dev, "best_epoch": -(-best_step // steps),
                "best_loss": best_loss, "initial_dev": devs[0] if devs else None, "history": trainer.state["history"]}
     if n_dev >= 2:
         a, b = vectors[dev_pairs[:, 0]], vectors[dev_pairs[:, 1]]
-        metrics["dev_retrieval"] = {"encoder": retrieval_accuracy(a, b),
-                                    "meaning": retrieval_accuracy(meaning_of(model, a), meaning_of(model, b))}
+        metrics["dev_retrieval"] = {"encoder": retrieval_accuracy(a, b)}
+        if encoder is not None and texts is not None:
+            a, b = (encoder.encode([texts[i] for i in dev_pairs[:, k]], convert_to_numpy=True,
+                                   show_progress_bar=False) for k in (0, 1))
+            metrics["dev_retrieval"]["trained_encoder"] = retrieval_accuracy(a, b)
+        metrics["dev_retrieval"]["meaning"] = retrieval_accuracy(meaning_of(model, a), meaning_of(model, b))
     return model, metrics
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +29,7 @@ from amrsim.ingest.readers import LINE, read_rows
 from amrsim.langs import normalise_lang
 from amrsim.methods.loaders import embed_sentences
 from amrsim.methods.meaning.params import Params
+from amrsim.methods.training import load_sentence_encoder, swap_dir
 from amrsim.stages.evaluate.sts import select_pairs
 from amrsim.stages.evaluate.suite import bitext_files
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
@@ -43,6 +46,7 @@ HELD_OUT = "language held out (exclude_langs)"
 NOT_LISTED = "language not in langs"
 EMPTY_TEXT = "empty sentence"
 SAMPLED_OUT = "over max_pairs_per_lang (sampled out)"
+TEXT_ENCODER = "text_encoder"  # train_encoder: the encoder stage 1 trained, a sentence-transformers directory
 PAIR_COLUMNS = ("text1", "text2", "key1", "key2", "raw1", "raw2", "lang1", "lang2")
 
 
@@ -60,6 +64,7 @@ class ParallelData:
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.keys: list[str] = []
+        self.texts: list[str] = []  # aligned with keys
         self.langs: list[str] = []  # normalised
         self.pairs: list[tuple[int, int]] = []
         self.pair_langs: list[tuple[str, str]] = []
@@ -202,6 +207,7 @@ def parallel_data(pipe: Pipeline, wh: Warehouse, params: Params) -> tuple[Parall
         if new_keys:
             wanted = sentences.unique("key", maintain_order=True)
             wanted = pl.DataFrame({"key": new_keys}).join(wanted, on="key", how="left", maintain_order="left")
+            data.texts += wanted["text"].to_list()
             vectors.append(encoder_vectors(wh, ds, params.encoder, wanted, register=register))
     data.rows_by_lang = Counter(lang for pair in data.pair_langs for lang in set(pair))
     if params.langs is not None:
@@ -261,11 +267,12 @@ StsSet = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # sentence1 vect
 
 
 def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
-              strict: bool, genres: dict[str, dict[str, str]] | None = None
-              ) -> tuple[dict[str, StsSet], dict[str, str]]:
+              strict: bool, genres: dict[str, dict[str, str]] | None = None,
+              encode: Callable[[list[str]], np.ndarray] | None = None) -> tuple[dict[str, StsSet], dict[str, str]]:
     """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1], genre of each pair ("" unknown)) of the
     split over every sts dataset; a pair with no rows is an error when `strict`, else left out with the reason
-    (second return). `genres`: dataset -> item id -> genre (item_genres)."""
+    (second return). `genres`: dataset -> item id -> genre (item_genres). Vectors are the encoder's cached ones, or
+    `encode(texts)` (the encoder stage 1 trained)."""
     out: dict[str, list[StsSet]] = {}
     missing: dict[str, str] = {}
     for ds in params.sts_datasets:
@@ -282,7 +289,8 @@ def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pa
             keys = chosen["sentence1_key"].to_list() + chosen["sentence2_key"].to_list()
             frame = pl.DataFrame({"key": keys}).join(sentences.unique("key"), on="key", how="left",
                                                      maintain_order="left")
-            vecs = encoder_vectors(wh, ds, params.encoder, frame)
+            vecs = (encoder_vectors(wh, ds, params.encoder, frame) if encode is None else
+                    np.asarray(encode(frame["text"].to_list()), dtype=np.float32))
             gold = ((chosen["score"].to_numpy() - lo) / (hi - lo)).astype(np.float32)
             genre = np.array([genre_of_item.get(str(i), "") for i in chosen["item_id"].to_list()], dtype=object)
             out.setdefault(lp, []).append((vecs[:chosen.height], vecs[chosen.height:], gold, genre))
@@ -324,24 +332,26 @@ def _summary(by_lang_pair: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
             "n": int(sum(x["n"] for x in both.values())), "by_lang_pair": by_lang_pair}
 
 
-def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: MeaningModel,
-                    device: str) -> tuple[StsHead | None, dict[str, Any], dict[str, Any]]:
+def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: MeaningModel, device: str,
+                    encode: Callable[[list[str]], np.ndarray] | None = None
+                    ) -> tuple[StsHead | None, dict[str, Any], dict[str, Any]]:
     """Stage 2 on the frozen meaning embeddings, then its selection against stage 1 alone on held-out data.
-    Returns (the head, None when stage 1 alone is kept; stage-2 metrics; the selection record)."""
+    Returns (the head, None when stage 1 alone is kept; stage-2 metrics; the selection record). `encode`: as
+    `sts_pairs`'."""
     from amrsim.methods.meaning.model import apply_module, cosines, meaning_of, spearman
     from amrsim.methods.meaning.train import train_stage2
 
     genres = {ds: item_genres(pipe, wh, ds, path) for ds, path in params.sts_genre_files.items()}
     trained, _ = sts_pairs(pipe, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
-                           strict=True, genres=genres)
+                           strict=True, genres=genres, encode=encode)
     dev_sets: dict[str, StsSet] = {}
     held_out: dict[str, StsSet] = {}
     missing: dict[str, str] = {}
     if params.sts_dev_split:
         dev_sets, _ = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
-                                strict=False, genres=genres)
+                                strict=False, genres=genres, encode=encode)
         held_out, missing = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_eval_lang_pairs,
-                                      strict=False)
+                                      strict=False, encode=encode)
 
     def fit(train_rows: StsSet, dev_rows: StsSet | None) -> tuple[StsHead, dict[str, Any]]:
         dev = None if dev_rows is None else (meaning_of(model, dev_rows[0]), meaning_of(model, dev_rows[1]),
@@ -411,11 +421,16 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         lang_index = {lang: i for i, lang in enumerate(lang_names)}
         log.info("meaning: %d pairs, %d sentences, %d languages; left out %s", len(data.pairs), len(data.keys),
                  len(lang_names), data.skipped)
+        encoder = encode = None
+        if params.train_encoder:  # muse through its PyTorch port (Params checks the encoder is muse)
+            encoder = load_sentence_encoder("muse", False, device=device,
+                                            train_embedding=params.encoder_train_embedding)
+            encode = partial(encoder.encode, batch_size=256, convert_to_numpy=True, show_progress_bar=False)
         model, m1 = train_stage1(vectors, np.array([lang_index[x] for x in data.langs]), np.array(data.pairs),
-                                 len(lang_names), params, device)
+                                 len(lang_names), params, device, encoder, data.texts if encoder else None)
         head, m2, selection = None, None, None
         if params.sts_datasets:
-            head, m2, selection = train_sts_stage(pipe, wh, params, model, device)
+            head, m2, selection = train_sts_stage(pipe, wh, params, model, device, encode)
         data_meta = {"pipeline": pipe.name, "files": params.files, "files_dataset": params.files_dataset,
                      "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
                      "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
@@ -425,8 +440,13 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                      "sts_table_versions": table_versions(wh, params.sts_datasets, ["pairs", "sentences"]),
                      "sts_train_lang_pairs": params.sts_train_lang_pairs,
                      "sts_eval_lang_pairs": params.sts_eval_lang_pairs}
+        text_encoder = {}
+        if encoder is not None:
+            swap_dir(out_dir / TEXT_ENCODER, lambda path: encoder.save(str(path)))
+            text_encoder = {"text_encoder": TEXT_ENCODER}
         save_model(out_dir, model, params.encoder, lang_names, params, head,
-                   extra_meta={"base_model_id": model_id(params.encoder, wh.models_root), "seed": params.seed,
+                   extra_meta={**text_encoder, "base_model_id": model_id(params.encoder, wh.models_root),
+                               "seed": params.seed,
                                "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
                                "metrics": {"stage1": m1, "stage2": m2}, "stage2_selection": selection})
         failed = sum(n for reason, n in data.skipped.items() if reason == EMPTY_TEXT or "failed" in reason)

