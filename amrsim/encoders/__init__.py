@@ -19,8 +19,8 @@ from amrsim.generation import resolve_device
 
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
            "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder", "model_id",
-           "model_subdir", "models_root_default", "parse_name", "resolve_device", "resolves_inside", "run_name",
-           "split_hf_name"]
+           "model_subdir", "models_root_default", "parse_name", "resolve_device", "resolves_inside",
+           "run_base_encoder", "run_name", "split_hf_name"]
 
 
 class Encoder(Protocol):
@@ -365,6 +365,19 @@ class TrainedLoader(Protocol):
 
     def __call__(self, model: TrainedModel, name: str, batch_size: int, device: str,
                  models_root: str | None, load: EncoderLoader) -> Encoder: ...
+
+
+def run_base_encoder(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
+                     load: EncoderLoader) -> tuple[Encoder, str | None]:
+    """The sentence encoder under a trained run's heads, and the name its vectors are cached under: the encoder the
+    run trained itself (model.json `text_encoder`, a sentence-transformers directory of the run; None: its vectors
+    belong to the run alone), else the one model.json's `base_encoder` names (default muse), through `load`."""
+    if model.meta.get("text_encoder"):
+        path = model_subdir(model.path, str(model.meta["text_encoder"]))
+        return SentenceTransformerEncoder(f"{name}#text", f"{model.model_id}#text", str(path), batch_size, device,
+                                          safetensors_only=True), None
+    base_name = str(model.meta.get("base_encoder", "muse"))
+    return load(base_name, batch_size=batch_size, device=device, models_root=models_root), base_name
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto", models_root: Path | str | None = None,

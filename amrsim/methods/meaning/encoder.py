@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amrsim.encoders import Encoder, EncoderLoader, SentenceTransformerEncoder, TrainedModel, model_subdir
+from amrsim.encoders import Encoder, EncoderLoader, TrainedModel, run_base_encoder
 from amrsim.encoders.cache import embed_sentences, read_embeddings
 
 if TYPE_CHECKING:
@@ -54,14 +54,7 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
     from amrsim.methods.meaning.model import load_model
 
     net, head, meta = load_model(model.path)
-    base_name: str | None = str(meta["base_encoder"])
-    if meta.get("text_encoder"):  # trained with the run (train_encoder)
-        base: Encoder = SentenceTransformerEncoder(
-            f"{name}#text", f"{model.model_id}#text", str(model_subdir(model.path, str(meta["text_encoder"]))),
-            batch_size, device, safetensors_only=True)
-        base_name = None
-    else:
-        base = load(str(base_name), batch_size=batch_size, device=device, models_root=models_root)
+    base, base_name = run_base_encoder(model, name, batch_size, device, models_root, load)
     if int(base.dim) != int(meta["dim"]):
         raise ValueError(f"{model.path}/model.json: dim {meta['dim']} but encoder '{base_name}' gives {base.dim}")
     return MeaningEncoder(name, model.model_id, base_name, base, net, head, int(meta["dim"]),

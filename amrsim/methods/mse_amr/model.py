@@ -17,11 +17,11 @@ from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND
 from amrsim.encoders import (
     Encoder,
     EncoderLoader,
-    SentenceTransformerEncoder,
     TrainedModel,
     model_id,
     model_subdir,
     resolve_device,
+    run_base_encoder,
 )
 from amrsim.encoders.cache import TABLE, embed_sentences
 from amrsim.langs import normalise_lang
@@ -422,14 +422,7 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
     if integration not in INTEGRATIONS:
         raise ValueError(f"{model.path}/model.json: unknown integration '{integration}'")
     graph_encoder = AmrEncoder.from_run(model.path, batch_size=batch_size, device=device)
-    base_name: str | None = str(meta.get("base_encoder", "muse"))
-    if meta.get("text_encoder"):  # trained with the run (train_base)
-        base: Encoder = SentenceTransformerEncoder(
-            f"{name}#text", f"{model.model_id}#text", str(model_subdir(model.path, str(meta["text_encoder"]))),
-            batch_size, device, safetensors_only=True)
-        base_name = None
-    else:
-        base = load(str(base_name), batch_size=batch_size, device=device, models_root=models_root)
+    base, base_name = run_base_encoder(model, name, batch_size, device, models_root, load)
     return MseAmrEncoder(name, model.model_id, graph_encoder, base, base_name, integration,
                          str(meta.get("parser", DEFAULT_BACKEND)), str(meta.get("linearize", "paper")),
                          tuple(meta.get("langs") or [ENGLISH]), batch_size, device)
