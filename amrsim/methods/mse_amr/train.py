@@ -237,8 +237,9 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     base, base_langs = None, ()
     if params.train_base:
         base_langs = tuple(text_langs if text_langs is not None else _text_langs(triples))
-        base = load_sentence_encoder(_base_path(params.base_encoder), False, params.max_length, str(device),
-                                     params.base_train_embedding)
+        with torch.random.fork_rng(devices=[]):  # building it draws no numbers the AMR encoder's dropout would
+            base = load_sentence_encoder(_base_path(params.base_encoder), False, params.max_length, str(device),
+                                         params.base_train_embedding)
         base.train()
     steps = TripleSteps(model, tokenizer, triples, langs, params, loop, device, base, base_langs)
     # the AMR encoder was read with its tokenizer (`_start_model`); the base's weights are read here
