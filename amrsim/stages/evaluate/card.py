@@ -232,6 +232,18 @@ def fused_details(wh: Warehouse, meta: dict[str, Any]) -> dict[str, Any]:
     return {"pear": pear_name, "pear_base": pear_base, **(meta.get("fusion") or {})}
 
 
+# warehouse dataset name prefix -> the public Hub dataset it holds, for training data that is no MTEB task
+TRAINING_DATASETS = (("xnli", "facebook/xnli"),)
+
+
+def public_dataset(dataset: str) -> str | None:
+    """The public Hub dataset a warehouse dataset holds (its MTEB task's data, or `TRAINING_DATASETS`); None for a
+    local one."""
+    if (task := task_of_dataset(dataset)) is not None:
+        return task.dataset
+    return next((hub for prefix, hub in TRAINING_DATASETS if dataset.lower().startswith(prefix)), None)
+
+
 def card_data(model: TrainedModel, rows: pl.DataFrame, bases: list[str], load: LoadSpec) -> Any:
     """The front matter (`ModelCardData`); `library_name` only where the run loads with sentence-transformers."""
     from huggingface_hub import ModelCardData
@@ -239,7 +251,7 @@ def card_data(model: TrainedModel, rows: pl.DataFrame, bases: list[str], load: L
     info = method_info(model.method)
     hub_bases = list(dict.fromkeys(h for b in bases if (h := hub_id(b))))
     licenses = {license_of(b) for b in bases}
-    datasets = sorted({t.dataset for k in table_versions(model.meta) if (t := task_of_dataset(k.partition(".")[0]))})
+    datasets = sorted({hub for k in table_versions(model.meta) if (hub := public_dataset(k.partition(".")[0]))})
     languages = sorted(trained_languages(model.meta) | evaluated_languages(rows))
     results = eval_results(rows)
     return ModelCardData(

@@ -388,3 +388,12 @@ def test_table_versions_are_found_wherever_a_method_records_them():
                                                                                 "files": {"f": "x"}}},
             "sts_table_versions": {"c.pairs": 3}}
     assert table_versions(meta) == {"a.pairs": 1, "b.parallel": 2, "c.pairs": 3}
+
+
+def test_public_datasets_of_a_run_are_its_mteb_tasks_data_and_known_training_sets():
+    from amrsim.stages.evaluate.card import public_dataset
+
+    assert public_dataset("stsb_en_dev") == "mteb/stsbenchmark-sts"
+    assert public_dataset("sick_nli_train") == "mteb/sickr-sts"
+    assert public_dataset("xnli_test_nli") == "facebook/xnli"  # MSE-AMR's XNLI triples: no MTEB task, still public
+    assert public_dataset("my_pairs") is None
