@@ -34,13 +34,8 @@ def read_dataset(ds: DatasetConfig, path: Path | str,
     for lang, m in aligned.items():
         roles = {r: c for r, c in m.items() if r not in ("path", "format")}
         roles = roles or {r: ds.column(r) for r in TEXT_ROLES[ds.kind] if ds.column(r)}
-        t_ds = DatasetConfig(path=m["path"], kind=ds.kind, format=m.get("format"))
-        t_path = resolve(m["path"])
-        t_columns = list(dict.fromkeys(roles.values()))
-        t_frame = read_rows(t_path, t_ds.resolved_format(), t_columns, text_columns=t_columns)
-        if t_frame.height != frame.height:
-            raise InputError(str(t_path), f"translations.{lang}.path has {t_frame.height} rows but {path} has "
-                                          f"{frame.height}: a translation file must be row-aligned with the main file")
+        t_path, t_frame = _aligned_rows(ds, lang, m, list(dict.fromkeys(roles.values())), resolve, path,
+                                        frame.height)
         renamed = {c: f"__{lang}__{c}" for c in t_frame.columns}  # cannot clash with the main file's columns
         frame = frame.hstack(t_frame.rename(renamed))
         t_error = pl.format("{}: {}", pl.lit(Path(str(t_path)).name), pl.col(renamed[ERROR]))
@@ -58,15 +53,23 @@ def _derived_triples(ds: DatasetConfig, path: Path | str,
     translated: dict[str, derive.TranslatedPairs] = {}
     columns = derive.text_columns(ds)
     for lang, m in ds.translations.items():
-        t_path = resolve(m["path"])
-        t_format = DatasetConfig(path=m["path"], kind="pairs", format=m.get("format")).resolved_format()
-        t_frame = read_rows(t_path, t_format, columns, text_columns=columns)
-        if t_frame.height != frame.height:
-            raise InputError(str(t_path), f"translations.{lang}.path has {t_frame.height} rows but {path} has "
-                                          f"{frame.height}: a translation file must be row-aligned with the main file")
+        t_path, t_frame = _aligned_rows(ds, lang, m, columns, resolve, path, frame.height)
         translated[lang] = derive.TranslatedPairs(t_frame[columns[0]].to_list(), t_frame[columns[1]].to_list(),
                                                   t_frame[ERROR].to_list(), Path(str(t_path)).name)
     derived = derive.triples_from_pairs(ds, frame, translated)
     config = derive.normalise_config(ds).model_copy(
         update={"translations": {lang: derive.translation_columns(lang) for lang in translated}})
     return normalise(config, derived, Path(str(path)).name)
+
+
+def _aligned_rows(ds: DatasetConfig, lang: str, mapping: dict[str, str], columns: list[str],
+                  resolve: Callable[[str], Path | str], path: Path | str, rows: int) -> tuple[Path | str, pl.DataFrame]:
+    """The `columns` of `translations.<lang>.path` (resolved) and the path; InputError naming the file when it does
+    not have the main file's `rows`."""
+    t_path = resolve(mapping["path"])
+    t_format = DatasetConfig(path=mapping["path"], kind=ds.kind, format=mapping.get("format")).resolved_format()
+    t_frame = read_rows(t_path, t_format, columns, text_columns=columns)
+    if t_frame.height != rows:
+        raise InputError(str(t_path), f"translations.{lang}.path has {t_frame.height} rows but {path} has {rows}: a "
+                                      f"translation file must be row-aligned with the main file")
+    return t_path, t_frame

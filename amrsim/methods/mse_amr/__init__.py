@@ -4,7 +4,16 @@ to a frozen multilingual sentence embedding (mUSE by default). `params`: its pip
 mixed views, graphs; `loss`: SimCSE; `model`: the AMR encoder, the integration and `mse_amr:<run>` at encode time;
 `train`: the training run on the shared Trainer."""
 
-from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Graphs, Triple, graphs_of, mixed_view, sentence_graphs
+from amrsim.methods.mse_amr.data import (
+    ENGLISH,
+    ROLES,
+    Graphs,
+    Triple,
+    graphs_of,
+    mixed_view,
+    sentence_graphs,
+    text_langs,
+)
 from amrsim.methods.mse_amr.loss import simcse_loss
 from amrsim.methods.mse_amr.model import (
     INTEGRATIONS,
@@ -22,4 +31,4 @@ from amrsim.methods.mse_amr.train import LoopOptions, TripleSteps, train_mse_amr
 
 __all__ = ["ENGLISH", "INTEGRATIONS", "POOLINGS", "ROLES", "AmrEncoder", "Graphs", "LoopOptions", "MseAmrEncoder",
            "Params", "Triple", "TripleSteps", "combine", "embed_combined", "encode_with", "extend_vocabulary",
-           "graphs_of", "load_trained", "mixed_view", "sentence_graphs", "simcse_loss", "train_mse_amr"]
+           "graphs_of", "load_trained", "mixed_view", "sentence_graphs", "simcse_loss", "text_langs", "train_mse_amr"]

@@ -59,6 +59,12 @@ def mixed_view(example: Triple, langs: Sequence[str], rng: random.Random, p_grap
     return view
 
 
+def text_langs(triples: Iterable[Triple]) -> list[str]:
+    """Every language some sentence of `triples` has text in, English first."""
+    found = {lg for t in triples for role in ROLES for lg, e in (t.get(role) or {}).items() if e and e.get("text")}
+    return sorted(found, key=lambda lg: (lg != ENGLISH, lg))
+
+
 def linearized(penman_texts: Iterable[str | None], variant: str) -> list[tuple[str | None, str | None]]:
     """(linearised graph, error) per PENMAN string; each distinct string is linearised once."""
     done: dict[str, tuple[str | None, str | None]] = {}

@@ -18,6 +18,7 @@ from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import resolve_device
 from amrsim.evaluate import DevScore
 from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Triple, mixed_view
+from amrsim.methods.mse_amr.data import text_langs as text_langs_of
 from amrsim.methods.mse_amr.loss import simcse_loss
 from amrsim.methods.mse_amr.model import check_pooling, embed, embed_by_length, extend_vocabulary, reset_pooler
 from amrsim.methods.mse_amr.params import Params
@@ -94,10 +95,14 @@ class TripleSteps:
         self.step = step
         return self.batches(step)
 
-    def save(self, path: Path) -> None:
-        """The AMR encoder (and, with a trained base, the base's weights as `BASE_WEIGHTS`) in `path`."""
+    def save_encoder(self, path: Path) -> None:
+        """The AMR encoder and its tokenizer in `path`."""
         self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
+
+    def save(self, path: Path) -> None:
+        """The AMR encoder (and, with a trained base, the base's weights as `BASE_WEIGHTS`) in `path`."""
+        self.save_encoder(path)
         if self.base is not None:
             from safetensors.torch import save_model
 
@@ -236,7 +241,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     model.to(device).train()
     base, base_langs = None, ()
     if params.train_base:
-        base_langs = tuple(text_langs if text_langs is not None else _text_langs(triples))
+        base_langs = tuple(text_langs if text_langs is not None else text_langs_of(triples))
         with torch.random.fork_rng(devices=[]):  # building it draws no numbers the AMR encoder's dropout would
             base = load_sentence_encoder(_base_path(params.base_encoder), False, params.max_length, str(device),
                                          params.base_train_embedding)
@@ -301,8 +306,7 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
                                                        ignore=shutil.ignore_patterns(BASE_WEIGHTS)))
         steps.read_base(best_dir)
     else:
-        swap_dir(enc_dir, lambda path: (steps.model.save_pretrained(str(path)),
-                                        steps.tokenizer.save_pretrained(str(path))))
+        swap_dir(enc_dir, steps.save_encoder)
     if steps.base is not None:
         swap_dir(out_dir / TEXT_ENCODER, lambda path: steps.base.save(str(path)))
     run_params = {
@@ -338,12 +342,6 @@ def _param_groups(parameters: Iterable[Any], lr: float, weight_decay: float) -> 
     params = list(parameters)
     return [{"params": [q for q in params if q.ndim >= 2], "weight_decay": weight_decay, "lr": lr},
             {"params": [q for q in params if q.ndim < 2], "weight_decay": 0.0, "lr": lr}]
-
-
-def _text_langs(triples: Sequence[Triple]) -> list[str]:
-    """Every language some sentence of `triples` has text in, English first."""
-    found = {lg for t in triples for role in ROLES for lg, e in (t.get(role) or {}).items() if e and e.get("text")}
-    return sorted(found, key=lambda lg: (lg != ENGLISH, lg))
 
 
 def _base_path(name: str) -> str:

@@ -39,6 +39,7 @@ from amrsim.methods.mse_amr import (
     encode_with,
     graphs_of,
     sentence_graphs,
+    text_langs,
     train_mse_amr,
 )
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
@@ -226,8 +227,7 @@ def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, pars
                        for ds, d in out.per_dataset.items()}
     out.langs = use
     if keep_texts:
-        found = {lg for t in out.triples for r in ROLES for lg, e in t[r].items() if e.get("text")}
-        out.text_langs = sorted(found, key=lambda lg: (lg != ENGLISH, lg))
+        out.text_langs = text_langs(out.triples)
     return out
 
 
