@@ -4,6 +4,9 @@ a pipeline), dev = stsb_multi_mt dev en-de, then Spearman x 100 on every stsb_mu
 trained model. The runs behind docs/experiments/dueam.md's muse table.
 
     .venv/bin/python benchmarks/dueam_muse_sweep.py --lr 1e-5 --modes monolingual,cross_lingual,parallel
+
+`--anchor DIR --anchor-lang en` makes another model the anchor (all-MiniLM-L6-v2's directory: an English anchor)
+that reads both sentences of every pair in that language (`TrainPair.anchor_texts`), the learner staying muse.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def main() -> None:
     ap.add_argument("--lam", type=float, default=0.003)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--train-embedding", type=int, default=1)
+    ap.add_argument("--anchor", default="muse", help="muse or a transformers model directory")
+    ap.add_argument("--anchor-lang", default=None, help="the anchor reads both sentences in this language")
     ap.add_argument("--out", default="/tmp/dueam_muse_sweep")
     a = ap.parse_args()
     langs = a.train_langs.split(",")
@@ -70,8 +75,12 @@ def main() -> None:
     dev = ([r[0] for r in en], [r[1] for r in de], np.array([float(r[2]) for r in en]))
     shutil.rmtree(a.out, ignore_errors=True)
     t0 = time.perf_counter()
-    result = train_dueam("muse", "muse", [p.text1 for p in pairs], [p.text2 for p in pairs], Path(a.out), dev=dev,
-                         anchor_texts2=[p.anchor_text2(bool(a.same_language)) for p in pairs], batch_size=a.batch,
+    if a.anchor_lang:
+        anchor1, anchor2 = zip(*(p.anchor_texts(a.anchor_lang) for p in pairs), strict=True)
+    else:
+        anchor1, anchor2 = [p.text1 for p in pairs], [p.anchor_text2(bool(a.same_language)) for p in pairs]
+    result = train_dueam(a.anchor, "muse", [p.text1 for p in pairs], [p.text2 for p in pairs], Path(a.out), dev=dev,
+                         anchor_texts1=list(anchor1), anchor_texts2=list(anchor2), batch_size=a.batch,
                          lr=a.lr, lam=a.lam, epochs=1, warmup=10, eval_every=max(1, len(pairs) // a.batch // 4),
                          train_embedding=bool(a.train_embedding), device="cpu")
     seconds = time.perf_counter() - t0

@@ -19,30 +19,37 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.encoders import run_name
+from amrsim.langs import normalise_lang
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba"
 
 
-def make_bucc(out: Path, distractors: int = 500) -> None:
-    """Tatoeba deu-eng rows 0-499 (train) and 500-999 (test); each English side gets `distractors` English sentences
-    of fra-eng (train) / spa-eng (test) that have no German partner."""
+def make_bucc(out: Path, lang: str = "deu", distractors: int = 500) -> None:
+    """Tatoeba `lang`-eng rows 0-499 (train) and 500-999 (test); each English side gets `distractors` English
+    sentences of fra-eng (train) / spa-eng (test) that have no partner in `lang`. Files are named by the two-letter
+    code (`de.train`, `nl.test`)."""
+    if lang in ("fra", "spa"):
+        raise SystemExit(f"make-bucc: --lang {lang} is where the English distractors come from; choose another")
+    code = normalise_lang(lang)
+    if code is None or not (TATOEBA / f"tatoeba.{lang}-eng.tsv").is_file():
+        raise SystemExit(f"make-bucc: no Tatoeba file {TATOEBA / f'tatoeba.{lang}-eng.tsv'}")
     out.mkdir(parents=True, exist_ok=True)
 
     def rows(name: str) -> list[list[str]]:
         lines = (TATOEBA / name).read_text(encoding="utf-8").splitlines()[1:]
         return [line.split("\t") for line in lines if line.count("\t") == 1]
 
-    deu = rows("tatoeba.deu-eng.tsv")
-    for split, part, noise in (("train", deu[:500], rows("tatoeba.fra-eng.tsv")),
-                               ("test", deu[500:1000], rows("tatoeba.spa-eng.tsv"))):
+    source = rows(f"tatoeba.{lang}-eng.tsv")
+    for split, part, noise in (("train", source[:500], rows("tatoeba.fra-eng.tsv")),
+                               ("test", source[500:1000], rows("tatoeba.spa-eng.tsv"))):
         aligned = {en for _, en in part}
         extra = [en for _, en in noise if en not in aligned][:distractors]
-        (out / f"de.{split}").write_text("".join(f"de-{split}-{i}\t{de}\n" for i, (de, _) in enumerate(part)),
-                                         encoding="utf-8")
+        (out / f"{code}.{split}").write_text("".join(f"{code}-{split}-{i}\t{text}\n"
+                                                     for i, (text, _) in enumerate(part)), encoding="utf-8")
         english = [(f"en-{split}-{i}", en) for i, (_, en) in enumerate(part)]
         english += [(f"en-{split}-x{i}", en) for i, en in enumerate(extra)]
         (out / f"en.{split}").write_text("".join(f"{k}\t{t}\n" for k, t in english), encoding="utf-8")
-        (out / f"gold.{split}").write_text("".join(f"de-{split}-{i}\ten-{split}-{i}\n" for i in range(len(part))),
+        (out / f"gold.{split}").write_text("".join(f"{code}-{split}-{i}\ten-{split}-{i}\n" for i in range(len(part))),
                                            encoding="utf-8")
 
 
@@ -86,13 +93,14 @@ def main() -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     mk = sub.add_parser("make-bucc")
     mk.add_argument("--out", type=Path, required=True)
+    mk.add_argument("--lang", default="deu", help="Tatoeba language paired with English (deu, nld, ...)")
     tb = sub.add_parser("table")
     tb.add_argument("--warehouse", default="warehouse")
     tb.add_argument("--model", action="append", required=True)
     tb.add_argument("--bucc-dataset", default="bucc_deu")
     args = ap.parse_args()
     if args.command == "make-bucc":
-        make_bucc(args.out)
+        make_bucc(args.out, args.lang)
     else:
         # rows name the run (`dueam:<run id>`): `dueam:latest` is looked up as the run it resolves to now
         table(args.warehouse, [run_name(m) for m in args.model], args.bucc_dataset)

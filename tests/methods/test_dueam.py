@@ -241,6 +241,16 @@ def test_train_resumes_without_recomputing_targets_and_saves_an_encoder(tiny_ber
     vectors = enc.encode(["the cat runs", "die katze läuft"])
     assert vectors.shape == (2, HIDDEN) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
+    # the anchor may read other texts than the learner (both sentences in the anchor's language): its targets are
+    # then those texts' WMDs, and a run key of its own
+    calls.clear()
+    other = tmp_path / "models" / "dueam" / "anchored"
+    swapped = train_dueam(tiny_bert, tiny_bert, t1[:4], t2[:4], other, anchor_texts1=t2[:4], anchor_texts2=t2[:4],
+                          max_steps=1, **kwargs)
+    assert swapped["anchor"]["identical_pairs"] == 4 and swapped["anchor"]["wmd_max"] == 0.0 and calls == []
+    with pytest.raises(ValueError, match="3 anchor sentence1s for 4 pairs"):
+        train_dueam(tiny_bert, tiny_bert, t1[:4], t2[:4], tmp_path / "x", anchor_texts1=t1[:3], **kwargs)
+
     changed = tmp_path / "models" / "dueam" / "run2"
     train_dueam(tiny_bert, tiny_bert, t1, t2, changed, max_steps=2, **kwargs)
     with pytest.raises(ValueError, match="different settings or data"):
@@ -382,6 +392,26 @@ def test_parallel_pairs_meet_a_sentence_and_its_translations_and_anchor_on_one_l
     assert by_text[("P1", "E1de")].anchor_text2(True) == "E1"  # the hypothesis in the premise's language
     assert by_text[("P2", "E2fr")].anchor_text2(True) == "E2"
     assert by_text[("P1de", "C1")].anchor_text2(True) == "C1"  # C1 has no German: the anchor compares as given
+
+
+def test_a_monolingual_anchor_reads_every_pair_in_its_language_where_both_sentences_have_it():
+    items = nli_items()
+    pairs, _ = construct_pairs(items, ["monolingual", "cross_lingual", "parallel", "unsupervised"], seed=1)
+    by_text = {(p.text1, p.text2, p.mode): p for p in pairs}
+    assert by_text[("P1de", "E1de", "monolingual")].anchor_texts("en") == ("P1", "E1")
+    assert by_text[("P1de", "E1", "cross_lingual")].anchor_texts("en") == ("P1", "E1")
+    assert by_text[("E1de", "E1", "parallel")].anchor_texts("en") == ("E1", "E1")  # a translation: WMD 0
+    assert by_text[("P1de", "C1", "cross_lingual")].anchor_texts("en") == ("P1", "C1")  # C1 is English only
+    # item i3 has no English: as given, or with same_language the hypothesis in the premise's language
+    assert by_text[("P3de", "E3de", "monolingual")].anchor_texts("en") == ("P3de", "E3de")
+    assert by_text[("P1", "E1de", "cross_lingual")].anchor_texts(None, same_language=True) == ("P1", "E1")
+    for p in pairs:
+        if p.mode == "unsupervised":  # the other item's hypothesis, in English where both have it
+            other = next(i for i in items if i.item_id == p.source)
+            hyp = next(h for h in other.hypotheses if p.text2 in h.values())
+            mine = next(i for i in items if i.item_id == p.item_id).premise
+            expected = (mine["en"], hyp["en"]) if "en" in mine and "en" in hyp else (p.text1, p.text2)
+            assert p.anchor_texts("en") == expected
 
 
 def test_muse_anchor_tokens_without_specials_and_a_translation_is_far_in_its_token_space():

@@ -33,11 +33,19 @@ class TrainPair:
     item_id: str
     source: str
     text2_in_lang1: str | None = None  # a cross-lingual pair's hypothesis in the premise's language, when given
+    sides: tuple[Mapping[str, str], Mapping[str, str]] | None = None  # both sentences in every language they exist in
 
     def anchor_text2(self, same_language: bool) -> str:
         """What the anchor compares text1 with: text2, or with `same_language` its translation into lang1 (an anchor
         whose token space is not aligned across languages measures a translation as far as an unrelated text)."""
         return self.text2_in_lang1 if same_language and self.text2_in_lang1 is not None else self.text2
+
+    def anchor_texts(self, lang: str | None, same_language: bool = False) -> tuple[str, str]:
+        """The two sentences the anchor compares: both in `lang` where both exist in it (a monolingual anchor, e.g.
+        English MiniLM, then reads every pair in its language), else text1 and `anchor_text2(same_language)`."""
+        if lang is not None and self.sides is not None and lang in self.sides[0] and lang in self.sides[1]:
+            return self.sides[0][lang], self.sides[1][lang]
+        return self.text1, self.anchor_text2(same_language)
 
 
 def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Sequence[str] | None = None,
@@ -58,7 +66,8 @@ def construct_pairs(items: Sequence[NLIItem], modes: Sequence[str], langs: Seque
     rng = np.random.default_rng(seed)
     layouts = language_layouts(items, ok, rng, max_cross_per_item)
     pairs = [TrainPair(items[i].premise[l1], items[i].hypotheses[h][l2], l1, l2, mode, items[i].item_id,
-                       items[i].item_id, items[i].hypotheses[h].get(l1) if cross else None)
+                       items[i].item_id, items[i].hypotheses[h].get(l1) if cross else None,
+                       (items[i].premise, items[i].hypotheses[h]))
              for i, h, l1, l2, cross in layouts if (mode := "cross_lingual" if cross else "monolingual") in modes]
     missing: Counter[str] = Counter()
     if "unsupervised" in modes:
@@ -85,8 +94,8 @@ def parallel_pairs(items: Sequence[NLIItem], ok: Callable[[str], bool], rng: np.
             layouts = [(l1, l2) for l1 in langs for l2 in langs if l1 != l2]
             if max_per_sentence is not None and len(layouts) > max_per_sentence:
                 layouts = [layouts[k] for k in sorted(rng.choice(len(layouts), max_per_sentence, replace=False))]
-            pairs += [TrainPair(side[l1], side[l2], l1, l2, "parallel", item.item_id, item.item_id, side[l1])
-                      for l1, l2 in layouts]
+            pairs += [TrainPair(side[l1], side[l2], l1, l2, "parallel", item.item_id, item.item_id, side[l1],
+                                (side, side)) for l1, l2 in layouts]
     return pairs
 
 
@@ -126,7 +135,7 @@ def unsupervised_pairs(items: Sequence[NLIItem], layouts: Sequence[Layout], ok: 
         r = int(rng.integers(others))
         j, h = entries[r if r < lo else r + (hi - lo)]
         pairs.append(TrainPair(items[i].premise[l1], items[j].hypotheses[h][l2], l1, l2, "unsupervised",
-                               items[i].item_id, items[j].item_id))
+                               items[i].item_id, items[j].item_id, sides=(items[i].premise, items[j].hypotheses[h])))
     return pairs
 
 

@@ -109,11 +109,12 @@ def adamw(model: SentenceTransformer, lr: float, weight_decay: float) -> torch.o
 
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path,
                 hp: Hyper | None = None, *, dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None = None,
-                anchor_texts2: Sequence[str] | None = None, resume: bool = True,
+                anchor_texts1: Sequence[str] | None = None, anchor_texts2: Sequence[str] | None = None,
+                resume: bool = True,
                 extra_meta: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
-    """Train the learner on (texts1[i], texts2[i]) against the anchor's WMD targets of (texts1[i],
-    anchor_texts2[i]) (default: texts2; `TrainPair.anchor_text2`) (`hp` and/or `Hyper` fields as keywords); pairs
-    with a side empty after tokenisation are skipped and counted. `dev` (texts1, texts2, gold):
+    """Train the learner on (texts1[i], texts2[i]) against the anchor's WMD targets of (anchor_texts1[i],
+    anchor_texts2[i]) (default: texts1, texts2; `TrainPair.anchor_texts`) (`hp` and/or `Hyper` fields as keywords);
+    pairs with a side empty after tokenisation are skipped and counted. `dev` (texts1, texts2, gold):
     Spearman x100 of the learner's cosine keeps the best weights (else the last). A finished run writes
     `out_dir/encoder/` and `out_dir/model.json`, then removes the checkpoint."""
     import torch
@@ -124,20 +125,24 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     if len(texts1) != len(texts2):
         raise ValueError(f"DuEAM: {len(texts1)} sentence1s but {len(texts2)} sentence2s; they must align")
     device, texts1, texts2 = resolve_device(hp.device), list(texts1), list(texts2)
+    anchored1 = texts1 if anchor_texts1 is None else list(anchor_texts1)
     anchored = texts2 if anchor_texts2 is None else list(anchor_texts2)
-    if len(anchored) != len(texts2):
-        raise ValueError(f"DuEAM: {len(anchored)} anchor sentence2s for {len(texts2)} pairs; they must align")
+    for side, given in (("sentence1", anchored1), ("sentence2", anchored)):
+        if len(given) != len(texts2):
+            raise ValueError(f"DuEAM: {len(given)} anchor {side}s for {len(texts2)} pairs; they must align")
     params = {k: getattr(hp, "wmd_weights" if k == "weights" else k) for k in RECIPE}
     run_key = {"anchor": anchor_path, "learner": learner_path, "seed": hp.seed, **params,
-               "train": content_key(texts1, texts2) if anchored == texts2 else content_key(texts1, texts2, anchored),
+               "train": (content_key(texts1, texts2) if anchored == texts2 and anchored1 == texts1 else
+                         content_key(texts1, texts2, anchored) if anchored1 == texts1 else
+                         content_key(texts1, texts2, anchored1, anchored)),
                "dev": content_key(list(dev[0]), list(dev[1]), np.asarray(dev[2]).tolist()) if dev else None}
     ckpt, saved = open_checkpoint(out_dir, run_key, resume)
-    dist, anchor_info = wmd_targets(anchor_path, texts1, anchored, hp, device, saved, ckpt)
+    dist, anchor_info = wmd_targets(anchor_path, anchored1, anchored, hp, device, saved, ckpt)
     keep = np.flatnonzero(np.isfinite(dist))
     if len(keep) < 1:
         raise ValueError(f"DuEAM: no usable training pairs (skipped: {anchor_info['skipped']})")
     y, n = dist[keep], len(keep)
-    anchor_info |= {"pairs": n, "identical_pairs": int(sum(texts1[i] == anchored[i] for i in keep)),
+    anchor_info |= {"pairs": n, "identical_pairs": int(sum(anchored1[i] == anchored[i] for i in keep)),
                     "wmd_mean": float(y.mean()), "wmd_min": float(y.min()), "wmd_max": float(y.max()),
                     "target_mean": float(np.exp(-y).mean())}
 

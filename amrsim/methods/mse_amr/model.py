@@ -320,7 +320,8 @@ class MseAmrEncoder:
         for lang, rows in todo.items():
             hint = ("add the dataset to parse: with pivot, or give it an English source (parallel table)"
                     if lang in parseable else
-                    f"translate it first (--translate {lang}=<model>, e.g. Helsinki-NLP/opus-mt-{lang}-en), or add "
+                    f"translate it first (amrsim evaluate sts --translate {lang}=<model>, e.g. "
+                    f"Helsinki-NLP/opus-mt-{lang}-en), or add "
                     f"the dataset to parse: with pivot and translate.to_english.{lang}, or give it an English "
                     f"source (parallel table)")
             for i, (graph, err) in zip(rows, self._parse([wanted[i][1] for i in rows], lang), strict=True):

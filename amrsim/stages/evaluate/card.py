@@ -300,6 +300,7 @@ def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
     bases = list(dict.fromkeys(b for b in ([fused["pear_base"], fused.get("base")] if fused else [base_model(meta)])
                                if b))
     rows = run_results(wh, name)
+    compared, results = results_beside_base(wh, name, rows)
     load = load_spec(model.path, model.method, meta)
     data = card_data(model, rows, bases, load)
     versions = table_versions(meta)
@@ -312,10 +313,33 @@ def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
         public={k: t for k in versions if (t := task_of_dataset(k.partition(".")[0]))},
         versions=sorted(versions.items()), params=parameters(meta, fused), selection=stage2_selection(meta),
         languages=(sorted(trained_languages(meta)), sorted(evaluated_languages(rows))),
-        results=[(r["task"], r["dataset"], r["split"], r["lang_pair"], r["metric"], fmt_value(r["value"], r["metric"]),
-                  r["n"]) for r in rows.iter_rows(named=True)],
-        load=load)
+        results=results, compared=compared, load=load)
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+
+
+def results_beside_base(wh: Warehouse, name: str, rows: pl.DataFrame) -> tuple[str | None, list[tuple[Any, ...]]]:
+    """The card's results rows and, where the run's base (the encoder the report and the out-of-distribution protocol
+    compare it with) has stored results on the same task, dataset, split, language pair and metric, the base's value
+    and the difference beside each: (base or None when it has no such result, rows)."""
+    from amrsim.stages.evaluate.ood import base_for  # the protocol's module pulls ingest: not at CLI import
+
+    base = base_for(name, wh.models_root)
+    keys = ["task", "dataset", "split", "lang_pair", "metric"]
+    theirs: dict[tuple[Any, ...], Any] = {}
+    if base is not None and rows.height:
+        found = run_results(wh, base)
+        theirs = {tuple(r[k] for k in keys): r["value"] for r in found.iter_rows(named=True)} if found.height else {}
+    out = []
+    for r in rows.iter_rows(named=True):
+        row: tuple[Any, ...] = (*(r[k] for k in keys), fmt_value(r["value"], r["metric"]))
+        key = tuple(r[k] for k in keys)
+        if theirs:
+            other = theirs.get(key)
+            diff = (f"{r['value'] - other:+.2f}" if other is not None and r["value"] is not None
+                    and r["metric"] not in NOT_SCORES else "")
+            row += (fmt_value(other, r["metric"]) if key in theirs else "", diff)
+        out.append((*row, r["n"]))
+    return (base if theirs else None), out
 
 
 def stage2_selection(meta: dict[str, Any]) -> dict[str, Any] | None:

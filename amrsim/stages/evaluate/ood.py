@@ -17,6 +17,7 @@ from amrsim.evaluate.ood import GENRES, IN_SPLIT, OUT_SPLIT, SOURCES, OodSplit, 
 from amrsim.ingest.normalise import normalise, source_columns, text_columns
 from amrsim.ingest.readers import ERROR, read_rows
 from amrsim.ingest.staging import Stage, sync_staged
+from amrsim.methods import METHODS
 from amrsim.stages.evaluate.common import trained_meta
 from amrsim.stages.evaluate.sts import sts_stage
 from amrsim.warehouse import Warehouse
@@ -127,10 +128,25 @@ def _bi_encoder_name(name: str) -> bool:
 
 
 def trained_on(model: str, models_root: Path | str | None = None) -> list[str] | None:
-    """The datasets a trained model's model.json says it trained on (`data.datasets`), None when unknown."""
+    """The warehouse datasets a trained model's model.json says it trained on, None when unknown: `data.datasets`,
+    and meaning's files dataset (stage 1) and `sts_datasets` (stage 2)."""
     data = (trained_meta(model, models_root) or {}).get("data") or {}
-    found = data.get("datasets") if isinstance(data, dict) else None
-    return [str(d) for d in found] if isinstance(found, list) else None
+    if not isinstance(data, dict) or not isinstance(data.get("datasets"), list):
+        return None
+    found = [*data["datasets"], *([data["files_dataset"]] if data.get("files") and data.get("files_dataset") else []),
+             *(data.get("sts_datasets") or [])]
+    return [str(d) for d in dict.fromkeys(found)]
+
+
+def ood_note(split: str, model: str, seen: list[str], models_root: Path | str | None = None) -> str:
+    """Why `model`'s score on `split`'s `ood` pairs is not out-of-distribution, and, for a method that trains on a
+    split (`ood_split`), how to make it so."""
+    method = (trained_meta(model, models_root) or {}).get("method")
+    params = METHODS.get(str(method))
+    splits = params is not None and "ood_split" in params.model_fields
+    hint = f" (train with --param ood_split={split})" if splits else ""
+    return (f"{split}: {model} trained on {', '.join(seen) or 'no warehouse dataset'}, not on "
+            f"{split_named(split).dataset}: its 'ood' score is not out-of-distribution{hint}")
 
 
 def evaluate_ood(wh: Warehouse, pipe: Pipeline, encoders: Mapping[str, Sequence[str]], run_id: str,
@@ -148,7 +164,6 @@ def evaluate_ood(wh: Warehouse, pipe: Pipeline, encoders: Mapping[str, Sequence[
         for model in names:
             seen = trained_on(model, wh.models_root)
             if seen is not None and split.dataset not in seen:
-                notes.append(f"{name}: {model} trained on {', '.join(seen)}, not on {split.dataset}: its 'ood' score "
-                             f"is not out-of-distribution (train with --param ood_split={name})")
+                notes.append(ood_note(name, model, seen, wh.models_root))
     rows = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     return rows, notes

@@ -397,3 +397,23 @@ def test_public_datasets_of_a_run_are_its_mteb_tasks_data_and_known_training_set
     assert public_dataset("sick_nli_train") == "mteb/sickr-sts"
     assert public_dataset("xnli_test_nli") == "facebook/xnli"  # MSE-AMR's XNLI triples: no MTEB task, still public
     assert public_dataset("my_pairs") is None
+
+
+def test_the_cards_results_stand_beside_the_same_results_of_the_runs_base(wh, base, one_thread):
+    name = build_dueam(wh, base)  # learner minilm: the encoder the run is compared with
+    theirs = {s.metric: s.value for s in store_sts(wh, "minilm", "stsb_en_test", "en-en", PAIRS)}
+    ours = {s.metric: s.value for s in store_sts(wh, name, "stsb_en_test", "en-en", PAIRS)}
+    store_sts(wh, name, "my_pairs", "en-de", PAIRS)  # minilm has no result there: its cells stay empty
+    text = load_card(write_card(wh, name)).text
+    assert "| task | dataset | split | lang pair | metric | value | minilm | difference | n |" in text
+    for metric in ("spearman", "pearson"):
+        assert (f"| sts | stsb_en_test | test | en-en | {metric} | {ours[metric]:.2f} | {theirs[metric]:.2f} | "
+                f"{ours[metric] - theirs[metric]:+.2f} | 4 |") in text
+    assert re.search(r"\| sts \| my_pairs \| test \| en-de \| spearman \| -?\d+\.\d\d \|  \|  \| 4 \|", text)
+
+
+def test_a_card_without_base_results_keeps_the_plain_results_table(wh, base, one_thread):
+    name = build_dueam(wh, base)
+    store_sts(wh, name, "my_pairs", "en-de", PAIRS)
+    text = load_card(write_card(wh, name)).text
+    assert "| task | dataset | split | lang pair | metric | value | n |" in text and "difference" not in text

@@ -326,3 +326,27 @@ def test_a_model_is_compared_with_the_base_its_model_json_names(tmp_path):
     assert base_for("meaning:r1", tmp_path) == "muse"
     assert base_for("dueam:r1", tmp_path) == "hf:some/model"
     assert base_for("s3bert:r1", tmp_path) == "minilm"  # a local directory is no encoder name: the default base
+
+
+def test_the_note_names_what_a_model_trained_on_and_offers_ood_split_only_where_the_method_has_it(tmp_path):
+    from amrsim.stages.evaluate.ood import ood_note, trained_on
+
+    def run(method: str, data: dict) -> None:
+        (tmp_path / method / "r1").mkdir(parents=True)
+        (tmp_path / method / "r1" / "model.json").write_text(json.dumps({"method": method, "data": data}))
+
+    # meaning records its stage-1 files dataset and stage-2 STS datasets apart from `datasets`
+    run("meaning", {"datasets": [], "files": ["tatoeba.*-eng.tsv"], "files_dataset": "tatoeba",
+                    "sts_datasets": ["stsb_multi_train", "stsb_multi_dev"]})
+    run("mse_amr", {"datasets": ["sick_nli_train"]})
+    run("pear", {"datasets": ["stsb_en_train"]})
+    run("dueam", {"pairs": 10})  # no datasets recorded: unknown
+    assert trained_on("meaning:r1", tmp_path) == ["tatoeba", "stsb_multi_train", "stsb_multi_dev"]
+    assert trained_on("dueam:r1", tmp_path) is None
+    meaning = ood_note("loo-news", "meaning:r1", trained_on("meaning:r1", tmp_path), tmp_path)
+    assert meaning == ("loo-news: meaning:r1 trained on tatoeba, stsb_multi_train, stsb_multi_dev, not on "
+                       "ood_loo_news: its 'ood' score is not out-of-distribution")
+    assert ood_note("loo-news", "mse_amr:r1", [], tmp_path).startswith(
+        "loo-news: mse_amr:r1 trained on no warehouse dataset, not on ood_loo_news")
+    assert ood_note("loo-news", "pear:r1", ["stsb_en_train"], tmp_path).endswith(
+        "(train with --param ood_split=loo-news)")
