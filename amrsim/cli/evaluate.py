@@ -436,9 +436,8 @@ def _ood_encoders(items: list[str], splits: list[str] | None, base: str | None,
                   models_root: Path) -> tuple[dict[str, list[str]], dict[str, str | None]]:
     """--encoder [SPLIT=]NAME values -> encoders per protocol split (a bare name: every split) and each model's base
     (--base, else the base its model.json records, else minilm)."""
-    from amrsim.encoders import model_id
+    from amrsim.encoders import base_for, model_id
     from amrsim.evaluate.ood import SPLITS, split_named
-    from amrsim.stages.evaluate import base_for
 
     per_split: dict[str, list[str]] = {}
     everywhere: list[str] = []

@@ -17,9 +17,9 @@ import numpy as np
 from amrsim.errors import ConfigError
 from amrsim.generation import resolve_device
 
-__all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_model",
-           "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder", "model_id",
-           "model_subdir", "models_root_default", "parse_name", "resolve_device", "resolves_inside",
+__all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_for",
+           "base_model", "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder",
+           "model_id", "model_subdir", "models_root_default", "parse_name", "resolve_device", "resolves_inside",
            "run_base_encoder", "run_name", "split_hf_name"]
 
 
@@ -179,6 +179,31 @@ def base_model(meta: dict[str, Any]) -> str | None:
     """The base model a trained run's model.json names, as the run was asked for it (`minilm`, `muse`, `hf:<id>`,
     a path, ...)."""
     return next((str(meta[k]) for k in BASE_KEYS if meta.get(k)), None)
+
+
+COMPARISON_BASE = "minilm"  # what a trained run whose base is no encoder name is compared with
+
+
+def base_for(model: str, models_root: Path | str | None = None) -> str | None:
+    """What a model is compared with (the report, the out-of-distribution protocol, its card): the bi-encoder its
+    model.json records it started from (`base_model`, DuEAM's `learner_name`, meaning's `base_encoder`) when that is
+    an encoder name, else minilm; None for a base encoder (packaged or hf:) itself."""
+    if not is_trained_name(model):
+        return None
+    try:
+        meta = find_trained(model, models_root).meta
+    except ValueError:
+        meta = {}
+    base = base_model(meta)
+    return base if isinstance(base, str) and _bi_encoder_name(base) else COMPARISON_BASE
+
+
+def _bi_encoder_name(name: str) -> bool:
+    """A packaged or `hf:` encoder name (not a trained run, a directory or a bare hub id)."""
+    try:
+        return parse_name(name).kind in ("packaged", "hf")
+    except ValueError:
+        return False
 
 
 def find_trained(name: str, models_root: Path | str | None = None) -> TrainedModel:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from amrsim.encoders import TrainedModel, base_model, find_trained, is_latest_name, is_trained_name
+from amrsim.encoders import TrainedModel, base_for, base_model, find_trained, is_latest_name, is_trained_name
 from amrsim.encoders.facts import base_facts
 from amrsim.errors import InputError
 from amrsim.evaluate.mteb_tasks import subset_for, task_of_dataset
@@ -321,8 +321,6 @@ def results_beside_base(wh: Warehouse, name: str, rows: pl.DataFrame) -> tuple[s
     """The card's results rows and, where the run's base (the encoder the report and the out-of-distribution protocol
     compare it with) has stored results on the same task, dataset, split, language pair and metric, the base's value
     and the difference beside each: (base or None when it has no such result, rows)."""
-    from amrsim.stages.evaluate.ood import base_for  # the protocol's module pulls ingest: not at CLI import
-
     base = base_for(name, wh.models_root)
     keys = ["task", "dataset", "split", "lang_pair", "metric"]
     theirs: dict[tuple[Any, ...], Any] = {}

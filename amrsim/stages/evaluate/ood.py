@@ -11,7 +11,6 @@ from pathlib import Path
 import polars as pl
 
 from amrsim.config import DatasetConfig, Pipeline, StsEvalConfig
-from amrsim.encoders import base_model, is_trained_name, parse_name
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import GENRES, IN_SPLIT, OUT_SPLIT, SOURCES, OodSplit, genre_of, split_named, split_sources
 from amrsim.ingest.normalise import normalise, source_columns, text_columns
@@ -26,7 +25,6 @@ from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.store import OK
 
 GENRE_COLUMN = "genre"  # the STS benchmark's first column: main-captions, main-forum(s), main-news
-DEFAULT_BASE = "minilm"
 
 
 def source_config(pipe: Pipeline, name: str) -> DatasetConfig:
@@ -107,24 +105,6 @@ def derive_split(wh: Warehouse, pipe: Pipeline, name: str, run_id: str) -> Stage
                     run.rows_computed = added
         run.rows_out = pairs.height
     return run
-
-
-def base_for(model: str, models_root: Path | str | None = None) -> str | None:
-    """What a model is compared with: the bi-encoder its model.json records it started from (`base_model`, DuEAM's
-    `learner_name`, meaning's `base_encoder`) when that is an encoder name, else minilm; None for a base encoder
-    (packaged or hf:) itself."""
-    if not is_trained_name(model):
-        return None
-    base = base_model(trained_meta(model, models_root) or {})
-    return base if isinstance(base, str) and _bi_encoder_name(base) else DEFAULT_BASE
-
-
-def _bi_encoder_name(name: str) -> bool:
-    """A packaged or `hf:` encoder name (not a trained run, a directory or a bare hub id)."""
-    try:
-        return parse_name(name).kind in ("packaged", "hf")
-    except ValueError:
-        return False
 
 
 def trained_on(model: str, models_root: Path | str | None = None) -> list[str] | None:

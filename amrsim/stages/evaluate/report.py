@@ -26,11 +26,11 @@ from urllib.parse import quote
 import numpy as np
 import polars as pl
 
+from amrsim.encoders import base_for
 from amrsim.errors import WarehouseError
 from amrsim.evaluate import UNDEFINED
 from amrsim.evaluate.ood import DATASETS, ood_table
 from amrsim.evaluate.sts import is_constant
-from amrsim.stages.evaluate.ood import base_for
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.stages.evaluate.sts import pair_similarities, select_pairs
 from amrsim.warehouse import Warehouse

@@ -230,11 +230,11 @@ def test_cli_scores_model_and_base_side_by_side_and_stores_the_rows(project, tin
 def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(project, tiny_bert):
     import numpy as np
 
-    from amrsim.encoders import find_trained
+    from amrsim.encoders import base_for, find_trained
     from amrsim.evaluate.sts import cosine
     from amrsim.methods import method_params
     from amrsim.methods.loaders import load_encoder
-    from amrsim.stages.evaluate import base_for, is_cross_encoder
+    from amrsim.stages.evaluate import is_cross_encoder
     from amrsim.stages.evaluate.ood import trained_on
     from amrsim.stages.train import train_method
 
@@ -317,7 +317,7 @@ def test_a_model_is_compared_with_the_base_its_model_json_names(tmp_path):
     model is compared with muse, not with the default minilm."""
     import json
 
-    from amrsim.stages.evaluate import base_for
+    from amrsim.encoders import base_for
 
     for method, meta in {"meaning": {"base_encoder": "muse"}, "dueam": {"learner_name": "hf:some/model"},
                          "s3bert": {"base_model": "/local/dir"}}.items():
