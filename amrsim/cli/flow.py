@@ -24,9 +24,11 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Prefect's log
 
 
 @contextlib.contextmanager
-def flow_runtime(run_dir: Path, label: str, verbose: bool) -> Iterator[Callable[[], None]]:
+def flow_runtime(run_dir: Path, label: str, verbose: bool,
+                 stop_note: Callable[[], str | None] | None = None) -> Iterator[Callable[[], None]]:
     """Around a flow call: yields `ready()`, to call once the flows are imported (the server boots meanwhile) and
-    before the flow runs. Errors come out as one AmrsimError line naming the log; the traceback goes to the log."""
+    before the flow runs. Errors come out as one AmrsimError line naming the log; the traceback goes to the log.
+    `stop_note()`: what the stop message adds after a Ctrl-C/SIGTERM (how to continue), or None."""
     from amrsim.procs import SignalStop
     from flows.runtime import TemporaryServer, drain_prefect_logs, log_prefect_to_file
 
@@ -42,9 +44,13 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool) -> Iterator[Callable[
               file=sys.stderr, flush=True)
 
     def stopped(signum: int, processes: int) -> None:
+        try:
+            note = stop_note() if stop_note is not None else None
+        except Exception:  # noqa: BLE001 - the stop message must print whatever the note's lookup meets
+            note = None
         print(f"amrsim {command}: stopped by {signal.Signals(signum).name} ({processes} child processes ended); "
-              f"tables keep their last whole commit, and a rerun computes only what is missing",
-              file=sys.stderr, flush=True)
+              f"tables keep their last whole commit, and a rerun computes only what is missing"
+              + (f"; {note}" if note else ""), file=sys.stderr, flush=True)
 
     # Ctrl-C / SIGTERM: this process, its server and its workers end within seconds (exit 130 / 143)
     with SignalStop(announce=stopping, before_exit=stopped), log_path.open("ab") as log:

@@ -101,7 +101,9 @@ def train_command(
     params = parse_overrides(param) or None
     _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start
     show_training_progress()
-    with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose) as ready:
+    started = time.time()
+    with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose,
+                      lambda: resume_note(Warehouse(cfg.warehouse_root), method, run_id, started)) as ready:
         from flows.train import train  # Prefect only here: the library stays Prefect-free
 
         ready()
@@ -122,6 +124,19 @@ def train_command(
                 status, f"stopped early in {stage['seconds']}s (checkpoint kept; --resume)")
             console.print(f"{stage['model']}: {what} -> {stage.get('model_dir', '')}")
     console.print(f"{time.perf_counter() - t0:.1f}s")
+
+
+def resume_note(wh: Any, method: str, run_id: str | None, since: float) -> str | None:
+    """After a stop: how to continue the training this command started, when it left a checkpoint (a run
+    interrupted before its first checkpoint, or one from before this command, is not this command's)."""
+    from amrsim.stages.train.common import run_dir, unfinished_runs
+
+    ours = [r for r in unfinished_runs(wh, method) if run_dir(wh, method, r).stat().st_mtime >= since]
+    if run_id is not None:
+        return (f"{method} run {run_id} keeps its checkpoint: the same command continues it" if run_id in ours
+                else None)
+    return (f"{method} run {ours[0]} keeps its checkpoint: the same command with --resume --run-id {ours[0]} "
+            f"continues it (without them it trains a new run)") if ours else None
 
 
 def explain_command(

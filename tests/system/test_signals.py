@@ -257,3 +257,26 @@ def test_signal_stop_outside_the_main_thread_leaves_the_handlers_alone():
     with SignalStop() as stop:  # in the main thread it does install its handler, and restores the old one after
         assert signal.getsignal(signal.SIGINT) == stop._handler
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_a_stopped_training_says_how_to_continue_the_run_it_left_a_checkpoint_for(tmp_path):
+    from amrsim.cli.train import resume_note
+    from amrsim.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh")
+
+    def interrupted(run_id: str, when: float) -> None:
+        path = wh.models_root / "dueam" / run_id
+        (path / "checkpoint").mkdir(parents=True)
+        os.utime(path, (when, when))
+
+    started = time.time()
+    interrupted("old", started - 3600)  # interrupted before this command: not its run
+    assert resume_note(wh, "dueam", None, started) is None
+    interrupted("20261128T051214-08c579da", started + 1)
+    assert resume_note(wh, "dueam", None, started) == (
+        "dueam run 20261128T051214-08c579da keeps its checkpoint: the same command with --resume --run-id "
+        "20261128T051214-08c579da continues it (without them it trains a new run)")
+    interrupted("r7", started + 2)  # --run-id r7: the same command resumes it
+    assert resume_note(wh, "dueam", "r7", started) == "dueam run r7 keeps its checkpoint: the same command continues it"
+    assert resume_note(wh, "dueam", "never-started", started) is None
