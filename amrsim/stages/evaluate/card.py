@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from amrsim.encoders import TrainedModel, base_for, base_model, find_trained, is_latest_name, is_trained_name
+from amrsim.encoders import (
+    TrainedModel,
+    base_for,
+    base_model,
+    find_trained,
+    is_latest_name,
+    is_trained_name,
+    list_trained,
+)
 from amrsim.encoders.facts import base_facts
 from amrsim.errors import InputError
 from amrsim.evaluate.mteb_tasks import subset_for, task_of_dataset
@@ -366,6 +374,12 @@ def write_card(wh: Warehouse, name: str) -> Path | None:
 
 
 def refresh_cards(wh: Warehouse, models: Iterable[str]) -> list[Path]:
-    """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`; others are skipped)."""
-    runs = sorted({m for m in models if is_trained_name(m) and not is_latest_name(m)})
-    return [card for name in runs if (card := write_card(wh, name)) is not None]
+    """Rewrite the cards of the trained runs among result `models` (`<method>:<run id>`), and of the runs compared
+    with a base encoder among them (`muse`: every muse-based run's card shows muse's results beside its own)."""
+    models = set(models)
+    runs = {m for m in models if is_trained_name(m) and not is_latest_name(m)}
+    bases = {m for m in models if not is_trained_name(m)}
+    if bases:
+        trained = (f"{method}:{run}" for method, ids in list_trained(wh.models_root).items() for run in ids)
+        runs |= {name for name in trained if base_for(name, wh.models_root) in bases}
+    return [card for name in sorted(runs) if (card := write_card(wh, name)) is not None]
