@@ -103,7 +103,7 @@ def train_command(
     show_training_progress()
     started = time.time()
     with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose,
-                      lambda: resume_note(Warehouse(cfg.warehouse_root), method, run_id, started)) as ready:
+                      stop_note=lambda: resume_note(Warehouse(cfg.warehouse_root), method, run_id, started)) as ready:
         from flows.train import train  # Prefect only here: the library stays Prefect-free
 
         ready()

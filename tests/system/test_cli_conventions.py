@@ -498,7 +498,7 @@ def test_train_json_lists_the_stages_and_models(tmp_path, monkeypatch, capsys):
         return stages
 
     @contextlib.contextmanager
-    def no_server(run_dir, label, verbose):
+    def no_server(run_dir, label, verbose, stop_note=None):
         yield lambda: None
 
     monkeypatch.setitem(sys.modules, "flows.train", types.SimpleNamespace(train=fake_train))
@@ -565,7 +565,7 @@ def test_train_set_applies_to_the_pipeline_it_trains(tmp_path, monkeypatch, caps
         return []
 
     @contextlib.contextmanager
-    def no_server(run_dir, label, verbose):
+    def no_server(run_dir, label, verbose, stop_note=None):
         yield lambda: None
 
     monkeypatch.setitem(sys.modules, "flows.train", types.SimpleNamespace(train=fake_train))
