@@ -40,6 +40,29 @@ def atomic_json(path: Path, obj: Any) -> None:
 
 
 
+def process_umask() -> int:
+    """The process umask, read without changing it where Linux shows it (/proc/self/status); elsewhere set and
+    restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_modes(root: Path, pattern: str = "*.safetensors") -> None:
+    """Give the files under `root` matching `pattern` the mode open() gives a new file (0o666 less the umask).
+    safetensors 0.8 writes through a temporary file created 0600 whatever the umask (safetensors#782), so weights
+    would be readable by their writer only, unlike the JSON beside them."""
+    mode = 0o666 & ~process_umask()
+    for path in root.rglob(pattern):
+        os.chmod(path, mode)
+
+
 def looks_like_path(model: str) -> bool:
     """A model named by a filesystem path (absolute, ./, ~, deeper than org/name) rather than a hub id ('name' or
     'org/name', e.g. Helsinki-NLP/opus-mt-en-de)."""

