@@ -43,8 +43,9 @@ def items_of(source: str, langs: list[str]) -> list[NLIItem]:
                     ({lg: r[i][1] for lg, r in cols.items()},)) for i in range(len(cols["en"]))]
 
 
-def sts(encode, lang2: str) -> float:
-    r1, r2 = rows(DATA / "stsb_multi_mt" / "stsb_en_test.tsv"), rows(DATA / "stsb_multi_mt" / f"stsb_{lang2}_test.tsv")
+def sts(encode, lang2: str, split: str = "test") -> float:
+    """Spearman x 100 of cosine on stsb_multi_mt `split`, sentence 1 in English, sentence 2 in `lang2`."""
+    r1, r2 = (rows(DATA / "stsb_multi_mt" / f"stsb_{lg}_{split}.tsv") for lg in ("en", lang2))
     e1, e2 = encode([r[0] for r in r1]), encode([r[1] for r in r2])
     cos = (e1 * e2).sum(1) / np.linalg.norm(e1, axis=1) / np.linalg.norm(e2, axis=1)
     return 100 * float(spearmanr(cos, [float(r[2]) for r in r1]).statistic)

@@ -20,7 +20,6 @@ import time
 import numpy as np
 import torch
 from dueam_muse_sweep import DATA, TEST_LANGS, rows, sts
-from scipy.stats import spearmanr
 
 from amrsim.encoders.muse_torch import MuseModel, MuseTokenizer, TorchMuse, flat_batch
 
@@ -57,15 +56,12 @@ def main() -> None:
         p.requires_grad_(a.train == "all" or (a.train == "table") == table)
     opt = torch.optim.AdamW([p for p in student.parameters() if p.requires_grad], lr=a.lr, weight_decay=0.0)
     order = np.random.default_rng(0).permutation(len(pairs))
-    dev_en, dev_de = (rows(DATA / "stsb_multi_mt" / f"stsb_{lg}_dev.tsv") for lg in ("en", "de"))
 
     def dev() -> float:
         student.eval()
-        enc = TorchMuse(model=student, tokenizer=tokenizer).encode
-        score = spearmanr((enc([r[0] for r in dev_en]) * enc([r[1] for r in dev_de])).sum(1),
-                          [float(r[2]) for r in dev_en]).statistic
+        score = sts(TorchMuse(model=student, tokenizer=tokenizer).encode, "de", "dev")
         student.train()
-        return round(100 * float(score), 2)
+        return round(score, 2)
 
     curve, losses, t0 = [dev()], [], time.perf_counter()
     for step in range(a.steps):
