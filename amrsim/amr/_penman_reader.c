@@ -626,6 +626,12 @@ static int smatch_edges(Reader *r, Lexer *lx, PyObject *text, int smatch, Edge *
                     e->value_form = V_CONSTANT;
                     e->quoted = 1;
                 }
+            } else if (!smatch && name.end - name.start == 6 && span_equals(lx, (Span){name.start, name.end - 3}, "mod")) {
+                /* :mod-of is :mod turned around, and :mod is domain the other way: (source, domain, target), as
+                   from the same graph written with :mod (penman reads both as one graph); smatch 1.0.4 keeps mod */
+                e->kind = E_REL;
+                e->tgt = tgt;
+                e->role_domain = 1;
             } else {
                 e->kind = E_REL;
                 e->src = tgt;

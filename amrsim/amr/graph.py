@@ -15,7 +15,8 @@ Conventions (`convention=`):
   (the reference files them under the constant and never reads them); a quoted constant keeps only its first
   whitespace-separated word (the reference drops spaces); the TOP triple is ``(root, "TOP", "top")``; ``:X-of-of``
   loses one ``-of`` (``(b, X-of, a)``).
-* ``"amr"`` -- the same inversions and ``mod``->``domain`` rewrite, but whole quoted strings, edges to constants
+* ``"amr"`` -- the same inversions and ``mod``->``domain`` rewrite, applied to a ``:mod-of`` too (it is ``:mod``
+  turned around: penman and smatchpp read both spellings as one graph), but whole quoted strings, edges to constants
   kept, a TOP triple that keeps the root concept ``(root, "TOP", concept)``, as smatchpp's AMR standardiser and
   BAMBOO's published Smatch row do, and an even number of ``-of`` cancelling (``:X-of-of`` is ``:X``), as
   smatchpp. Measured Pearson x100 on BAMBOO main test (sts / sick / para): 58.42 / 59.70 / 41.31 (published 58.39 /
@@ -43,7 +44,7 @@ from amrsim.amr import _penman_reader
 
 # parse_python, read_surface, surface_of and surface_triples are the pure-Python readings the C reader must equal
 __all__ = ["AMRError", "SmatchTriples", "Surface", "parse", "parse_python", "read_surface", "read_triples",
-           "smatch_triples", "surface_edges", "surface_of", "surface_triples", "unquoted"]
+           "smatch_triples", "structure_triples", "surface_edges", "surface_of", "surface_triples", "unquoted"]
 
 logging.getLogger("penman").setLevel(logging.ERROR)  # penman warns on every duplicated triple
 
@@ -329,7 +330,16 @@ def smatch_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr
     return surface_triples(surface_of(graph), convention, dereify)
 
 
-def surface_triples(s: Surface, convention: str, dereify: bool = False) -> SmatchTriples:
+def structure_triples(graph: penman.Graph | str, convention: Literal["smatch", "amr"] = "amr",
+                      dereify: bool = False) -> SmatchTriples:
+    """`smatch_triples` without the ``:mod`` -> reversed ``domain`` rewrite: the edges point as the graph means them,
+    for the aspects that read its shape (reentrancies, degrees, unlabeled edges), as amr-evaluation reads them."""
+    return surface_triples(surface_of(graph), convention, dereify, mod_as_domain=False)
+
+
+def surface_triples(s: Surface, convention: str, dereify: bool = False, mod_as_domain: bool = True) -> SmatchTriples:
+    """The Smatch triples of a surface (see the module docstring). mod_as_domain=False keeps every ``:mod`` edge as
+    written, (parent, mod, child), for the aspects that read the graph's shape (`structure_triples`)."""
     if not s.variables:
         raise AMRError("empty graph")
     concept_of = {v: _concept(c) for v, c in zip(s.variables, s.concepts, strict=True)}
@@ -346,10 +356,12 @@ def surface_triples(s: Surface, convention: str, dereify: bool = False) -> Smatc
                 if smatch_conv:
                     continue  # the reference loses it
                 attributes.append((src, role, _constant(tgt, True, convention)))
+            elif role == "mod-of" and mod_as_domain and not smatch_conv:
+                relations.append((src, "domain", tgt))  # :mod turned around, as :mod is (smatch 1.0.4 keeps mod)
             else:
                 relations.append((tgt, role[:-3], src))
         elif role == "mod" and not const:
-            relations.append((tgt, "domain", src))
+            relations.append((tgt, "domain", src) if mod_as_domain else (src, "mod", tgt))
         elif role == "mod" and smatch_conv:
             continue  # the reference loses a :mod to a constant
         elif const:
@@ -358,7 +370,7 @@ def surface_triples(s: Surface, convention: str, dereify: bool = False) -> Smatc
             relations.append((src, role, tgt))
     variables = list(s.variables)
     if dereify:
-        variables, relations, attributes = _dereify(variables, concept_of, relations, attributes, convention)
+        variables, relations, attributes = _dereify(variables, concept_of, relations, attributes, mod_as_domain)
     root = variables[0]
     top = "top" if smatch_conv else concept_of[root]
     attributes.insert(0, (root, "TOP", top))
@@ -366,7 +378,7 @@ def surface_triples(s: Surface, convention: str, dereify: bool = False) -> Smatc
                          tuple(relations))
 
 
-def _dereify(variables, concept_of, relations, attributes, convention):
+def _dereify(variables, concept_of, relations, attributes, mod_as_domain):
     out_edges: dict[str, list[tuple[str, str, str]]] = {}
     in_count: dict[str, int] = {}
     for t in relations:
@@ -385,7 +397,7 @@ def _dereify(variables, concept_of, relations, attributes, convention):
             src, tgt = roles.get(src_role[1:].lower()), roles.get(tgt_role[1:].lower())
             if src is not None and tgt is not None and src != v and tgt != v:
                 name = role[1:]
-                if name == "mod":
+                if name == "mod" and mod_as_domain:
                     new_relations.append((tgt, "domain", src))
                 else:
                     new_relations.append((src, name, tgt))

@@ -5,6 +5,9 @@ graph 1 the test graph (a parser's output) and graph 2 the gold one, as smatch 1
 A test graph that cannot be read counts as an empty graph (nothing matched, its gold triples all missed), as a
 parser that produced nothing; a gold graph that cannot be read is an input error.
 
+`corpus_aspects` sums the same way the counts of the fine-grained aspects (`aspect_counts`): amr-evaluation's table
+of P / R / F per aspect over a corpus, micro-averaged. There a test graph that cannot be read has no values at all.
+
 The interval is a percentile bootstrap over pairs: `samples` resamples of the pairs with replacement, drawn from
 numpy's generator seeded with `seed`, F1 recomputed from the resampled sums; the (1 - confidence) / 2 and
 (1 + confidence) / 2 quantiles bound it. Same pairs and seed, same interval.
@@ -17,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from amrsim.amr.graph import AMRError, read_triples
+from amrsim.amr.graph import AMRError, SmatchTriples, read_triples
+from amrsim.metrics.aspects import COUNTED_ASPECTS, COUNTINGS, GraphView, aspect_counts
 from amrsim.metrics.smatch import smatch
 
-__all__ = ["CorpusSmatch", "PairCounts", "bootstrap_interval", "corpus_smatch", "micro_prf", "pair_counts"]
+__all__ = ["AspectTotals", "CorpusSmatch", "PairCounts", "bootstrap_interval", "corpus_aspects", "corpus_smatch",
+           "micro_prf", "pair_counts"]
 
 
 @dataclass(frozen=True)
@@ -115,3 +120,55 @@ def corpus_smatch(test: Sequence[str | None], gold: Sequence[str], convention: s
     p, r, f = micro_prf(m, a, b)
     low, high = bootstrap_interval(counts, samples, seed, confidence)
     return CorpusSmatch(p, r, f, low, high, len(gold), len(counts.failed), m, a, b, samples, seed, confidence)
+
+
+@dataclass(frozen=True)
+class AspectTotals:
+    """One aspect over a corpus: counts summed over pairs (test = the first graphs, gold = the second) and the
+    micro-averaged P / R / F1 they give."""
+
+    aspect: str
+    matched: int
+    test: int
+    gold: int
+    precision: float
+    recall: float
+    f1: float
+
+
+def corpus_aspects(test: Sequence[str | None], gold: Sequence[str], aspects: Sequence[str],
+                   convention: str = "smatch", counting: str = "set", seed: int = 0,
+                   dereify: bool = False) -> tuple[list[AspectTotals], tuple[int, ...]]:
+    """Micro-averaged P / R / F1 of every counted aspect over (test, gold) pairs, and the indices of test graphs that
+    could not be read (counted as empty). Raises GoldGraphError on an unreadable gold graph, ValueError on an aspect
+    that is not counted."""
+    unknown = [a for a in aspects if a not in COUNTED_ASPECTS]
+    if unknown:
+        raise ValueError(f"unknown aspect(s) {', '.join(unknown)}; choose from {', '.join(COUNTED_ASPECTS)}")
+    if counting not in COUNTINGS:
+        raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not '{counting}'")
+    empty = GraphView(SmatchTriples((), (), (), ()))
+    sums = {a: [0, 0, 0] for a in aspects}
+    failed = []
+    for i, (t, g) in enumerate(zip(test, gold, strict=True)):
+        try:
+            gold_view = GraphView.read(g or "", convention, dereify)
+        except AMRError as e:
+            raise GoldGraphError(i, str(e)) from None
+        try:
+            test_view = GraphView.read(t or "", convention, dereify)
+        except AMRError:
+            failed.append(i)
+            test_view = empty
+        for a, c in aspect_counts(test_view, gold_view, aspects, counting, seed).items():
+            total = sums[a]
+            total[0], total[1], total[2] = total[0] + c.matched, total[1] + c.first, total[2] + c.second
+    rows = [AspectTotals(a, m, n1, n2, *_reference_prf(m, n1, n2)) for a, (m, n1, n2) in sums.items()]
+    return rows, tuple(failed)
+
+
+def _reference_prf(matched: int, n1: int, n2: int) -> tuple[float, float, float]:
+    """P, R, F1 as amr-evaluation's scores.py computes them from summed counts (0 where a side counts nothing)."""
+    p = matched / n1 if n1 else 0.0
+    r = matched / n2 if n2 else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)

@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from amrsim.amr.graph import AMRError, parse, read_triples, smatch_triples
-from amrsim.metrics.aspects import SMATCH_FAMILY, VECTOR_ASPECTS, GraphView, Search, aspect_scores
+from amrsim.amr.graph import AMRError, parse, smatch_triples
+from amrsim.metrics.aspects import COUNTINGS, SMATCH_FAMILY, VECTOR_ASPECTS, GraphView, Search, aspect_scores
 from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.metrics.wlk import load_pot, wlk, wwlk_score
@@ -39,8 +39,9 @@ from amrsim.warehouse.store import FAILED, OK
 # threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
 
 # Part of every row's key: a change of what the metrics compute (here: quoted concepts, alignments, WLK labels and
-# constants, the TOP triple of Damonte's subgraphs) makes earlier rows stale, so a refresh computes them again.
-METRICS_VERSION = 2
+# constants, the TOP triple of Damonte's subgraphs; 3: aspects read :mod as written, multiset option, amr-evaluation's
+# No WSD, negations and wikification) makes earlier rows stale, so a refresh computes them again.
+METRICS_VERSION = 3
 
 ALL_ASPECTS: tuple[str, ...] = (
     "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",
@@ -67,6 +68,7 @@ class MetricsOptions:
     wlk_iterations: int = 2
     wwlk_stability: int = 15
     dereify: bool = False  # collapse reified nodes (`have-mod-91` -> `:mod`) before the Smatch family and set aspects
+    counting: str = "set"  # set aspects: each value once per graph (set) or every occurrence (multiset)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -75,6 +77,8 @@ class MetricsOptions:
             raise ValueError(f"unknown aspect(s) {unknown}; choose from {list(ALL_ASPECTS)}")
         if self.convention not in ("amr", "smatch"):
             raise ValueError(f"convention must be 'amr' or 'smatch', not '{self.convention}'")
+        if self.counting not in COUNTINGS:
+            raise ValueError(f"counting must be one of {', '.join(COUNTINGS)}, not '{self.counting}'")
 
     @property
     def needs_vectors(self) -> bool:
@@ -131,14 +135,14 @@ class _Scorer:
             if len(self._views) >= self.MAX_VIEWS:
                 self._views.clear()
             try:
+                convention, dereify = self.options.convention, self.options.dereify
                 if self._needs_graph:
                     graph = parse(text)
-                    triples = smatch_triples(graph, convention=self.options.convention,  # read: the same errors
-                                             dereify=self.options.dereify)
-                    v = (graph, GraphView(triples) if self._graph_aspects else None)  # (WLK/WWLK alone need none)
+                    triples = smatch_triples(graph, convention=convention, dereify=dereify)  # read: the same errors
+                    v = (graph, GraphView.read(graph, convention, dereify, triples)  # (WLK/WWLK alone need none)
+                         if self._graph_aspects else None)
                 else:
-                    v = (None, GraphView(read_triples(text, convention=self.options.convention,
-                                                      dereify=self.options.dereify)))
+                    v = (None, GraphView.read(text, convention, dereify))
             except AMRError as e:
                 v = e
             self._views[text] = v
@@ -157,7 +161,7 @@ class _Scorer:
         aspects = {"all": self._graph_aspects, "family": self._family,
                    "rest": [a for a in self._graph_aspects if a not in self._family]}[part]
         row: dict[str, Any] = aspect_scores(view1, view2, aspects, self.vector, seed=opts.seed, bounded=bounded,
-                                            searches=searches)
+                                            searches=searches, counting=opts.counting)
         if part == "family":
             return row | {"status": OK}
         if "wlk" in opts.aspects:
