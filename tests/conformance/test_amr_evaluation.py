@@ -24,7 +24,7 @@ ASPECTS = ("smatch_f1", "unlabeled", "no_wsd", "reentrancies", "srl", "concepts"
 def _scores(pair_id: str) -> dict:
     p = PAIRS[pair_id]
     names = [a for a in ASPECTS if a != "smatch_f1"] + ["smatch"]
-    return aspect_scores(GraphView(smatch_triples(p["amr1"], "smatch")), GraphView(smatch_triples(p["amr2"], "smatch")),
+    return aspect_scores(GraphView.read(p["amr1"], "smatch"), GraphView.read(p["amr2"], "smatch"),
                          names, vector=lambda c: None)
 
 

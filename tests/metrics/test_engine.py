@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from amrsim.amr.graph import parse, smatch_triples
+from amrsim.amr.graph import parse
 from amrsim.metrics.aspects import GraphView, aspect_scores, set_f1
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, score_pairs, score_pairs_parallel, worker_pool
 from tests.helpers import ROOT, shared
@@ -36,8 +36,7 @@ def no_vectors(label: str):
 def scores(a: str, b: str, aspects=("smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities",
                                      "negation", "wikification", "reentrancies", "srl", "quant_sim", "root_sim",
                                      "max_indegree_sim", "max_outdegree_sim", "max_degree_sim")) -> dict[str, float]:
-    return aspect_scores(GraphView(smatch_triples(parse(a))), GraphView(smatch_triples(parse(b))), aspects,
-                         no_vectors)
+    return aspect_scores(GraphView.read(parse(a)), GraphView.read(parse(b)), aspects, no_vectors)
 
 
 def test_set_f1_is_vacuous_when_both_empty():
