@@ -28,8 +28,9 @@ def _graph_pairs(file: Path, file2: Path | None, columns: tuple[str, str], keep:
     input_path(file, "--file")
     if file2 is not None:
         input_path(file2, "--file2")
-    if file2 is None:
-        return read_rows(file, file_format(file, default="jsonl"), [*columns, *keep], text_columns=list(columns))
+    if file2 is None:  # a kept graph column is read once
+        return read_rows(file, file_format(file, default="jsonl"), [*columns, *(c for c in keep if c not in columns)],
+                         text_columns=list(columns))
     for path in (file, file2):
         if file_format(path) is not None:
             raise ConfigError(f"--file2 pairs two PENMAN files graph by graph; {path} is a {file_format(path)} "
@@ -37,6 +38,21 @@ def _graph_pairs(file: Path, file2: Path | None, columns: tuple[str, str], keep:
     if keep:
         raise ConfigError("--keep names columns of a table; two PENMAN files have none")
     return read_graph_pairs(file, file2, columns)  # (+ __start1/__start2: where each graph starts)
+
+
+def _kept_columns(keep: str, written: list[str]) -> list[str]:
+    """The --keep columns in their order. One named twice, one the output holds already (`written`: key, line, the
+    score columns) or one named like the reader's own columns (`__line`) is refused: a row keeps its own values."""
+    names = [c.strip() for c in keep.split(",") if c.strip()]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ConfigError(f"--keep: column '{name}' is named twice")
+        if name in written:
+            raise ConfigError(f"--keep: column '{name}' is one metrics score writes itself ({', '.join(written)}); "
+                              f"rename it in the input to keep it")
+        if name.startswith("__"):
+            raise ConfigError(f"--keep: column '{name}': names starting with '__' are the reader's own")
+    return names
 
 
 @metrics_app.command("score")
@@ -69,21 +85,24 @@ def metrics_score(
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
-    extra = [c.strip() for c in keep.split(",") if c.strip()]
+    # the columns scoring adds to a row, typed (nothing is loaded for an empty frame)
+    produced = PairScorer(options, workers=1).score_columns([], []).schema
+    extra = _kept_columns(keep, ["key", "line", *produced])
     frame = (_graph_pairs(file, file2, ("amr1", "amr2"), extra).drop("__start1", "__start2", strict=False)
              .rename({"__line": "line"}))
-    unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", why="__error")  # a graph cell not text
+    unusable = (frame.filter(pl.col("__error").is_not_null()).select("line", __why="__error")  # a cell not text
                 if frame["__error"].null_count() < frame.height else None)
-    frame = frame.drop("__error")
     graphs = frame["amr1"].to_list(), frame["amr2"].to_list()  # made once: for the keys and for the scorer
-    frame = frame.with_columns(pl.Series("key", options.pair_keys(*graphs), pl.String))
+    # a row whose graph cell is not text has no content key: its failure is its own, never reused by another row
+    frame = frame.with_columns(pl.Series("key", options.pair_keys(*graphs), pl.String)).with_columns(
+        key=pl.when(pl.col("__error").is_null()).then("key")).drop("__error")
     try:  # check_out made sure an existing --out carries this command's marker
         done = pl.read_parquet(out) if out.is_file() and out.stat().st_size else None
     except (pl.exceptions.PolarsError, OSError) as e:  # marked, but damaged since: never replace it
         raise AmrsimError(f"--out {out}: exists and is not a Parquet file of earlier results "
                           f"({str(e).splitlines()[0]}); remove it or write to another file") from None
     if done is not None and "key" in done.columns:
-        todo = frame.filter(~pl.col("key").is_in(done["key"].implode()))
+        todo = frame.filter(pl.col("key").is_null() | ~pl.col("key").is_in(done["key"].implode()))
     else:
         todo, done = frame, None
     t0 = time.perf_counter()
@@ -94,18 +113,20 @@ def metrics_score(
         where = f"{workers_used} worker processes" if scorer.used_pool else "in-process"
         loading = scorer.loading_seconds  # node vectors and imports, once per process: not the pairs' rate
     seconds = time.perf_counter() - t0 - loading
-    if done is None and scored is not None and frame["key"].n_unique() == frame.height:
-        result = scored.select("key", "line", pl.exclude("key", "line"))  # every row scored once, in file order
-    else:  # rows of earlier results, or a pair given twice: each row gets its key's one row of scores
-        parts = [p for p in (done, scored) if p is not None]
-        result = frame.select("key", "line").join(pl.concat(parts, how="diagonal_relaxed").drop("line", strict=False)
-                                                  .unique("key", keep="last"), on="key", how="left")
+    # Each row is the input row's own key, line and kept columns, in file order, and its key's scores: only the
+    # score columns are shared by key (a pair given twice, rows of earlier results); nothing else of a scored or
+    # earlier row is taken, so no row gets another row's values.
+    parts = [p.select("key", *(pl.col(c).cast(t) if c in p.columns else pl.lit(None, t).alias(c)
+                               for c, t in produced.items()))
+             for p in (done, scored) if p is not None]
+    by_key = (pl.concat([pl.DataFrame(schema={"key": pl.String, **produced}), *parts])
+              .filter(pl.col("key").is_not_null()).unique("key", keep="first", maintain_order=True))
+    result = frame.select("key", "line", *extra).join(by_key, on="key", how="left", maintain_order="left")
     if unusable is not None:
-        result = result.join(unusable, on="line", how="left").with_columns(
-            status=pl.when(pl.col("why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
-            error=pl.coalesce("why", "error")).drop("why")
-    written = result.drop("amr1", "amr2", strict=False)
-    write_out(out, lambda path: written.write_parquet(path, metadata=out_metadata("metrics score")))
+        result = result.join(unusable, on="line", how="left", maintain_order="left").with_columns(
+            status=pl.when(pl.col("__why").is_null()).then(pl.col("status")).otherwise(pl.lit("failed")),
+            error=pl.coalesce("__why", "error")).drop("__why")
+    write_out(out, lambda path: result.write_parquet(path, metadata=out_metadata("metrics score")))
     failed = int((result["status"] == "failed").sum())
     means = result.filter(pl.col("status") == "ok").select(
         [pl.col(c).mean().round(4) for c in aspect_columns(chosen)])

@@ -18,9 +18,10 @@ from amrsim.files import file_format, header_columns
 # `amrsim --help` does not need them.
 
 
-def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | None]]:
+def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | None], list[str | None]]:
     """Sentences (and graphs, for --backend provided) from JSONL(.gz)/TSV/CSV with a sentence|snt column, or a
-    plain text file with one sentence per line."""
+    plain text file with one sentence per line; and per row the reader's reason when a cell is not text (a JSONL
+    number or list), which is that row's failure."""
     from amrsim.ingest.readers import read_rows
 
     fmt = file_format(path, {".jsonl": "jsonl", ".tsv": "tsv", ".csv": "csv"}, default="lines")
@@ -33,7 +34,8 @@ def _read_sentences(path: Path, want_amr: bool) -> tuple[list[str], list[str | N
         raise InputError(str(path), "--backend provided needs an 'amr' column")
     columns = [column, "amr"] if want_amr else [column]
     rows = read_rows(path, fmt, columns, text_columns=columns)
-    return [s or "" for s in rows[column]], rows["amr"].to_list() if want_amr else [None] * rows.height
+    return ([s or "" for s in rows[column]], rows["amr"].to_list() if want_amr else [None] * rows.height,
+            rows["__error"].to_list())
 
 
 def _translate_to_english(model: str, lang: str, sentences: list[str], device: str
@@ -122,7 +124,7 @@ def parse_command(
         raise ConfigError(f"--linearize '{linearize}': use paper, pointer or none")
     section = _parse_section(backend, langs=[parse_lang] if backend != PROVIDED else [], batch_size=batch_size,
                              model_dir=str(model_dir) if model_dir else None, device=device)
-    sentences, given = _read_sentences(file, want_amr=backend == PROVIDED)
+    sentences, given, unreadable = _read_sentences(file, want_amr=backend == PROVIDED)
     t0 = time.perf_counter()
     english: list[str | None] = []
     why: list[str | None] = []
@@ -139,6 +141,9 @@ def parse_command(
             parsed = dict(zip(ok, parser.parse([english[i] or "" for i in ok]), strict=True))
             results = [parsed.get(i) or ParseResult.failed(f"translation failed: {why[i]}")
                        for i in range(len(sentences))]
+    # a cell that is not text fails with the reader's reason, not as the empty text it was read as
+    results = [r if reason is None else ParseResult.failed(reason)
+               for r, reason in zip(results, unreadable, strict=True)]
     seconds = time.perf_counter() - t0
     graphs, status = [r.penman for r in results], [r.status for r in results]
     lin = linearized_column(graphs, status, None if linearize == "none" else linearize)
