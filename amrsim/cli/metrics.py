@@ -156,16 +156,32 @@ def metrics_corpus(
         gold_col: Annotated[str, typer.Option(help="column of the gold graphs")] = "amr2",
         convention: Annotated[str, typer.Option(help="Smatch triples: smatch (1.0.4's, default) | amr")] = "smatch",
         dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) first")] = False,
+        aspects: Annotated[str | None, typer.Option(help="comma-separated aspects for a P/R/F table as amr-evaluation "
+                                                         "prints it (all: every counted aspect)")] = None,
+        counting: Annotated[str, typer.Option(help="with --aspects, set aspects' values: set (each once per graph) | "
+                                                   "multiset (every occurrence, as amr-evaluation)")] = "set",
         samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
         confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
         seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0,
         json_: JsonOpt = False) -> None:
-    """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1. An unreadable
-    test graph counts as empty; an unreadable gold graph is an error naming its line."""
-    from amrsim.metrics.corpus import GoldGraphError, corpus_smatch
+    """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1; with --aspects,
+    the table of P/R/F1 per aspect. An unreadable test graph counts as empty; an unreadable gold graph is an error
+    naming its line."""
+    from amrsim.metrics.aspects import COUNTED_ASPECTS, COUNTINGS
+    from amrsim.metrics.corpus import GoldGraphError, corpus_aspects, corpus_smatch
 
     if convention not in ("smatch", "amr"):
         raise ConfigError(f"metrics corpus: --convention must be 'smatch' or 'amr', not '{convention}'")
+    chosen: list[str] = []
+    if aspects is not None:
+        chosen = list(COUNTED_ASPECTS) if aspects.strip() == "all" else [a.strip() for a in aspects.split(",")]
+        unknown = [a for a in chosen if a not in COUNTED_ASPECTS]
+        if unknown or not chosen:
+            raise ConfigError(f"--aspects: unknown aspect {', '.join(map(repr, unknown)) or '(none given)'}; "
+                              f"known: {', '.join(COUNTED_ASPECTS)} (or all)")
+        chosen = list(dict.fromkeys(chosen))  # a repeated aspect is one row
+    if counting not in COUNTINGS:
+        raise ConfigError(f"--counting must be one of {', '.join(COUNTINGS)}, not '{counting}'")
     if samples > MAX_SAMPLES:  # each resample is a pass over every pair: 10^9 would run for days
         raise ConfigError(f"--samples {samples}: at most {MAX_SAMPLES} bootstrap resamples")
     frame = _graph_pairs(file, file2, (test_col, gold_col), [])
@@ -173,6 +189,11 @@ def metrics_corpus(
     if not frame.height:
         raise InputError(str(file), "no graph pairs")
     try:
+        if chosen:
+            table, failed = corpus_aspects(frame[test_col].to_list(), frame[gold_col].to_list(), chosen,
+                                           convention=convention, counting=counting, seed=seed, dereify=dereify)
+            _print_aspect_table(table, failed, frame.height, convention, counting, json_)
+            return
         result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
                                seed=seed, samples=samples, confidence=confidence, dereify=dereify)
     except GoldGraphError as e:
@@ -195,3 +216,22 @@ def metrics_corpus(
                   f"matched {result.matched}, test {result.n1}, gold {result.n2}", markup=False, highlight=False)
 
 
+
+
+def _print_aspect_table(table, failed: tuple[int, ...], pairs: int, convention: str, counting: str,
+                        json_: bool) -> None:
+    """amr-evaluation's corpus table: P, R, F per aspect from counts summed over the pairs."""
+    import polars as pl
+
+    if json_:
+        emit_json({"pairs": pairs, "failed": len(failed), "convention": convention, "counting": counting,
+                   "aspects": {t.aspect: {"precision": t.precision, "recall": t.recall, "f1": t.f1,
+                                          "matched": t.matched, "test": t.test, "gold": t.gold} for t in table}})
+        return
+    frame = pl.DataFrame({"aspect": [t.aspect for t in table], "P": [t.precision for t in table],
+                          "R": [t.recall for t in table], "F": [t.f1 for t in table],
+                          "matched": [t.matched for t in table], "test": [t.test for t in table],
+                          "gold": [t.gold for t in table]})
+    console.print(frame_table(frame, f"{pairs} pairs, micro-averaged (convention {convention}, counting {counting})",
+                              4))
+    console.print(f"{len(failed)} test graphs unreadable (counted as empty)", markup=False, highlight=False)

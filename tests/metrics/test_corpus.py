@@ -76,3 +76,25 @@ def test_corpus_command(tmp_path):
     failed = _cli("--file", str(bad))
     assert failed.returncode == 2
     assert f"{bad}:2: gold graph (amr2) cannot be read" in failed.stderr and "Traceback" not in failed.stderr
+
+
+@pytest.mark.slow
+def test_corpus_aspects_command(tmp_path):
+    """`--aspects`: amr-evaluation's table from counts summed over pairs; `--json` gives the same counts; an unknown
+    aspect is one line listing the known ones (exit 2)."""
+    path = tmp_path / "parsed.jsonl"
+    path.write_text("".join(json.dumps({"amr1": t, "amr2": g}) + "\n" for t, g in zip(TEST, GOLD, strict=True)))
+    done = _cli("--file", str(path), "--aspects", "smatch,concepts,negation", "--json")
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    assert table["pairs"] == 3 and table["failed"] == 1
+    # Smatch: the counts corpus_smatch sums; concepts (sets): {boy}/{boy}, {want-01, boy}/{want-01, girl}, -/{dog}
+    assert [table["aspects"]["smatch"][k] for k in ("matched", "test", "gold")] == [sum(MATCHED), sum(N1), sum(N2)]
+    assert [table["aspects"]["concepts"][k] for k in ("matched", "test", "gold")] == [2, 3, 4]
+    assert table["aspects"]["negation"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "matched": 0, "test": 0,
+                                            "gold": 0}
+    printed = _cli("--file", str(path), "--aspects", "concepts")
+    assert printed.returncode == 0 and "concepts" in printed.stdout and "0.6667" in printed.stdout
+    unknown = _cli("--file", str(path), "--aspects", "concepts,wlk")
+    assert unknown.returncode == 2 and "'wlk'" in unknown.stderr and "reentrancies" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
