@@ -1,5 +1,6 @@
 """The STS evaluation stage: the pairs of each (dataset, split, language pair), scored by cosine of the cached
-embeddings (or by a cross-encoder directly), results reused while the pairs and the model are unchanged."""
+embeddings (or by a cross-encoder directly), results reused while the pairs, their gold scores and the model are
+unchanged."""
 
 from __future__ import annotations
 
@@ -56,9 +57,14 @@ def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
     return (trained_meta(encoder, models_root) or {}).get("kind") == "cross-encoder"
 
 
-def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pair_keys: list[str],
+def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pairs: pl.DataFrame,
                models_root: Path | None = None) -> str:
-    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, sorted(pair_keys))
+    """What an STS result depends on: the model (a trained run's weights among it), and the pairs evaluated as
+    (sentence 1, sentence 2, gold score), so new gold scores for the same sentences (a reordered score column or
+    translation file) are a new result."""
+    rows = sorted(zip(pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list(),
+                      pairs["score"].cast(pl.Float64).to_list(), strict=True))
+    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, rows)
 
 
 def _predictions(wh: Warehouse, dataset: str, encoder: str, chosen: pl.DataFrame, sentences: pl.DataFrame,
@@ -96,8 +102,7 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                 if chosen.height < 2:
                     continue
                 run.rows_in += 1
-                key = result_key(encoder, dataset, split, lang_pair,
-                                 (chosen["sentence1_key"] + "|" + chosen["sentence2_key"]).to_list(), wh.models_root)
+                key = result_key(encoder, dataset, split, lang_pair, chosen, wh.models_root)
                 wanted = [row_key("sts", run_name(encoder, wh.models_root), dataset, split, lang_pair, m, [key])
                           for m in ("spearman", "pearson")]
                 done = existing.filter(pl.col("key").is_in(wanted))
