@@ -378,6 +378,7 @@ class MetricsConfig(_Strict):
     aspects: list[str] | None = None  # default: all
     convention: Literal["amr", "smatch"] = "amr"  # Smatch triples: root concept in TOP (amr) or smatch 1.0.4's
     dereify: bool = False  # collapse reified nodes (have-mod-91 -> :mod) before the Smatch family and set aspects
+    counting: Literal["set", "multiset"] = "set"  # set aspects: each value once per graph, or each occurrence
     vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
     seed: StrictInt = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
     commit_rows: StrictInt = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
@@ -393,7 +394,7 @@ class MetricsConfig(_Strict):
     def options(self) -> Any:
         """The engine's MetricsOptions for this config (part of every amr_metrics row's key)."""
         return MetricsOptions(aspects=tuple(self.aspects or ALL_ASPECTS), convention=self.convention,
-                              dereify=self.dereify, vectors=self.vectors, seed=self.seed,
+                              dereify=self.dereify, counting=self.counting, vectors=self.vectors, seed=self.seed,
                               extra={"parser": self.parser})
 
 

@@ -68,6 +68,8 @@ def metrics_score(
         = "amr",
         dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) before the "
                                                    "Smatch family and set aspects")] = False,
+        counting: Annotated[str, typer.Option(help="set aspects' values: set (each once per graph) | multiset (every "
+                                                   "occurrence, as amr-evaluation)")] = "set",
         vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
         keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
         workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
@@ -82,7 +84,8 @@ def metrics_score(
     check_out(out, "metrics score", file=file, file2=file2)
     chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
     try:
-        options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, vectors=vectors, seed=seed)
+        options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, counting=counting,
+                                 vectors=vectors, seed=seed)
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
     # the columns scoring adds to a row, typed (nothing is loaded for an empty frame)
