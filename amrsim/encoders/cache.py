@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -21,6 +22,22 @@ COMMIT_ROWS = 4096  # rows per commit: a crash loses at most this much work
 
 def embedding_key(mid: str, sentence_key: str) -> str:
     return content_key("embedding", mid, sentence_key)
+
+
+RUN_ID = re.compile(r"^(trained:[^@#]+)(?:@[0-9a-f]+)?(#.*)?$")  # trained:<method>/<run>[@<fingerprint>][#<part>]
+
+
+def superseded(wh: Warehouse, dataset: str, mid: str) -> list[str]:
+    """Keys of the vectors of the trained run `mid` names, and part, from other weights: the run trained again
+    under its id, or stored before model ids held a fingerprint. No model id can read them any more."""
+    match = RUN_ID.match(mid)
+    if match is None or not wh.exists(dataset, TABLE):
+        return []
+    run, part = match[1], match[2] or ""
+    table = wh.read(dataset, TABLE, columns=["key", "model_id"]).filter(
+        pl.col("model_id").str.starts_with(run) & (pl.col("model_id") != mid))
+    return [k for k, m in zip(table["key"], table["model_id"], strict=True)
+            if (found := RUN_ID.match(m)) is not None and found[1] == run and (found[2] or "") == part]
 
 
 def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
@@ -83,6 +100,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         wh.upsert(dataset, TABLE, out)
         failed += out.filter(pl.col("status") == FAILED).height
         computed += out.height
+    wh.delete_keys(dataset, TABLE, superseded(wh, dataset, mid))
     return computed, failed
 
 

@@ -19,11 +19,13 @@ import torch
 from sentence_transformers.base.modules import Module
 
 from amrsim.encoders import Encoder, TrainedModel
+from amrsim.encoders.fingerprint import DIGESTS
 from amrsim.methods.loaders import TRAINED_LOADERS, load_encoder
 
 MODEL_JSON = "model.json"
-# what sentence-transformers writes itself on save, and what a run keeps that is no part of the model
-NOT_MODEL_FILES = ("modules.json", "config_sentence_transformers.json", "README.md", "checkpoint*", "*.log")
+# what sentence-transformers writes itself on save, and what a run keeps that is no part of the model (its digests
+# cache: the copy's files have other stamps)
+NOT_MODEL_FILES = ("modules.json", "config_sentence_transformers.json", "README.md", "checkpoint*", "*.log", DIGESTS)
 
 
 def load_run(run_dir: Path, batch_size: int = 64, device: str = "auto") -> Any:

@@ -66,7 +66,8 @@ def test_trained_models_resolve_latest_and_load(tmp_path):
              "aspects": {"frames": [0, 8]}}))
     assert list_trained(root) == {"s3bert": ["r-old", "r-new"]}
     assert find_trained("s3bert:latest", root).run_id == "r-new"
-    assert model_id("s3bert:latest", root) == "trained:s3bert/r-new"
+    assert model_id("s3bert:latest", root) == model_id("s3bert:r-new", root)
+    assert model_id("s3bert:r-new", root).startswith("trained:s3bert/r-new@")  # and the fingerprint of its files
     with pytest.raises(ValueError, match="no run 'r-x' of 's3bert'.*runs: r-old, r-new"):
         model_id("s3bert:r-x", root)
     with pytest.raises(ValueError, match="known encoders: .*s3bert:r-old, s3bert:r-new, s3bert:latest"):
