@@ -10,6 +10,7 @@ from amrsim.amr.backends import BACKENDS
 from amrsim.amr.parsing import parse_frame
 from amrsim.config import Pipeline
 from amrsim.stages.parse import parse_stage
+from amrsim.stages.translate import model_path
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS, spread
 
@@ -25,4 +26,4 @@ def parse(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
                  gpu_actors=BACKENDS[p.backend].gpu)
     translate = pipe.spec.translate if dataset in pipe.spec.translate_datasets() else None  # English to pivot through
     return parse_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, p, parser_id, run_id, run,
-                       translate).summary()
+                       translate, partial(model_path, pipe)).summary()

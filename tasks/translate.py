@@ -7,7 +7,7 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import Pipeline
-from amrsim.stages.translate import translate_stage, translator_spec
+from amrsim.stages.translate import model_path, translate_stage, translator_spec
 from amrsim.translate.run import translate_frame
 from amrsim.warehouse import Warehouse
 from tasks.common import TASK_OPTIONS, spread
@@ -19,4 +19,5 @@ def translate(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     assert tr is not None
     specs = {m: translator_spec(pipe, m) for m in {*tr.models.values(), *tr.to_english.values()}}
     run = spread(pipe, partial(translate_frame, specs=specs), gpu_actors=True)
-    return translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, tr, run_id, run).summary()
+    return translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, tr, run_id, run,
+                           partial(model_path, pipe)).summary()

@@ -14,10 +14,9 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from amrsim.encoders.fingerprint import directory_fingerprint
 from amrsim.errors import ConfigError
 from amrsim.generation import resolve_device
-from amrsim.warehouse.keys import content_key
+from amrsim.warehouse.keys import content_key, directory_fingerprint
 
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "TrainedLoader", "TrainedModel", "base_for",
            "base_model", "find_trained", "is_latest_name", "is_trained_name", "list_trained", "load_encoder",

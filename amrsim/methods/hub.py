@@ -19,8 +19,8 @@ import torch
 from sentence_transformers.base.modules import Module
 
 from amrsim.encoders import Encoder, TrainedModel
-from amrsim.encoders.fingerprint import DIGESTS
 from amrsim.methods.loaders import TRAINED_LOADERS, load_encoder
+from amrsim.warehouse.keys import DIGESTS
 
 MODEL_JSON = "model.json"
 # what sentence-transformers writes itself on save, and what a run keeps that is no part of the model (its digests

@@ -4,13 +4,14 @@ language without a parser."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from amrsim.amr.backends import PROVIDED
 from amrsim.config import PIVOT_LANG, ParseConfig, TranslateConfig
-from amrsim.stages.translate import english_translation_key
+from amrsim.stages.translate import english_translation_key, model_keys
 from amrsim.warehouse import FAILED, OK, Warehouse, config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 
@@ -30,16 +31,21 @@ def machine_english(wh: Warehouse, dataset: str, keys: list[str]) -> dict[str, d
 
 
 def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str,
-               translate: TranslateConfig | None = None) -> pl.DataFrame:
+               translate: TranslateConfig | None = None, where: Callable[[str], Path | str] = str) -> pl.DataFrame:
     """One row per ok sentence: the text actually parsed: the sentence; for a language without a parser, its given
-    English source, else its English machine translation by the model `translate.to_english` names. A row that
-    cannot be parsed carries the reason; its key says why, so a source that appears later gets a new key."""
+    English source, else its English machine translation by the model `translate.to_english` names (`where`: where
+    a configured model loads from, `model_path`). A row's key names the English it parses (the source sentence, the
+    translation), so another source or model is a new graph; a row that cannot be parsed carries the reason, and
+    its key says why, so a source that appears later gets a new key."""
     sentences = wh.read(dataset, "sentences", columns=["key", "lang", "text", "status"]).filter(pl.col("status") == OK)
     direct = parse.direct_langs()
     parallel = wh.read(dataset, "parallel").filter((pl.col("status") == OK) & (pl.col("source_lang") == PIVOT_LANG))
-    english = dict(zip(parallel["target_key"].to_list(), parallel["source"].to_list(), strict=True))
+    english: dict[str, tuple[str, str]] = {}  # a translation's English source: the smallest key when it has several
+    for target, key, text in parallel.sort("source_key").select("target_key", "source_key", "source").iter_rows():
+        english.setdefault(target, (key, text))
     to_english = translate.to_english if translate is not None and parse.pivot else {}
-    wanted = {key: english_translation_key(key, lang, translate)  # type: ignore[arg-type]
+    keys = model_keys(translate, where) if to_english and translate is not None else {}
+    wanted = {key: english_translation_key(key, lang, translate, keys)  # type: ignore[arg-type]
               for key, lang in zip(sentences["key"], sentences["lang"], strict=True)
               if lang not in direct and lang in to_english and key not in english}
     machine = machine_english(wh, dataset, list(wanted.values()))
@@ -53,7 +59,7 @@ def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str,
         elif PIVOT_LANG not in direct:
             pivot, reason = PIVOT_LANG, f"no {parse.backend} parser for '{lang}' nor for English to pivot through"
         elif key in english:
-            parsed, parse_lang, pivot, source = english[key], PIVOT_LANG, PIVOT_LANG, GIVEN
+            parsed, parse_lang, pivot, source, why = english[key][1], PIVOT_LANG, PIVOT_LANG, GIVEN, (english[key][0],)
         elif key in wanted:
             pivot, source, row = PIVOT_LANG, to_english[lang], machine.get(wanted[key])
             if row is not None and row["status"] == OK:
@@ -77,9 +83,10 @@ def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str,
 
 def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, parser_id: str, run_id: str,
                 parse_batches: Callable[[pl.DataFrame], pl.DataFrame],
-                translate: TranslateConfig | None = None) -> StageRun:
+                translate: TranslateConfig | None = None, where: Callable[[str], Path | str] = str) -> StageRun:
     """AMR graphs for a dataset's sentences lacking one from this parser; `parse_batches` may distribute.
-    `translate` (the pipeline's translate stage for this dataset) names the machine translations to pivot through.
+    `translate` (the pipeline's translate stage for this dataset) names the machine translations to pivot through
+    (`where`: where its models load from, as for the translate stage).
     A sentence's earlier graphs from this parser with another key (another source text, model or setting) are
     removed once the new ones are in, so each sentence keeps one graph per parser."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"parse:{parser_id}", dataset=dataset,
@@ -89,7 +96,7 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
                                             if translate else []}))
     with record_stage(wh, run):
         run.input_versions = {t: wh.version(dataset, t) for t in ("sentences", "parallel", "translations")}
-        todo = parse_todo(wh, dataset, parse, parser_id, translate)
+        todo = parse_todo(wh, dataset, parse, parser_id, translate, where)
         current = todo.select("key", "sentence_key")
         run.rows_in = todo.height
         # parsers are deterministic per sentence: a failed row would fail again, so failed keys count as done

@@ -5,19 +5,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from amrsim.warehouse import FAILED, OK, content_key
+from amrsim.warehouse.keys import directory_fingerprint
 
-__all__ = ["ENGLISH", "TranslationResult", "Translator", "translation_key"]
+__all__ = ["ENGLISH", "TranslationResult", "Translator", "model_key", "translation_key"]
 
 ENGLISH = "en"
 
 
 def translation_key(sentence_key: str, target_lang: str, model: str, num_beams: int, max_length: int) -> str:
-    """A `translations` row's content key: the sentence, the target language, the model as configured (hub id or
-    directory) and the generation settings, so a changed model or setting is a new row."""
+    """A `translations` row's content key: the sentence, the target language, the model (`model_key`) and the
+    generation settings, so a changed model or setting is a new row."""
     return content_key("translation", sentence_key, target_lang, model, num_beams, max_length)
+
+
+def model_key(model: str, path: Path | str | None = None) -> str:
+    """A translation model as keys name it: as configured (a hub id or a directory), plus a fingerprint of the
+    directory's files when it is a local directory (`path`: where the configured name resolves, default the name
+    itself), so a model directory whose files change translates again."""
+    folder = Path(path if path is not None else model).expanduser()
+    return f"{model}@{directory_fingerprint(folder)}" if folder.is_dir() else model
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from functools import lru_cache
 import polars as pl
 
 from amrsim.errors import ConfigError
-from amrsim.translate import ENGLISH, Translator, translation_key
+from amrsim.translate import ENGLISH, Translator, model_key, translation_key
 from amrsim.translate.marian import MarianTranslator
 from amrsim.warehouse import FAILED, OK, Warehouse
 from amrsim.warehouse.lineage import BATCH_BUDGET
@@ -27,8 +27,13 @@ class TranslatorSpec:
 
     @property
     def id(self) -> str:
-        """The model's name in `translations.model` and in content keys."""
+        """The model's name in `translations.model`."""
         return self.configured or self.model
+
+    @property
+    def key(self) -> str:
+        """The model's name in content keys: `id`, with a fingerprint of its files when it is a directory."""
+        return model_key(self.id, self.model)
 
 
 @lru_cache(maxsize=8)
@@ -82,7 +87,8 @@ def english_translations(wh: Warehouse, dataset: str, frame: pl.DataFrame, specs
     frame = frame.filter(pl.col("lang").is_in(list(specs)))
     if not frame.height:
         return {}
-    keys = [translation_key(k, ENGLISH, specs[lang].id, specs[lang].num_beams, specs[lang].max_length)
+    model_keys = {lang: spec.key for lang, spec in specs.items()}
+    keys = [translation_key(k, ENGLISH, model_keys[lang], specs[lang].num_beams, specs[lang].max_length)
             for k, lang in zip(frame["key"], frame["lang"], strict=True)]
     todo = frame.select(source_key="key", source_lang="lang", source="text").with_columns(
         key=pl.Series(keys, dtype=pl.String), target_lang=pl.lit(ENGLISH),

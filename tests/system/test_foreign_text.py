@@ -69,7 +69,7 @@ def to_english(model: str) -> TranslateConfig:
 
 
 def test_german_sentences_are_translated_into_english_once(wh, german, de_en):
-    from amrsim.translate import translation_key
+    from amrsim.translate import model_key, translation_key
 
     run = translate(wh, to_english(de_en), "r1")
     tr = wh.read("g", "translations")
@@ -78,7 +78,7 @@ def test_german_sentences_are_translated_into_english_once(wh, german, de_en):
     assert tr["source_key"].sort().equals(german_keys)
     assert set(tr["source_lang"]) == {"de"} and set(tr["target_lang"]) == {"en"} and set(tr["model"]) == {de_en}
     assert (tr["status"] == "ok").all() and tr["text"].str.len_chars().min() > 0
-    assert sorted(tr["key"]) == sorted(translation_key(k, "en", de_en, 1, 12) for k in german_keys)
+    assert sorted(tr["key"]) == sorted(translation_key(k, "en", model_key(de_en), 1, 12) for k in german_keys)
     assert translate(wh, to_english(de_en), "r2").rows_computed == 0
     # another generation setting is another translation
     assert translate(wh, TranslateConfig(to_english={"de": de_en}, num_beams=2, max_length=12), "r3").rows_computed == 8

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,10 @@ import amrsim.encoders.cache as cache
 from amrsim.config import DatasetConfig, StsEvalConfig
 from amrsim.encoders import model_id
 from amrsim.encoders.cache import read_embeddings
-from amrsim.encoders.fingerprint import DIGESTS
 from amrsim.stages import sts_stage
 from amrsim.stages.ingest import ingest_tables
 from amrsim.warehouse import Warehouse
+from amrsim.warehouse.keys import DIGESTS
 from tests.helpers import CountingEncoder, sentence_transformer_run, tiny_sentence_transformer
 
 SCORES = ["5.0", "4.0", "3.0", "1.0", "0.5", "0.0"]
@@ -205,3 +206,98 @@ def test_a_run_id_follows_its_files_and_the_encoders_it_loads_by_name(tmp_path):
     ids["meaning:m1"] = model_id("meaning:m1", root)
     (root / "meaning" / "m1" / "model.safetensors").write_bytes(b"HEADS")  # same size, weights replaced in place
     assert model_id("meaning:m1", root) != ids["meaning:m1"]
+
+
+# ----------------------------------------------------------------------------------------- translations and amr
+
+
+def test_translations_follow_the_files_of_a_model_directory(wh, tmp_path, fake_encoder):
+    """A model configured as a directory: other files there are another model, whose translations replace nothing
+    (they are new rows) and are made again; a hub id's keys are its name."""
+    from amrsim.config import TranslateConfig
+    from amrsim.stages import translate_stage
+
+    de = [[a, b, s] for (a, b), s in zip(DE, SCORES, strict=True)]
+    path = _tsv(tmp_path / "g_test.tsv", ["sentence1", "sentence2", "score"], de)
+    ingest_tables(wh, "g", DatasetConfig(path=str(path), kind="pairs", lang="de", split="test"), path, "r0")
+    model = tmp_path / "opus-de-en"
+    model.mkdir()
+
+    def translate(frame: pl.DataFrame) -> pl.DataFrame:  # "translates" with the model's one word
+        word = (model / "config.json").read_text()
+        return frame.with_columns(text=pl.col("source") + f" {word}", flags=pl.lit(None, pl.String),
+                                  status=pl.lit("ok"), error=pl.lit(None, pl.String), seconds=pl.lit(0.0))
+
+    def stored() -> list[str]:
+        return sorted(wh.read("g", "translations").filter(pl.col("model") == str(model))["text"].to_list())
+
+    tr = TranslateConfig(to_english={"de": str(model)})
+    (model / "config.json").write_text("one")
+    assert translate_stage(wh, "p", "g", tr, "r1", translate).rows_computed == 12
+    assert translate_stage(wh, "p", "g", tr, "r2", translate).rows_computed == 0
+    (model / "config.json").write_text("two")
+    assert translate_stage(wh, "p", "g", tr, "r3", translate).rows_computed == 12
+    assert sum(t.endswith(" two") for t in stored()) == 12
+    assert translate_stage(wh, "p", "g", tr, "r4", translate).rows_computed == 0
+
+
+def test_a_graph_parsed_through_a_given_english_source_follows_that_source(wh, tmp_path, monkeypatch):
+    """German has no parser here: its sentences are parsed as their English sources (the input's own). A
+    translation file reordered gives a German sentence another English source, and so another graph."""
+    from amrsim.amr import parsing as parse_mod
+    from amrsim.amr.parsing import ParserSpec, parse_frame
+    from amrsim.config import ParseConfig
+    from amrsim.stages import parse_stage
+    from tests.stages.test_parse import FakeParser
+
+    monkeypatch.setattr(parse_mod, "parser_for", lambda spec: FakeParser(spec.lang))
+    en = [["The boy runs.", "The dog barks.", "4.0"], ["The cat sleeps.", "A bird sings.", "1.0"]]
+    de = [["Der Junge läuft.", "Der Hund bellt.", "4.0"], ["Die Katze schläft.", "Ein Vogel singt.", "1.0"]]
+    path = _tsv(tmp_path / "x_test.tsv", ["sentence1", "sentence2", "score"], en)
+    de_path = _tsv(tmp_path / "de_test.tsv", ["sentence1", "sentence2", "score"], de)
+    config = _pairs_config(path, {"de": {"path": str(de_path)}})
+    cfg = ParseConfig(backend="ud", langs=["en"])
+    specs = {lang: ParserSpec(cfg.backend, lang) for lang in cfg.direct_langs()}
+
+    def parse(dataset: str, run_id: str) -> tuple[int, dict[str, str]]:
+        run = parse_stage(wh, "p", dataset, cfg, "ud", run_id, partial(parse_frame, specs=specs, linearize="paper"))
+        graphs = wh.read(dataset, "amr").join(wh.read(dataset, "sentences").select(sentence_key="key", text="text"),
+                                              on="sentence_key")
+        return run.rows_computed, dict(zip(graphs["text"], graphs["penman"], strict=True))
+
+    ingest_tables(wh, "m", config, path, "r0")
+    computed, before = parse("m", "r1")
+    assert computed == 8 and "(w / junge)" not in before["Der Junge läuft."] and "boy" in before["Der Junge läuft."]
+    _tsv(de_path, ["sentence1", "sentence2", "score"], de[::-1])  # rows swapped: other English sources
+    ingest_tables(wh, "m", config, path, "r2")
+    computed, after = parse("m", "r3")
+    ingest_tables(wh, "fresh", config, path, "r4")
+    assert computed == 4 and after == parse("fresh", "r5")[1]
+    assert "cat" in after["Der Junge läuft."] and "boy" in after["Die Katze schläft."]
+    assert parse("m", "r6")[0] == 0
+
+
+# ------------------------------------------------------------------------------------------------- augmented_pairs
+
+
+def test_silver_pairs_follow_the_encoder_run_they_come_from(wh, tmp_path, tiny_pairs, one_thread):
+    """kNN pairs and their cosine labels come from the bi-encoder's vectors: the run trained again under its id
+    gives the rows a fresh warehouse gives, not the old ones."""
+    from amrsim.config import AugmentConfig
+    from amrsim.stages import augment_stage
+
+    def silver(dataset: str, run_id: str) -> tuple[int, list[tuple]]:
+        aug = AugmentConfig(datasets=[dataset], encoder="s3bert:r1", k=2, splits=None)
+        run = augment_stage(wh, "p", dataset, aug, run_id)
+        rows = wh.read(dataset, "augmented_pairs").sort("sentence1_key", "sentence2_key")
+        return run.rows_computed, [(a, b, round(c, 5)) for a, b, c in
+                                   rows.select("sentence1_key", "sentence2_key", "weak_label").iter_rows()]
+
+    _retrain(wh.models_root, tmp_path, "r1", seed=0)
+    computed, before = silver("t", "a1")
+    assert computed == len(before) > 0
+    _retrain(wh.models_root, tmp_path, "r1", seed=1)
+    computed, after = silver("t", "a2")
+    ingest_tables(wh, "fresh", _pairs_config(tiny_pairs), tiny_pairs, "r2")
+    assert computed == len(after) and after == silver("fresh", "a3")[1] and after != before
+    assert silver("t", "a4")[0] == 0
