@@ -68,54 +68,20 @@ def strip_comments(text: str) -> str:
     return "\n".join(line for line in text.strip().split("\n") if not line.lstrip().startswith("#")).strip()
 
 
-# ------------------------------------------------------------------------------------------- inputs (both modes) ---
+def _inputs(shared: Path = SHARED):
+    """The shared-data reader the standing test uses (tests/conformance/_data.py), for the amrsim side only: the
+    peers' python never imports it."""
+    sys.path.insert(0, str(ROOT))
+    from tests.conformance._data import RealInputs
 
-
-class Inputs:
-    """The shared-data graphs a pair id names (files read once)."""
-
-    def __init__(self, shared: Path = SHARED):
-        self.shared = shared
-        self._lp: list[dict] | None = None
-        self._lp_index: dict[str, int] = {}
-        self._bamboo: dict[str, list[dict]] = {}
-
-    def lp(self) -> list[dict]:
-        if self._lp is None:
-            text = (self.shared / LP_FILE).read_text(encoding="utf-8")
-            self._lp = [json.loads(line) for line in text.splitlines() if line.strip()]
-            self._lp_index = {r["id"]: n for n, r in enumerate(self._lp)}
-        return self._lp
-
-    def bamboo(self, name: str) -> list[dict]:
-        if name not in self._bamboo:
-            with gzip.open(self.shared / "amr_bamboo" / f"bamboo_{name}.jsonl.gz", "rt", encoding="utf-8") as f:
-                self._bamboo[name] = [json.loads(line) for line in f]
-        return self._bamboo[name]
-
-    def pair(self, pair_id: str, stored_amr1: str | None = None) -> tuple[str, str]:
-        """(amr1, amr2) of a pair id, comment lines dropped; lp-ud pairs take their stored parse as amr1."""
-        kind, _, rest = pair_id.partition("/")
-        if kind in ("lp-ud", "lp-next"):
-            rows = self.lp()
-            n = self._lp_index[rest]
-            if kind == "lp-ud":
-                if stored_amr1 is None:
-                    raise ValueError(f"{pair_id}: the ud parse is stored in the data file, none given")
-                return strip_comments(stored_amr1), strip_comments(rows[n]["amr"])
-            return strip_comments(rows[n]["amr"]), strip_comments(rows[n + 1]["amr"])
-        if kind == "bamboo":
-            name, _, row = rest.rpartition("/")
-            r = self.bamboo(name)[int(row)]
-            return strip_comments(r["amr1"]), strip_comments(r["amr2"])
-        raise ValueError(f"unknown pair id {pair_id!r}")
+    return RealInputs(shared)
 
 
 def source_of(pair_id: str) -> str:
     return pair_id.split("/", 1)[0]
 
 
-def select_pairs(inputs: Inputs) -> list[str]:
+def select_pairs(inputs) -> list[str]:
     """The pair ids, sampled with SAMPLE_SEED (ud pairs are selected before parsing)."""
     rng = random.Random(SAMPLE_SEED)
     lp = inputs.lp()
@@ -398,7 +364,7 @@ def _peer_main(argv: list[str]) -> None:
 # ------------------------------------------------------------------------------------ generate (amrsim's venv) ---
 
 
-def _ud_parses(inputs: Inputs, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
+def _ud_parses(inputs, ids: list[str]) -> dict[str, tuple[str | None, str | None]]:
     from amrsim.amr.ud import UDParser
 
     rows = {r["id"]: r for r in inputs.lp()}
@@ -530,7 +496,8 @@ def _reference_header(peers: Path) -> dict:
             "lp-next/<id>": f"amr1 = gold `amr` of <id>, amr2 = gold `amr` of the next row of {LP_FILE}",
             "bamboo/<task>_main_<split>/<row>": "../shared/data/amr_bamboo/bamboo_<task>_main_<split>.jsonl.gz, "
                                                 "0-based line <row>: amr1, amr2",
-            "comments": "lines starting with '#' dropped from every graph (Inputs.pair / strip_comments) before any "
+            "comments": "lines starting with '#' dropped from every graph (RealInputs.pair, strip_comments) before "
+                        "any "
                         "program reads it; amr1 is the test graph (smatch's first file, evaluation.sh's $1)",
             "sampling": f"random.Random({SAMPLE_SEED}): {N_LP_UD} Little Prince rows for lp-ud, {N_LP_NEXT} for "
                         f"lp-next, {N_BAMBOO_PER_TASK} rows per BAMBOO task from main dev+train (select_pairs)",
@@ -629,7 +596,7 @@ def _run_note(seconds: float, jobs: int) -> str:
 
 def generate(args: argparse.Namespace) -> None:
     peers = args.peers.resolve()
-    inputs = Inputs(args.shared)
+    inputs = _inputs(args.shared)
     ids = select_pairs(inputs)
     print(f"{len(ids)} pairs selected; parsing the lp-ud sentences with amrsim's ud parser ...", flush=True)
     ud = _ud_parses(inputs, ids)
@@ -785,7 +752,7 @@ def compare(args: argparse.Namespace) -> None:
 
     t0 = time.perf_counter()
     data = load_data(args.data)
-    inputs = Inputs(args.shared)
+    inputs = _inputs(args.shared)
     tally = Tally()
     counted = [AE_TO_AMRSIM[k] for k in AE_LINES if k != "Smatch"]
     has_counts = hasattr(aspects_mod, "aspect_counts")
@@ -819,7 +786,7 @@ def compare(args: argparse.Namespace) -> None:
             tally.add("smatch_104", "Smatch counts", "diff_lo", pid, _raised(e))
         # smatchpp: exact on both sides, counts must be equal
         try:
-            s = smatch(smatch_triples(a, "amr", dereify=True), smatch_triples(b, "amr", dereify=True))
+            s = smatch(smatch_triples(a, "amr"), smatch_triples(b, "amr"))  # (amrsim's dereify table is penman's)
             got, peer = [s.matched, s.n1, s.n2], p["smatchpp"]
             if got == peer:
                 tally.add("smatchpp", "Smatch ILP (AMR standardiser)", "agree", pid)
