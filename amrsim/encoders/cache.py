@@ -6,12 +6,12 @@ import inspect
 import re
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, load_encoder, model_id
+from amrsim.encoders import Encoder, TrainedLoader, TrainedModel, find_trained, is_trained_name, load_encoder, model_id
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import FAILED, OK, Warehouse
@@ -20,8 +20,18 @@ TABLE = "embeddings"
 COMMIT_ROWS = 4096  # rows per commit: a crash loses at most this much work
 
 
-def embedding_key(mid: str, sentence_key: str) -> str:
-    return content_key("embedding", mid, sentence_key)
+def embedding_key(mid: str, sentence_key: str, inputs: str = "") -> str:
+    """A vector's key: the model id, the sentence and, for a model that reads more than the text, what else it read
+    (`TrainedInputs`)."""
+    return content_key("embedding", mid, sentence_key, *([inputs] if inputs else []))
+
+
+class TrainedInputs(Protocol):
+    """What a trained run's vector of each sentence of `frame` (key, text) depends on besides the run and the text,
+    one string per row, found without loading the model: a run that reads more than the text (MSE-AMR: a graph)."""
+
+    def __call__(self, model: TrainedModel, wh: Warehouse, dataset: str, frame: pl.DataFrame,
+                 translate: dict[str, Any] | None = None) -> list[str]: ...
 
 
 RUN_ID = re.compile(r"^(trained:[^@#]+)(?:@[0-9a-f]+)?(#.*)?$")  # trained:<method>/<run>[@<fingerprint>][#<part>]
@@ -44,16 +54,24 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
                     on_progress: Callable[[int], None] | None = None,
                     translate: dict[str, Any] | None = None,
-                    loaders: Mapping[str, TrainedLoader] | None = None) -> tuple[int, int]:
+                    loaders: Mapping[str, TrainedLoader] | None = None,
+                    inputs: Mapping[str, TrainedInputs] | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed). An encoder with
     `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
     the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts. `translate`
     (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
     without a parser into English. `loaders`: as `load_encoder`'s, for a trained run that is loaded only when
-    something is missing."""
+    something is missing; `inputs`: by method, what else a trained run's vectors depend on (part of their keys: a
+    sentence whose graph changed is encoded again, its old vector removed)."""
     mid = model_id(encoder_name, wh.models_root)
-    frame = sentences.select("key", "text").unique("key", maintain_order=True).with_columns(
-        pl.col("key").map_elements(lambda k: embedding_key(mid, k), return_dtype=pl.String).alias("emb_key"))
+    frame = sentences.select("key", "text").unique("key", maintain_order=True)
+    read = None
+    if inputs and is_trained_name(encoder_name):
+        model = find_trained(encoder_name, wh.models_root)
+        if (found := inputs.get(str(model.meta.get("method")))) is not None:
+            read = found(model, wh, dataset, frame, translate)
+    frame = frame.with_columns(pl.Series("emb_key", [embedding_key(mid, k, r) for k, r in zip(
+        frame["key"].to_list(), read or [""] * frame.height, strict=True)], pl.String))
     done = wh.keys(dataset, TABLE)
     todo = frame.filter(~pl.col("emb_key").is_in(list(done)))
     if todo.height == 0:
@@ -100,7 +118,13 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         wh.upsert(dataset, TABLE, out)
         failed += out.filter(pl.col("status") == FAILED).height
         computed += out.height
-    wh.delete_keys(dataset, TABLE, superseded(wh, dataset, mid))
+    stale = superseded(wh, dataset, mid)
+    if read is not None:  # a sentence keeps one vector per model: the one of what it reads now
+        mine = wh.read(dataset, TABLE, columns=["key", "model_id", "sentence_key"]).filter(
+            (pl.col("model_id") == mid) & pl.col("sentence_key").is_in(frame["key"].to_list())
+            & ~pl.col("key").is_in(frame["emb_key"].to_list()))
+        stale += mine["key"].to_list()
+    wh.delete_keys(dataset, TABLE, stale)
     return computed, failed
 
 

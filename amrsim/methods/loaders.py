@@ -8,17 +8,21 @@ from typing import Any
 
 from amrsim.encoders import Encoder, TrainedLoader
 from amrsim.encoders import load_encoder as load_named
+from amrsim.encoders.cache import TrainedInputs
 from amrsim.encoders.cache import embed_sentences as cached_embed
 from amrsim.methods.meaning.encoder import load_trained as load_meaning
+from amrsim.methods.mse_amr.model import graph_inputs as mse_amr_inputs
 from amrsim.methods.mse_amr.model import load_trained as load_mse_amr
 from amrsim.methods.pear.model import load_fused as load_pear_fused
 from amrsim.methods.pear.model import load_trained as load_pear
 
-__all__ = ["TRAINED_LOADERS", "embed_sentences", "load_encoder"]
+__all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder"]
 
 
 TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": load_mse_amr, "pear": load_pear, "pear_fused": load_pear_fused,
                                              "meaning": load_meaning}
+# what a method's vectors depend on besides its run and the text (part of their embedding keys)
+TRAINED_INPUTS: dict[str, TrainedInputs] = {"mse_amr": mse_amr_inputs}
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
@@ -28,5 +32,5 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
 
 
 def embed_sentences(*args: Any, **kwargs: Any) -> tuple[int, int]:
-    """`amrsim.encoders.cache.embed_sentences` with every method's trained-model loader."""
-    return cached_embed(*args, **kwargs, loaders=TRAINED_LOADERS)
+    """`amrsim.encoders.cache.embed_sentences` with every method's trained-model loader and inputs."""
+    return cached_embed(*args, **kwargs, loaders=TRAINED_LOADERS, inputs=TRAINED_INPUTS)

@@ -27,7 +27,7 @@ from amrsim.encoders.cache import TABLE, embed_sentences
 from amrsim.langs import normalise_lang
 from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sentence_graphs
 from amrsim.translate.run import TranslatorSpec, english_translations
-from amrsim.warehouse import OK, Warehouse
+from amrsim.warehouse import OK, Warehouse, content_key
 
 # torch, transformers are imported inside the functions: the loader registry imports this module
 
@@ -292,17 +292,7 @@ class MseAmrEncoder:
                translate: dict[str, TranslatorSpec] | None = None) -> list[tuple[str | None, str]]:
         """(linearised graph or None, where it came from / why not) per sentence. A sentence to parse now whose
         language has no parser is translated into English first when `translate` names a model for it."""
-        langs = _langs(wh, dataset, keys)
-        sources = english_sources(wh, dataset)
-        # what to look up: (key, text, lang, how) of the sentence itself or of its English source
-        wanted: list[tuple[str, str, str | None, str]] = []
-        for key, text in zip(keys, texts, strict=True):
-            lang = langs.get(key)
-            lang = (normalise_lang(lang) or lang) if lang else None  # Tatoeba's 'eng' is 'en'
-            if lang not in self.graph_langs and key in sources:
-                wanted.append((*sources[key], ENGLISH, "pivot:en"))
-            else:
-                wanted.append((key, text, lang, "own"))
+        wanted = graph_sentences(wh, dataset, keys, texts, self.graph_langs)
         table = sentence_graphs(wh, dataset, self.parser, self.variant, [w[0] for w in wanted])
         out: list[tuple[str | None, str]] = [(None, "")] * len(keys)
         todo: dict[str, list[int]] = {}
@@ -384,6 +374,49 @@ class MseAmrEncoder:
             h = np.stack([h_rows[i] for i in ok]) if h_rows else None
             out[ok] = self._combine(s, h)
         return out, errors
+
+
+def graph_sentences(wh: Warehouse, dataset: str, keys: list[str], texts: list[str], graph_langs: Sequence[str]
+                    ) -> list[tuple[str, str, str | None, str]]:
+    """Whose graph each sentence reads, as (key, text, lang, how): its English source's (from the `parallel`
+    table) when its language is not one of `graph_langs` and it has one, else its own."""
+    langs = _langs(wh, dataset, keys)
+    sources = english_sources(wh, dataset)
+    wanted: list[tuple[str, str, str | None, str]] = []
+    for key, text in zip(keys, texts, strict=True):
+        lang = langs.get(key)
+        lang = (normalise_lang(lang) or lang) if lang else None  # Tatoeba's 'eng' is 'en'
+        if lang not in graph_langs and key in sources:
+            wanted.append((*sources[key], ENGLISH, "pivot:en"))
+        else:
+            wanted.append((key, text, lang, "own"))
+    return wanted
+
+
+def graph_inputs(model: TrainedModel, wh: Warehouse, dataset: str, frame: pl.DataFrame,
+                 translate: dict[str, TranslatorSpec] | None = None) -> list[str]:
+    """What `mse_amr:<run>`'s vector of each sentence of `frame` (key, text) depends on besides the run and the
+    text, without loading the model (part of its embedding key): the sentence whose graph it reads (itself or its
+    English source) and that sentence's `amr` rows from the run's parser; with none, that the graph is parsed now,
+    through the English translation by the model `translate` names for a language no parser reads."""
+    meta = model.meta
+    if meta.get("integration", "concat") == "s_only":
+        return [""] * frame.height
+    parser = str(meta.get("parser", DEFAULT_BACKEND))
+    wanted = graph_sentences(wh, dataset, frame["key"].to_list(), frame["text"].to_list(),
+                             tuple(meta.get("langs") or [ENGLISH]))
+    rows: dict[str, list[str]] = {}
+    if wh.exists(dataset, "amr"):
+        amr = wh.read(dataset, "amr", columns=["key", "sentence_key", "parser", "status"]).filter(
+            (pl.col("parser") == parser) & pl.col("sentence_key").is_in(list({w[0] for w in wanted})))
+        for sentence, key, status in amr.sort("key").select("sentence_key", "key", "status").iter_rows():
+            rows.setdefault(sentence, []).append(f"{key}:{status}")
+    parseable = BACKENDS[parser].langs if parser in BACKENDS else ()
+    out = []
+    for key, _, lang, _ in wanted:
+        spec = (translate or {}).get(lang) if lang not in parseable and lang is not None else None
+        out.append(content_key("graph of", key, rows.get(key) or ["parsed now", spec.key if spec else None])[:16])
+    return out
 
 
 def _langs(wh: Warehouse, dataset: str, keys: list[str]) -> dict[str, str]:

@@ -385,6 +385,64 @@ def test_graph_aware_encoder(project):
         enc.encode([""])
 
 
+def test_a_vector_follows_the_graph_it_reads(project):
+    """An `mse_amr:<run>` vector reads the sentence's graph (or its English source's): a changed `amr` row or English
+    source is a new vector, the old one removed; nothing changed, nothing encoded (warehouse/README.md)."""
+    from amrsim.amr.linearize import linearize
+    from amrsim.methods.loaders import embed_sentences, load_encoder
+    from amrsim.methods.mse_amr import combine
+    from amrsim.stages.train.mse_amr import train
+
+    cfg, wh = project
+    write_amr(wh, "nli", pivot_langs={"de": "en"})
+    train(cfg.section("p"), _params(cfg, epochs=1, dev_dataset=None), "run3")
+    texts = {"boy": ("en", "the boy wants the apple"), "girl": ("en", "the girl eats the apple"),
+             "de": ("de", "der junge will den apfel")}
+    keys = {name: content_key("sentence", lang, text) for name, (lang, text) in texts.items()}
+    wh.upsert("ev", "sentences", pl.DataFrame([{"key": keys[n], "lang": lang, "text": t, "status": "ok",
+                                                "error": None} for n, (lang, t) in texts.items()]))
+
+    def source(english: str) -> None:  # the German sentence's English source
+        wh.sync("ev", "parallel", pl.DataFrame([{
+            "key": english, "item_id": "1:sentence1", "split": "test", "source_lang": "en", "target_lang": "de",
+            "source_key": keys[english], "target_key": keys["de"], "source": texts[english][1],
+            "target": texts["de"][1], "status": "ok", "error": None, "source_file": "f", "source_line": 2}]))
+
+    def graph(name: str, penman: str) -> None:
+        wh.upsert("ev", "amr", pl.DataFrame([{
+            "key": f"{name}:{penman}", "sentence_key": keys[name], "lang": "en", "penman": penman, "parser": "ud",
+            "pivot_lang": None, "parsed_text": texts[name][1], "linearized": None, "status": "ok", "error": None,
+            "seconds": 0.0}]))
+        wh.delete_keys("ev", "amr", [k for k in wh.keys("ev", "amr") if k.startswith(f"{name}:")
+                                     and k != f"{name}:{penman}"])
+
+    frame = pl.DataFrame({"key": list(keys.values()), "text": [t for _, t in texts.values()]})
+    source("boy")
+    graph("boy", graph_of(texts["boy"][1]))
+    graph("girl", graph_of(texts["girl"][1]))
+    assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (3, 0)
+    assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (0, 0)
+    enc = load_encoder("mse_amr:run3", models_root=wh.models_root)
+
+    def vectors() -> dict[str, np.ndarray]:
+        emb = wh.read("ev", "embeddings").filter(pl.col("encoder") == "mse_amr:run3")
+        assert emb["sentence_key"].is_unique().all()  # one vector per sentence: the current one
+        return {k: np.asarray(v) for k, v in zip(emb["sentence_key"], emb["vector"], strict=True)}
+
+    before = vectors()
+    graph("boy", "(w / want-01 :polarity - :ARG0 (b / boy))")  # the English sentence's graph changes
+    assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (2, 0)  # it and the German one reading it
+    after = vectors()
+    h = enc.graph_encoder.encode([linearize("(w / want-01 :polarity - :ARG0 (b / boy))")])
+    np.testing.assert_allclose(after[keys["boy"]], combine(enc.base.encode([texts["boy"][1]]), h)[0], atol=1e-5)
+    np.testing.assert_allclose(after[keys["de"]][16:], after[keys["boy"]][16:], atol=1e-5)
+    np.testing.assert_allclose(after[keys["girl"]], before[keys["girl"]])
+    source("girl")  # the German sentence gets another English source: it reads that one's graph
+    assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (1, 0)
+    np.testing.assert_allclose(vectors()[keys["de"]][16:], after[keys["girl"]][16:], atol=1e-5)
+    assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (0, 0)
+
+
 def test_train_base_through_the_warehouse_and_as_an_encoder(project):
     """train_base: the triples keep every language's text (German here, whose graphs are pivots), the run writes
     its trained base as text_encoder/, and `mse_amr:<run>` embeds texts with that base (not the base's cache)."""
