@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable
 
 from amrsim.warehouse.scan import SQL_TYPES, register_snapshot
 from amrsim.warehouse.schemas import SCHEMAS
@@ -29,12 +33,23 @@ def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConne
         if snapshot is None:
             continue
         alias = f"__{dataset}__{table}"
-        con.register(alias, snapshot.to_pyarrow_dataset())
+        con.register(alias, _dataset(snapshot))
         con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS SELECT * FROM "{alias}"')
     if not allow_external:
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def _dataset(snapshot: DeltaTable):
+    """The snapshot as an Arrow dataset whose text columns are `string_view`. A merge (a table rewritten after an
+    input edit) writes files whose stored Arrow schema says `string_view` next to older `string` files; a filter
+    DuckDB pushes into the dataset is then compared with each file's own type, and Arrow has no kernel for
+    `string` against `string_view`. Declared as `string_view`, every file's text reads as that one type."""
+    schema = snapshot.to_pyarrow_dataset().schema
+    views = pa.schema([f.with_type(pa.string_view()) if f.type in (pa.string(), pa.large_string()) else f
+                       for f in schema], metadata=schema.metadata)
+    return snapshot.to_pyarrow_dataset(schema=views)
 
 
 def _failing_select(table: str, message: str) -> str:
@@ -52,11 +67,35 @@ def query(wh: Warehouse, sql: str, limit: int | None = None, allow_external: boo
     relation = connect(wh, allow_external).sql(sql)
     if relation is None:  # a statement with no result set
         return pl.DataFrame()
+    relation = _for_polars(relation)
     if limit is not None:
         relation = relation.limit(limit)
     frame = pl.from_arrow(relation.to_arrow_table())
     assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+# DuckDB types a polars frame cannot hold (an interval or union fails or panics on import, also inside a list, struct
+# or map) or would show as raw bytes (a bit string, a big number): such a column is returned as DuckDB's own text
+AS_TEXT = re.compile(r"\b(INTERVAL|UNION|BIT|BIGNUM|VARINT)\b")
+
+
+def _for_polars(relation: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
+    """`relation` as a polars frame can hold it: each column of an AS_TEXT type cast to VARCHAR, and a repeated
+    column name (`SELECT 1 AS a, 2 AS a`) numbered as DuckDB numbers them in a subquery (a, a_1)."""
+    types = [re.sub(r'"(?:[^"]|"")*"', "", str(t)) for t in relation.types]  # not a struct field's quoted name
+    names: list[str] = []
+    for name in relation.columns:
+        unique, n = name, 0
+        while unique in names:
+            n += 1
+            unique = f"{name}_{n}"
+        names.append(unique)
+    if names == relation.columns and not any(AS_TEXT.search(t) for t in types):
+        return relation
+    quoted = [n.replace('"', '""') for n in names]
+    return relation.project(", ".join(f'CAST(#{i} AS VARCHAR) AS "{n}"' if AS_TEXT.search(t) else f'#{i} AS "{n}"'
+                                      for i, (n, t) in enumerate(zip(quoted, types, strict=True), start=1)))
 
 
 def scan_connection(wh: Warehouse, tables: dict[str, tuple[str, str]], memory_limit: str = "512MB",
