@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli import bench, deploy, evaluate, metrics, parse, query, results, run, score, train
+from amrsim.cli.common import emit_json
 from amrsim.console import printable, quiet_library_progress_bars
 from amrsim.errors import AmrsimError
 from amrsim.secrets import install_log_redaction, redact
@@ -64,6 +65,21 @@ def path_error(e: OSError) -> str | None:
     return f"{paths}: {e.strerror or type(e).__name__}"
 
 
+def _json_requested(argv: list[str]) -> bool:
+    """Whether the command line asks for --json (before a `--` that ends the options)."""
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def fail(message: str, exit_code: int) -> None:
+    """End the command with one `error:` line on stderr; with --json also `{"error", "exit_code"}` on stdout, so a
+    script reading stdout learns why there is no document rather than reading nothing."""
+    line = printable(redact(message))
+    print(f"error: {line}", file=sys.stderr)
+    if _json_requested(sys.argv[1:]):
+        emit_json({"error": line, "exit_code": exit_code})  # the real stdout, also when a failing option left it routed
+    sys.exit(exit_code)
+
+
 def main() -> None:
     install_log_redaction()  # Prefect ships log records to its API database: mask tokens before any is made
     quiet_library_progress_bars()  # in a log, loading bars of transformers & co. would be screens of redraws
@@ -71,13 +87,11 @@ def main() -> None:
         app(prog_name=PROG)  # named, so usage lines and completion scripts say `amrsim` under `python -m` too
     except AmrsimError as e:
         notes = "".join(f" ({note})" for note in getattr(e, "__notes__", ()))
-        print(f"error: {printable(redact(str(e) + notes))}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        fail(str(e) + notes, e.exit_code)
     except OSError as e:  # every command's paths: a file that is missing or cannot be read is the user's to fix
         if (message := path_error(e)) is None:
             raise
-        print(f"error: {printable(redact(message))}", file=sys.stderr)
-        sys.exit(AmrsimError.exit_code)
+        fail(message, AmrsimError.exit_code)
     finally:
         # drop Arrow dataset scanners (DuckDB views) while Arrow can still join their threads: one left to the
         # interpreter's final teardown can abort the process after its output (apache/arrow#34314)
