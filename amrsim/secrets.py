@@ -100,4 +100,13 @@ def install_log_redaction() -> None:
         return record
 
     redacting_factory.amrsim_redacting = True  # type: ignore[attr-defined]
+    redacting_factory.amrsim_wrapped = factory  # type: ignore[attr-defined]
     logging.setLogRecordFactory(redacting_factory)
+
+
+def remove_log_redaction() -> None:
+    """Undo `install_log_redaction` (the factory it wrapped is restored); a no-op when it is not installed. For
+    tests, which must see records unmasked whatever an earlier test in the same process installed."""
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "amrsim_redacting", False):
+        logging.setLogRecordFactory(factory.amrsim_wrapped)  # type: ignore[attr-defined]

@@ -585,7 +585,7 @@ def test_secrets_never_reach_lineage_tables_or_run_metadata(env_secrets, tmp_pat
 
 
 def test_log_redaction_masks_messages_and_tracebacks(env_secrets):
-    from amrsim.secrets import RedactingFilter, install_log_redaction
+    from amrsim.secrets import RedactingFilter, install_log_redaction, remove_log_redaction
 
     hf = env_secrets["HF_TOKEN"]
     stream = io.StringIO()
@@ -594,7 +594,8 @@ def test_log_redaction_masks_messages_and_tracebacks(env_secrets):
     log = logging.getLogger("amrsim.test_security")
     log.addHandler(handler)
     log.propagate = False
-    before = logging.getLogRecordFactory()
+    before = logging.getLogRecordFactory()  # an earlier test in this process (main() in-process) may have installed it
+    remove_log_redaction()
     try:
         log.warning("unredacted %s", hf)
         assert hf in stream.getvalue()  # control: without redaction the token is written
@@ -603,7 +604,8 @@ def test_log_redaction_masks_messages_and_tracebacks(env_secrets):
         log.warning("via filter %s", hf)
         handler.filters.clear()
         install_log_redaction()
-        install_log_redaction()  # idempotent
+        install_log_redaction()  # idempotent: wrapped once
+        assert not getattr(logging.getLogRecordFactory().amrsim_wrapped, "amrsim_redacting", False)
         log.warning("via factory %s", env_secrets["AWS_SECRET_ACCESS_KEY"])
         try:
             raise RuntimeError(f"hub said no to {hf}")
