@@ -70,6 +70,10 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool,
             if isinstance(e, AmrsimError):
                 e.add_note(f"Prefect's log: {log_path}")
                 raise
+            if isinstance(e, OSError) and e.filename is not None:  # a read-only or full warehouse: the user's to fix
+                error = AmrsimError(f"{e.filename}: {e.strerror or type(e).__name__}")
+                error.add_note(f"Prefect's log: {log_path}")
+                raise error from None
             first = (str(e).strip().splitlines() or [""])[0]  # the whole message is in the log
             raise RunFailed(f"{type(e).__name__}: {first} (traceback in {log_path}; --verbose shows it here)") from e
         finally:
