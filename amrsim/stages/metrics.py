@@ -63,6 +63,17 @@ SELECT m.key FROM m WHERE (m.options = $options AND m.graphs_md5 IS NOT NULL
   OR coalesce(TRY_CAST(json_extract(m.options, '$.metrics_version') AS INTEGER), 1) < $version
 """
 
+# rows of these options whose recorded pair has those graphs no more (its score or texts changed: a new pair key;
+# or it went) while another current pair has them: that pair's columns, the first by key, replace the recorded ones
+MOVED_PAIRS = """
+, f AS (SELECT graphs_md5, min(pair_key) AS pair_key FROM j GROUP BY graphs_md5)
+SELECT m.key, j.pair_key, j.item_id, j.split, j.sentence1_key, j.sentence2_key, j.score
+FROM m JOIN f ON f.graphs_md5 = m.graphs_md5 JOIN j ON j.pair_key = f.pair_key AND j.graphs_md5 = f.graphs_md5
+WHERE m.options = $options AND NOT EXISTS (SELECT 1 FROM j AS c WHERE c.graphs_md5 = m.graphs_md5
+                                           AND c.pair_key = m.pair_key)
+"""
+PAIR_COLUMNS = ["pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score"]
+
 
 def graph_pairs_sql(parser: str, query: str) -> str:
     graphs, side1, side2 = _GRAPHS[PROVIDED if parser == PROVIDED else "parsed"]
@@ -98,12 +109,14 @@ def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame
 
 
 def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: str, rows: int,
-                       memory_limit: str = "256MB", stale: list[str] | None = None) -> Iterator[pl.DataFrame]:
+                       memory_limit: str = "256MB", stale: list[str] | None = None,
+                       moved: list[pl.DataFrame] | None = None) -> Iterator[pl.DataFrame]:
     """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified), plus `graphs_md5` and
     `done`: a metrics row of these options has the pair's graphs already (its graphs are then left out). Memory is
     bounded by `rows` and `memory_limit`, not by the table sizes. Once the stream is read to its end, `stale` (if
-    given) holds the keys of the `amr_metrics` rows of these options that no current pair's graphs have, as of the
-    snapshot the stream read."""
+    given) holds the keys of the `amr_metrics` rows of these options that no current pair's graphs have, and
+    `moved` (if given) a frame of the rows whose recorded pair is gone while another pair has their graphs (key and
+    that pair's columns), as of the snapshot the stream read."""
     with graph_pairs_connection(wh, dataset, parser, memory_limit) as con:
         params = {"parser": parser, "options": options_json}
         reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
@@ -122,6 +135,8 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
         if stale is not None:  # the views read the snapshots registered above: rows committed since are not seen
             stale += [r[0] for r in con.execute(graph_pairs_sql(parser, STALE_METRICS),
                                                 params | {"version": METRICS_VERSION}).fetchall()]
+        if moved is not None:
+            moved.append(con.sql(graph_pairs_sql(parser, MOVED_PAIRS), params=params).pl())
 
 
 def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
@@ -137,7 +152,8 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
         run.input_versions = {"pairs": wh.version(dataset, "pairs"), "amr": wh.version(dataset, "amr")}
         parser = options.extra.get("parser", PROVIDED)
         stale: list[str] = []
-        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows, stale=stale):
+        moved: list[pl.DataFrame] = []
+        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows, stale=stale, moved=moved):
             run.rows_in += chunk.height
             # rows known done by (pair, graphs, options) skip hashing; the content key stays the test for the rest
             chunk = chunk.filter(~pl.col("done")).drop("done")
@@ -165,5 +181,14 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
         # rows whose graphs no pair has any more (a changed graph or pair) go, so readers of the table by split or
         # sentence keys see the current pairs' metrics only
         run.wrote("amr_metrics", stale and wh.delete_keys(dataset, "amr_metrics", stale))
+        run.wrote("amr_metrics", moved and moved[0].height and repoint(wh, dataset, moved[0]))
         run.rows_out = run.rows_computed
     return run
+
+
+def repoint(wh: Warehouse, dataset: str, moved: pl.DataFrame) -> int:
+    """Give the `amr_metrics` rows in `moved` (key + the pair columns) their current pair's columns (the gold score
+    among them), scores unchanged, in one commit; returns the rows rewritten."""
+    rows = wh.read(dataset, "amr_metrics").filter(pl.col("key").is_in(moved["key"].to_list()))
+    rows = rows.drop(PAIR_COLUMNS).join(moved.unique("key"), on="key")
+    return wh.upsert(dataset, "amr_metrics", rows)

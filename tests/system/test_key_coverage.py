@@ -301,3 +301,51 @@ def test_silver_pairs_follow_the_encoder_run_they_come_from(wh, tmp_path, tiny_p
     ingest_tables(wh, "fresh", _pairs_config(tiny_pairs), tiny_pairs, "r2")
     assert computed == len(after) and after == silver("fresh", "a3")[1] and after != before
     assert silver("t", "a4")[0] == 0
+
+
+# ------------------------------------------------------------------------------------------------- amr_metrics
+
+WANT = "(w / want-01 :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
+WANT_NOT = "(w / want-01 :polarity - :ARG0 (b / boy) :ARG1 (g / go-02 :ARG0 b))"
+DOG = "(d / dog :quant 2)"
+CAT = "(c / cat :mod (b / black))"
+
+
+def test_amr_metrics_follow_the_graphs_and_options_and_name_the_current_gold(wh, tmp_path):
+    """A metrics row is keyed by its two graphs and the options: a changed graph or option is scored again, a
+    changed gold score is not (the metrics do not read it) but the row's pair columns name the current pair."""
+    from amrsim.metrics.engine import MetricsOptions, score_pairs
+    from amrsim.stages import metrics_stage
+
+    header = ["sentence1", "sentence2", "score", "amr1", "amr2"]
+    rows = [["The boy wants to go.", "The boy does not want to go.", "2.0", WANT, WANT_NOT],
+            ["Two dogs.", "A black cat.", "0.5", DOG, CAT], ["Two dogs.", "Dogs, two.", "4.5", DOG, DOG]]
+    config = DatasetConfig(path=str(tmp_path / "g_test.tsv"), kind="pairs", split="test",
+                           columns={"score": "score", "amr1": "amr1", "amr2": "amr2"})
+
+    def metrics(rows: list[list[str]], options: MetricsOptions, dataset: str = "g") -> tuple[int, pl.DataFrame]:
+        path = _tsv(tmp_path / "g_test.tsv", header, rows)
+        ingest_tables(wh, dataset, config, path, "r")
+        run = metrics_stage(wh, "p", dataset, options, "r", partial(score_pairs, options=options))
+        table = wh.read(dataset, "amr_metrics").sort("key").join(  # keys name the graphs: one order every time
+            wh.read(dataset, "pairs").select(pair_key="key", gold="score"), on="pair_key", how="left",
+            maintain_order="left")
+        return run.rows_computed, table.select("score", "gold", "smatch_f1", "negation")
+
+    smatch = MetricsOptions(aspects=("smatch",), vectors="random", extra={"parser": "provided"})
+    computed, before = metrics(rows, smatch)
+    assert computed == 3 and before["negation"].is_null().all()
+    version = wh.version("g", "amr_metrics")
+    assert metrics(rows, smatch)[0] == 0 and wh.version("g", "amr_metrics") == version  # nothing changed
+    reversed_ = [[*r[:2], s, *r[3:]] for r, s in zip(rows, ["4.5", "0.5", "2.0"], strict=True)]
+    computed, after = metrics(reversed_, smatch)
+    assert computed == 0 and after["smatch_f1"].to_list() == before["smatch_f1"].to_list()
+    gold = dict(zip(after["smatch_f1"].round(3), after["score"], strict=True))
+    assert gold == {0.933: 4.5, 0.0: 0.5, 1.0: 2.0} and after["score"].equals(after["gold"])  # the current gold
+    assert metrics(reversed_, smatch)[0] == 0
+    edited = [r[:] for r in reversed_]
+    edited[0][4] = WANT  # one graph changed
+    computed, after = metrics(edited, smatch)
+    assert computed == 1 and after.equals(metrics(edited, smatch, "fresh")[1])
+    assert metrics(edited, MetricsOptions(aspects=("smatch", "negation"), vectors="random",
+                                          extra={"parser": "provided"}))[0] == 3  # another option: all again
