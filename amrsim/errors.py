@@ -31,3 +31,14 @@ class RunFailed(AmrsimError):
     """An unexpected error inside a pipeline run: one line on the terminal, the traceback in the run's log."""
 
     exit_code = 1
+
+
+class UnsafeFile(AmrsimError):
+    """A path amrsim writes under the warehouse or the run directory holds something amrsim did not make there (a
+    symlink, FIFO, device, directory, a hard-linked or another user's file): refused, nothing written through it."""
+
+    def __init__(self, path: object, what: str):
+        self.path = str(path)
+        super().__init__(f"{self.path}: refused to write: it is {what}, not a file amrsim made; amrsim never writes "
+                         "through links or into special files under the warehouse or run directory; remove it (and "
+                         "find out who put it there), then run again")

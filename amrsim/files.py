@@ -1,27 +1,145 @@
-"""Files: written whole or not at all; their format from the name; their header."""
+"""Files: written whole or not at all, and only amrsim's own; their format from the name; their header.
+
+amrsim writes a file under the warehouse or the run directory in one of three ways, all here: whole (`atomic_write`:
+a new temporary file renamed over the path, which replaces a link there rather than following it), in place
+(`open_own`: lock files and logs, opened with O_NOFOLLOW and checked by fstat) or through a library that writes
+into a directory (a model's `save`: `own_tree` checks the directory first). Each refuses (UnsafeFile) a path that
+holds what amrsim did not make: a symlink, FIFO, device, socket or directory where a file goes; for a file written
+in place also one with more than one hard link (writing it would change the other name's file) or of another
+user. A concurrent attacker who swaps files while amrsim writes is not defended against: they can already rewrite
+the warehouse; what is planted beforehand is found."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from amrsim.errors import InputError
+from amrsim.errors import InputError, UnsafeFile
 
 # pyarrow is imported inside the functions: importing this module must stay cheap
 
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
-def atomic_write(path: Path | str, write: Callable[[Path], object]) -> None:
-    """`write(tmp)` to a temporary file next to `path`, then rename it over `path`: readers see the old file or the
-    new one, never half of one. If writing or the rename fails, the temporary file is removed and the error raised;
-    `path` is left as it was."""
+
+def file_kind(mode: int) -> str:
+    """What a stat mode is, in the words of an error message."""
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def _judge(path: Path, st: os.stat_result, in_place: bool) -> None:
+    """Refuse `path` (its lstat or fstat `st`) unless it is a regular file; one written in place must also be
+    this user's and have one name only."""
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeFile(path, f"a symbolic link (to {os.readlink(path)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFile(path, file_kind(st.st_mode))
+    if in_place and st.st_uid != os.geteuid():
+        raise UnsafeFile(path, f"a file owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})")
+    if in_place and st.st_nlink > 1:
+        raise UnsafeFile(path, f"a file with {st.st_nlink} hard links (writing it would change the others too)")
+
+
+def check_own(path: Path | str, in_place: bool = False) -> None:
+    """Refuse (UnsafeFile) a `path` amrsim is about to write that holds anything but a regular file (see `_judge`);
+    a missing path is fine."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    _judge(path, st, in_place)
+
+
+def own_dir(path: Path | str, make: bool = True) -> Path:
+    """Make directory `path` (and its parents; `make=False`: a missing one is left missing) and refuse it if it is
+    a symlink or not a directory: the files amrsim then creates in it by name stay in it."""
+    path = Path(path)
+    if make:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # a file or a dangling link: named below
+            pass
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if not stat.S_ISDIR(st.st_mode):
+        what = f"a symbolic link (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode) else file_kind(st.st_mode)
+        raise UnsafeFile(path, f"{what} where amrsim keeps a directory")
+    return path
+
+
+def open_own(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """A descriptor of `path` for writing in place (a lock, a log), created when missing: never through a symlink
+    (O_NOFOLLOW), never blocking on a FIFO, never a file `check_own(in_place=True)` refuses (checked again on the
+    open descriptor, so what was judged is what is written). Its directory must be `own_dir`'s."""
+    path = Path(path)
+    check_own(path, in_place=True)  # before opening: opening a device may already act
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            check_own(path, in_place=True)  # swapped since: name what is there now
+        raise
+    try:
+        _judge(path, os.fstat(fd), in_place=True)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def own_tree(top: Path | str) -> None:
+    """Refuse a directory amrsim is about to write into through a library (a model's `save`, `save_pretrained`,
+    a checkpoint) if anything in it is not a directory or a regular file of one name (`check_own`): those write by
+    name, through whatever they find. A missing `top` is fine."""
+    top = Path(top)
+    if not os.path.lexists(top):
+        return
+    if not top.is_dir():  # the top itself may be a link to a directory: `run_dir` judged where it leads
+        _judge(top, os.lstat(top), in_place=True)  # a dangling link, a FIFO, ...: named
+        raise UnsafeFile(top, "a regular file where amrsim keeps a directory")
+    for folder, dirs, files in os.walk(top, onerror=_raise):  # not into linked folders: they are in `dirs`
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode):
+                _judge(path, st, in_place=True)
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def atomic_write(path: Path | str, write: Callable[[Path], object], own: bool = True) -> None:
+    """`write(tmp)` to a new temporary file next to `path`, then rename it over `path`: readers see the old file or
+    the new one, never half of one. The temporary file is created new (O_EXCL: not through a link planted under
+    its name, which nobody can guess) with the mode open() would give. `own`: `path` is amrsim's (under the
+    warehouse or the run directory), so anything there but a regular file is refused (`check_own`); a hard link
+    is fine, the rename replaces only this name. `own=False` for a path the user named (--out, judged by
+    `check_out`): a link there is replaced by the file. If writing or the rename fails, the temporary file is
+    removed and the error raised; `path` is left as it was."""
+    path = Path(path)
+    if own:
+        check_own(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    tmp = Path(name)
+    try:
+        try:
+            os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp's 0600 would hide the file from the umask's readers
+        finally:
+            os.close(fd)
         write(tmp)
         os.replace(tmp, path)
     except BaseException:
@@ -59,8 +177,10 @@ def ordinary_modes(root: Path, pattern: str = "*.safetensors") -> None:
     safetensors 0.8 writes through a temporary file created 0600 whatever the umask (safetensors#782), so weights
     would be readable by their writer only, unlike the JSON beside them."""
     mode = 0o666 & ~process_umask()
-    for path in root.rglob(pattern):
-        os.chmod(path, mode)
+    for folder, _, files in os.walk(root):  # never into a linked folder
+        for path in (Path(folder) / name for name in files if Path(name).match(pattern)):
+            check_own(path, in_place=True)  # a link or a hard link: chmod would change the file it leads to
+            os.chmod(path, mode)
 
 
 def looks_like_path(model: str) -> bool:

@@ -18,6 +18,7 @@ from typing import IO, Any
 import yaml
 
 from amrsim.errors import AmrsimError
+from amrsim.files import atomic_write
 from amrsim.procs import spawn_tied
 
 UVICORN_PORT_TAKEN = 3  # uvicorn's exit code when it cannot start (the port went to another process meanwhile)
@@ -40,9 +41,8 @@ def log_prefect_to_file(log_path: Path) -> Path:
     config["handlers"]["console"] = {**to_file, "formatter": "standard"}
     config["handlers"]["debug"] = {**to_file, "formatter": "debug"}
     settings = log_path.with_name("prefect-logging.yml")
-    tmp = settings.with_name(f".{settings.name}.tmp-{os.getpid()}")
-    tmp.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, settings)  # concurrent runs sharing a run_dir each see a whole file
+    text = yaml.safe_dump(config, sort_keys=False)
+    atomic_write(settings, lambda tmp: tmp.write_text(text, encoding="utf-8"))  # concurrent runs see a whole file
     return settings
 
 

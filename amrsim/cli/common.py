@@ -18,7 +18,7 @@ import yaml
 
 from amrsim.console import console, frame_table, print_json
 from amrsim.errors import AmrsimError, ConfigError
-from amrsim.files import atomic_write
+from amrsim.files import atomic_write, file_kind
 
 
 def _config_given_exists(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
@@ -122,13 +122,6 @@ def warehouse_root(config: str) -> Path:
     return Path("warehouse").resolve()
 
 
-def _kind(mode: int) -> str:
-    """What a stat mode is, in the words of an error message."""
-    kinds = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-    return next((what for test, what in kinds if test(mode)), "not a regular file")
-
-
 def input_path(path: Path | str, option: str, directory: bool = False) -> Path:
     """The one check of every path a command reads, before it is opened: it exists and is a regular file (a
     directory where the option names one) that can be read. A FIFO, device or socket is refused: opening a FIFO
@@ -139,8 +132,8 @@ def input_path(path: Path | str, option: str, directory: bool = False) -> Path:
     except OSError as e:  # missing, a parent that is a file, a loop of links, ...
         raise ConfigError(f"{option} {path}: {e.strerror or type(e).__name__}") from None
     wanted = "a directory" if directory else "a regular file"
-    if _kind(mode) != wanted:
-        raise ConfigError(f"{option} {path}: is {_kind(mode)}, not {wanted}")
+    if file_kind(mode) != wanted:
+        raise ConfigError(f"{option} {path}: is {file_kind(mode)}, not {wanted}")
     if not os.access(path, os.R_OK | (os.X_OK if directory else 0)):
         raise ConfigError(f"{option} {path}: permission denied")
     return path
@@ -196,7 +189,7 @@ def check_out(out: Path, command: str, **inputs: Path | None) -> None:
     except OSError as e:  # a parent that is a file, a loop of links
         raise AmrsimError(f"--out {out}: cannot write ({e.strerror or e})") from None
     if mode is not None and not stat.S_ISREG(mode):
-        what = _kind(mode)
+        what = file_kind(mode)
         reason = "is a directory" if what == "a directory" else f"is {what}, not a regular file"
         raise AmrsimError(f"--out {out}: cannot write ({reason}); --out must be a new or earlier {command} "
                           f"output file")
@@ -233,7 +226,7 @@ def write_out(out: Path, write: Callable[[Path], object]) -> None:
     too large, no permission, read-only) is one line naming the file, and leaves neither a partial nor a temporary
     file; the previous --out, if any, is left as it was."""
     try:
-        atomic_write(out, write)
+        atomic_write(out, write, own=False)  # a link the user named as --out is replaced, as `mv` would
     except Exception as e:
         if (reason := _write_failure(e)) is None:
             raise

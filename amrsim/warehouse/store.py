@@ -21,6 +21,7 @@ from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
 from amrsim.errors import WarehouseError
+from amrsim.files import own_dir
 from amrsim.secrets import redact
 from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
 from amrsim.warehouse.scan import keys_in
@@ -59,7 +60,9 @@ class Warehouse:
         return path
 
     def lock(self, dataset: str, table: str) -> AbstractContextManager[None]:
-        """Hold the table's write lock (waits up to `lock_timeout` seconds for another writer)."""
+        """Hold the table's write lock (waits up to `lock_timeout` seconds for another writer). Every write takes
+        it, so here the table's log is checked to be its own directory: a linked one would take commits elsewhere."""
+        own_dir(self.table_path(dataset, table) / "_delta_log", make=False)
         return table_lock(self.root, dataset, table, self.lock_timeout)
 
     def snapshot(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:

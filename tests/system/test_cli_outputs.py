@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from amrsim.errors import UnsafeFile
 from amrsim.files import atomic_write
 from tests.helpers import cli_env, one_line_error, run_cli
 
@@ -97,8 +98,10 @@ def test_atomic_write_replaces_whole_files_or_nothing(tmp_path):
     with pytest.raises(RuntimeError, match="writer died"):
         atomic_write(target, half_then_fail)
     (tmp_path / "d").mkdir()
-    with pytest.raises(IsADirectoryError):
-        atomic_write(tmp_path / "d", lambda tmp: tmp.write_text("x"))  # the rename itself fails
+    with pytest.raises(IsADirectoryError):  # a path the user named (--out): the rename itself fails
+        atomic_write(tmp_path / "d", lambda tmp: tmp.write_text("x"), own=False)
+    with pytest.raises(UnsafeFile, match="a directory"):  # amrsim's own file: refused before anything is written
+        atomic_write(tmp_path / "d", lambda tmp: tmp.write_text("x"))
     assert target.read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "t.txt"]
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import resolve_device
 from amrsim.evaluate import DevScore
+from amrsim.files import own_tree
 from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Triple, mixed_view
 from amrsim.methods.mse_amr.data import text_langs as text_langs_of
 from amrsim.methods.mse_amr.loss import simcse_loss
@@ -227,6 +228,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     micro = micro_batch(params, loop)
     encoder_path = base_model_path(params.encoder)
     out_dir = Path(out_dir)
+    own_tree(out_dir)  # no link or special file that the savers would write through
     out_dir.mkdir(parents=True, exist_ok=True)
     lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
     run_key = _fingerprint(triples, encoder_path=encoder_path, langs=list(langs), micro_batch=micro,

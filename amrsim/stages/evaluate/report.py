@@ -31,6 +31,7 @@ from amrsim.errors import WarehouseError
 from amrsim.evaluate import UNDEFINED
 from amrsim.evaluate.ood import DATASETS, ood_table
 from amrsim.evaluate.sts import is_constant
+from amrsim.files import own_dir
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.stages.evaluate.sts import pair_similarities, select_pairs
 from amrsim.warehouse import Warehouse
@@ -591,7 +592,7 @@ def _commit(staging: Path, out_dir: Path, figure_names: set[str]) -> None:
     figures = out_dir / "figures"
     if figures.exists() and not figures.is_dir():
         figures.unlink()
-    figures.mkdir(exist_ok=True)
+    own_dir(figures)  # a linked folder: its other .png files would be removed below
     for path in sorted((staging / "figures").iterdir()):
         path.replace(figures / path.name)
     (staging / "report.md").replace(out_dir / "report.md")

@@ -9,10 +9,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from amrsim.config import Pipeline
+from amrsim.files import own_tree
 from amrsim.methods import method_params
 from amrsim.stages.evaluate.card import refresh_cards
 from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
-from amrsim.stages.train.common import check_run_name, finished_run_with, is_unfinished, request_key, write_request
+from amrsim.stages.train.common import (
+    check_run_name,
+    finished_run_with,
+    is_unfinished,
+    request_key,
+    run_dir,
+    write_request,
+)
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.lock import run_lock
 
@@ -38,6 +46,7 @@ def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel
             if reuse and not is_unfinished(wh, method, run_id) else None
         if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
             return done
+        own_tree(run_dir(wh, method, run_id))  # before any work: nothing planted that a save would write through
         summary = STAGES[method].train(pipe, checked, run_id)
         if summary.get("status") == "ok":
             write_request(wh, method, run_id, key, summary)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -20,7 +19,7 @@ from amrsim.encoders import parse_name
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SCORE_RANGE
 from amrsim.evaluate.sts import correlations, cosine
-from amrsim.files import atomic_json
+from amrsim.files import atomic_json, check_own, own_dir
 from amrsim.methods.loaders import load_encoder
 from amrsim.methods.pear import (
     FUSED_METHOD,
@@ -241,7 +240,8 @@ def open_study(wh: Warehouse, study: str, seed: int = 0) -> Any:
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     path = study_path(wh, study)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    own_dir(path.parent)
+    check_own(path, in_place=True)  # optuna appends to the journal by name, through a link
     storage = JournalStorage(JournalFileBackend(str(path)))
     existing = optuna.study.get_all_study_names(storage)
     previous = len(optuna.load_study(study_name=study, storage=storage).trials) if study in existing else 0
@@ -438,7 +438,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         if params.mode == "per_language":  # the request record of the whole run (incremental reruns) lives here
             index = run_dir(wh, "pear", run_id)
             index.mkdir(parents=True, exist_ok=True)
-            (index / "languages.json").write_text(json.dumps({"models": models}, indent=2) + "\n", encoding="utf-8")
+            atomic_json(index / "languages.json", {"models": models})
         rows_in, rows_used, failed = (sum(r[key] for r in runs.values()) for key in ("rows_in", "rows_used", "failed"))
         run.rows_in, run.rows_computed, run.rows_failed = rows_in, rows_used, failed
         run.rows_out = sum(r["rows_used"] for r in runs.values() if r["completed"])
