@@ -14,6 +14,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictFloat,
@@ -72,6 +73,17 @@ class _SafeConfigLoader(yaml.SafeLoader):
 # Nodes the document would have with every alias expanded. pipelines.yaml of a few pipelines has hundreds; a
 # "billion laughs" alias bomb composes to a few dozen shared nodes that expand to 10**9 objects.
 MAX_EXPANDED_NODES = 100_000
+MAX_COMMIT_ROWS = 10_000_000  # rows a stage holds in memory for one Delta commit
+
+
+def _commit_rows(value: Any) -> Any:
+    """Rows per commit: a whole number within bounds (a float such as 1e26, or 10**26 rows, is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COMMIT_ROWS:
+        raise ValueError(f"rows per Delta commit must be a whole number from 1 to {MAX_COMMIT_ROWS:,}")
+    return value
+
+
+CommitRows = Annotated[StrictInt, Field(ge=1, le=MAX_COMMIT_ROWS), BeforeValidator(_commit_rows)]
 
 
 class AliasBudgetError(yaml.YAMLError):
@@ -381,7 +393,7 @@ class MetricsConfig(_Strict):
     counting: Literal["set", "multiset"] = "set"  # set aspects: each value once per graph, or each occurrence
     vectors: str = "minilm"  # WWLK/graph-statistics node vectors: minilm, random or file:<glove.txt>
     seed: StrictInt = 0  # seeds Smatch restarts, random node vectors and WWLK draws (part of every row key)
-    commit_rows: StrictInt = Field(default=20_000, ge=1)  # pairs per Delta commit: a crash loses at most one chunk
+    commit_rows: CommitRows = 20_000  # pairs per Delta commit: a crash loses at most one chunk
 
     @field_validator("aspects")
     @classmethod
@@ -409,7 +421,7 @@ class ParseConfig(_Strict):
     langs: list[Lang] | None = None  # parsed directly; default: every language the backend supports
     pivot: bool = True  # other languages: parse the English source sentence (parallel table), marked pivot_lang=en
     model_dir: str | None = None  # amrlib: a parse_xfm model directory
-    commit_rows: StrictInt = Field(default=2_000, ge=1)  # sentences per Delta commit: a crash loses at most one chunk
+    commit_rows: CommitRows = 2_000  # sentences per Delta commit: a crash loses at most one chunk
     batch_size: StrictInt | None = Field(default=None, ge=1)  # default: the backend's own (ud 1000, amrlib 16)
     num_beams: StrictInt = Field(default=4, ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -617,6 +629,13 @@ class ProjectConfig(_Strict):
     warehouse: str = "warehouse"  # root of the Delta tables
     run_dir: str = ".amrsim"  # local run state: Prefect database (prefect/), local Ray temp dir (ray/)
     pipelines: dict[str, PipelineConfig]
+
+    @field_validator("warehouse", "run_dir")
+    @classmethod
+    def _a_directory(cls, value: str) -> str:
+        if not value.strip():  # '' resolves to the config's own directory: tables and state would land beside it
+            raise ValueError("must name a directory (relative to this file, or absolute); it is empty")
+        return value
 
     def dataset_conflict(self) -> str | None:
         """Why two pipelines' datasets cannot share the warehouse, or None. Every pipeline writes the same warehouse,

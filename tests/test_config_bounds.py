@@ -143,3 +143,27 @@ def test_default_pipeline_is_optional(write_config, data_file):
     assert load_config(write_config("default_pipeline: q\n" + two_body)).pipeline()[0] == "q"
     with pytest.raises(ConfigError, match=r"key 'default_pipeline', value 'demo': no such pipeline"):
         load_config(write_config("default_pipeline: demo\n" + two_body))
+
+
+@pytest.mark.parametrize("key", ["warehouse", "run_dir"])
+@pytest.mark.parametrize("value", ['""', "'  '"])
+def test_an_empty_warehouse_or_run_dir_is_refused(write_config, data_file, key, value):
+    """'' would resolve to the config's own directory: tables and Prefect state written beside pipelines.yaml."""
+    path = write_config(f"{key}: {value}\n" + PIPE)
+    with pytest.raises(ConfigError, match=rf"^{path}: key '{key}', value .*: must name a directory"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("section", ["metrics", "parse"])
+@pytest.mark.parametrize("value", ["1e26", "1.0e+26", "100000000000000000000000000", "0", "2000.0", "true"])
+def test_commit_rows_out_of_bounds_or_not_whole_is_refused_with_the_bound(write_config, data_file, section, value):
+    path = write_config(PIPE + f"    {section}: {{commit_rows: {value}}}\n")
+    with pytest.raises(ConfigError, match=rf"key '{section}.commit_rows', .*whole number from 1 to "
+                                          rf"{config_module.MAX_COMMIT_ROWS:,}"):
+        load_config(path)
+
+
+def test_commit_rows_within_bounds_is_kept(write_config, data_file):
+    path = write_config(PIPE + "    metrics: {commit_rows: 500}\n    parse: {commit_rows: 10000000}\n")
+    pipe = load_config(path).project.pipelines["p"]
+    assert (pipe.metrics.commit_rows, pipe.parse.commit_rows) == (500, 10_000_000)
