@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,6 +40,9 @@ SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_PREFIX = "sample:"
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")  # dataset names become directories: no '..', no '/'
 RESERVED_DATASETS = {"eval", "meta", "models", "reports"}
+# names of files evaluated one-off (`amrsim evaluate sts --file`): file_<stem>_<hash of the resolved path>; a pipeline's
+# dataset may not start so, so the two can never share a name (and re-ingest over each other)
+ONE_OFF_PREFIX = "file_"
 KNOWN_ENCODERS = PACKAGED  # the encoders every install has
 
 log = logging.getLogger(__name__)
@@ -147,6 +151,20 @@ def dataset_name_error(name: str) -> str | None:
     if not NAME_RE.fullmatch(name) or name in RESERVED_DATASETS:  # fullmatch: '$' allows a trailing \n
         return f"dataset name {name!r} must match {NAME_RE.pattern} and not be one of {sorted(RESERVED_DATASETS)}"
     return None
+
+
+def one_off_dataset(path: Path, translations: dict[str, Path] | None = None) -> str:
+    """The dataset name of a file evaluated one-off: `file_<file stem>_<8 hex>`, the hex a hash of the resolved paths
+    of the file and its row-aligned translation files. The same files always get the same name (their rows and
+    embeddings are reused); another file of the same name gets another dataset; no pipeline dataset starts so."""
+    stem = Path(path).name.lower()
+    for suffix in (".gz", ".tsv", ".csv", ".jsonl", ".parquet"):
+        stem = stem.removesuffix(suffix)
+    stem = re.sub(r"[^a-z0-9_]+", "_", stem).strip("_")[:40].strip("_") or "data"
+    files = [str(Path(path).resolve()), *(f"{lang}={Path(p).resolve()}" for lang, p in sorted((translations or {})
+                                                                                              .items()))]
+    digest = hashlib.sha256("\0".join(files).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{ONE_OFF_PREFIX}{stem}_{digest}"
 
 
 def _language(value: str, info: ValidationInfo) -> str:
@@ -556,6 +574,9 @@ class PipelineConfig(_Strict):
         for name in v:
             if problem := dataset_name_error(name):
                 raise ValueError(problem)
+            if name.startswith(ONE_OFF_PREFIX):
+                raise ValueError(f"dataset name '{name}': the prefix '{ONE_OFF_PREFIX}' is reserved for files "
+                                 f"evaluated one-off (amrsim evaluate sts --file); rename it")
         return v
 
     @model_validator(mode="after")
@@ -637,13 +658,17 @@ class ProjectConfig(_Strict):
             raise ValueError("must name a directory (relative to this file, or absolute); it is empty")
         return value
 
-    def dataset_conflict(self) -> str | None:
+    def dataset_conflict(self, exempt: Collection[tuple[str, str]] = ()) -> str | None:
         """Why two pipelines' datasets cannot share the warehouse, or None. Every pipeline writes the same warehouse,
         so one dataset name is one set of tables: the same definition in two pipelines (a benchmark both evaluate)
-        builds the same tables and is allowed; two different definitions would overwrite each other's tables."""
+        builds the same tables and is allowed; two different definitions would overwrite each other's tables.
+        `exempt`: (pipeline, dataset) pairs a `--set` override changed for one run (the warehouse's record of each
+        dataset's source guards those, amrsim.warehouse.sources)."""
         first: dict[str, tuple[str, DatasetConfig]] = {}
         for pipe_name, pipe in self.pipelines.items():
             for ds_name, ds in pipe.datasets.items():
+                if (pipe_name, ds_name) in exempt:
+                    continue
                 if ds_name not in first:
                     first[ds_name] = (pipe_name, ds)
                 elif first[ds_name][1] != ds:
@@ -661,6 +686,7 @@ class LoadedConfig:
         self.project = project
         self.base = path.parent
         self.notes: list[str] = []  # what validation read differently from what was written ('de-DE' as 'de')
+        self.overridden: set[tuple[str, str]] = set()  # (pipeline, dataset) a --set override changed for this run
 
     @property
     def warehouse_root(self) -> Path:
@@ -810,6 +836,7 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
         raise ConfigError(f"{path}{line}: malformed YAML: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with a 'pipelines' key, got {type(raw).__name__}")
+    as_written, overridden = raw, set[tuple[str, str]]()
     if overrides:
         raw = copy.deepcopy(raw)
         pipelines = raw.get("pipelines")
@@ -818,6 +845,9 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
                                 default if isinstance(default, str) else None, pipeline)
         for key, value in overrides.items():
             _apply_override(raw, name, key, value)
+            if key == "datasets" or key.startswith("datasets."):  # these datasets differ for this run only
+                changed = (value if isinstance(value, dict) else {}) if key == "datasets" else [key.split(".")[1]]
+                overridden |= {(name, ds_name) for ds_name in changed}
     try:
         context: dict[str, list[str]] = {"notes": []}
         project = ProjectConfig.model_validate(raw, context=context)
@@ -825,6 +855,7 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
         raise ConfigError(_format_error(path, e.errors()[0], raw)) from None
     loaded = LoadedConfig(path, project)
     loaded.notes = [f"{path}: {note}" for note in dict.fromkeys(context["notes"])]
+    loaded.overridden = overridden
     for note in loaded.notes:
         log.warning("%s", note)
     for name, pipe in project.pipelines.items():
@@ -834,8 +865,15 @@ def load_config(path: str | Path = "pipelines.yaml", overrides: dict[str, Any] |
             except ValueError as e:
                 raise ConfigError(f"{path}: pipeline '{name}', key 'datasets.{ds_name}.format', "
                                   f"value {ds.format!r}: {e}") from None
-    if conflict := project.dataset_conflict():
+    if conflict := project.dataset_conflict(overridden):
         raise ConfigError(f"{path}: {conflict}")
+    if overridden:  # the file as written must still define each dataset one way
+        try:
+            written = ProjectConfig.model_validate(as_written, context={"notes": []})
+        except ValidationError:
+            written = None  # an override may complete what the file lacks; the overridden config validated
+        if written is not None and (conflict := written.dataset_conflict()):
+            raise ConfigError(f"{path}: {conflict}")
     if project.default_pipeline is not None and project.default_pipeline not in project.pipelines:
         raise ConfigError(f"{path}: key 'default_pipeline', value '{project.default_pipeline}': no such pipeline; "
                           f"defined: {sorted(project.pipelines)}")

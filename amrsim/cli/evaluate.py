@@ -134,7 +134,8 @@ def evaluate_sts_cmd(
             help="comma-separated, e.g. de-de,en-de (sentence1 lang-sentence2 lang); default: every language pair "
                  "of the file's rows, and for each translation L: L-L and LANG-L")] = None,
         split: Annotated[str | None, typer.Option(help="default: train/dev/test from the file name, else all")] = None,
-        dataset: Annotated[str | None, typer.Option(help="warehouse dataset name (default: file name)")] = None,
+        dataset: Annotated[str | None, typer.Option(
+            help="warehouse dataset name (default: file_<file stem>_<hash of its path>, docs/pipeline.md)")] = None,
         translate: Annotated[list[str] | None, typer.Option(
             help="LANG=MODEL: a MarianMT model (hub id such as Helsinki-NLP/opus-mt-es-en, or a directory) "
                  "translating LANG into English for an encoder that parses (mse_amr:...); repeatable")] = None,
@@ -142,11 +143,12 @@ def evaluate_sts_cmd(
         json_: JsonOpt = False) -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
-    from amrsim.config import RESERVED_DATASETS, DatasetConfig, StsEvalConfig, validation_line
+    from amrsim.config import DatasetConfig, StsEvalConfig, one_off_dataset, validation_line
     from amrsim.langs import lang_code
     from amrsim.stages.evaluate import results_table, sts_stage
     from amrsim.stages.ingest import ingest_tables
     from amrsim.warehouse.lineage import new_run_id
+    from amrsim.warehouse.sources import CLI
 
     fmt = file_format(input_path(file, "--file"))
     if fmt is None:
@@ -171,12 +173,8 @@ def evaluate_sts_cmd(
     translations = {tl: {"path": str(p.resolve())} for tl, p in _lang_files(translation, "--translation").items()}
     stem = file.name.split(".")[0].lower()
     split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
-    name = dataset or re.sub(r"[^a-z0-9_]", "_", stem).lstrip("_0123456789") or "file"
-    if translations and not dataset:
-        name = re.sub(r"_(" + "|".join(map(re.escape, [lang1, lang2, *translations])) + r")(?=_|$)", "", name)
-        name += "_multi"
-    if name in RESERVED_DATASETS and not dataset:  # ev/eval.tsv: `eval` holds the results, not a dataset
-        name = f"{name}_data"
+    # never a pipeline's dataset name: the two would re-ingest over each other (docs/pipeline.md, dataset names)
+    name = dataset or one_off_dataset(file, {tl: Path(m["path"]) for tl, m in translations.items()})
     try:
         ds = DatasetConfig(path=str(file), kind="pairs", lang=lang1, lang2=lang2 if lang2 != lang1 else None,
                            columns=columns, split=split, translations=translations)
@@ -184,7 +182,8 @@ def evaluate_sts_cmd(
         raise ConfigError(f"--file {file}: {validation_line(e)}") from None
     _check_row_langs(file, ds)
     run_id = new_run_id()
-    ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli")
+    ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli", origin=CLI,
+                  hint="choose another --dataset, or leave it out: a file then gets a dataset of its own")
     pairs = (given_pairs if given_pairs else
              [*_file_lang_pairs(wh, name, split), *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang1}-{tl}"))])
     try:

@@ -19,15 +19,31 @@ from amrsim.console import console, frame_table, summary_table
 def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (default: the config's default)")] = None,
         config: ConfigOpt = "pipelines.yaml",
         set_: Annotated[list[str] | None, typer.Option("--set", help="override key=value in the pipeline")] = None,
+        replace: Annotated[list[str] | None, typer.Option(
+            help="DATASET: let this run's definition take over a dataset name whose tables hold another source's "
+                 "rows (another config sharing the warehouse, another file); its rows are replaced. Repeatable")
+        ] = None,
         verbose: VerboseOpt = False,
         ) -> None:
     """Run a pipeline end to end (refresh-dataset -> train -> evaluate) as a Prefect flow."""
     from amrsim.config import load_config
+    from amrsim.errors import ConfigError
+    from amrsim.stages.ingest import check_pipeline
+    from amrsim.warehouse import Warehouse
+    from amrsim.warehouse.sources import release
 
     t0 = time.perf_counter()
     overrides = parse_overrides(set_)
     cfg = load_config(config, overrides=overrides, pipeline=pipeline)
-    name, _ = cfg.pipeline(pipeline)
+    name, spec = cfg.pipeline(pipeline)
+    for dataset in replace or []:
+        if dataset not in spec.datasets:
+            raise ConfigError(f"--replace '{dataset}': pipeline '{name}' has no such dataset; its datasets: "
+                              f"{', '.join(spec.datasets) or 'none'}")
+    # headers, column mappings and dataset sources: seconds, before Prefect's and Ray's start-up
+    check_pipeline(cfg.section(name), replace=replace or ())
+    for dataset in replace or []:
+        release(Warehouse(cfg.warehouse_root), dataset)
     with flow_runtime(cfg.run_dir, f"amrsim run {name}", verbose) as ready:
         _run_flow(name, cfg, overrides, ready, t0)
 
@@ -92,5 +108,11 @@ def status(config: ConfigOpt = "pipelines.yaml", json_: JsonOpt = False) -> None
     for error in broken:
         console.print(f"broken: {error}", markup=False, highlight=False, soft_wrap=True)
     if runs is not None and runs.height:
-        console.print(frame_table(runs.with_columns(pl.col("started_at").dt.strftime("%Y-%m-%d %H:%M:%S")),
-                                  "Last stage runs"))
+        # lineage stores '' for a run that changed no table (a rerun with nothing new); a training run writes its
+        # model directory, models/<method>/<run id>, not a table
+        written = (pl.when(pl.col("table") != "").then(pl.col("table"))
+                   .when(pl.col("stage").str.starts_with("train:"))
+                   .then(pl.concat_str(pl.col("stage").str.strip_prefix("train:"), pl.lit("/"), pl.col("run_id")))
+                   .otherwise(pl.lit("(unchanged)")))
+        console.print(frame_table(runs.with_columns(pl.col("started_at").dt.strftime("%Y-%m-%d %H:%M:%S"),
+                                                    written.alias("table")), "Last stage runs"))

@@ -12,9 +12,41 @@ from amrsim.config import TEXT_ROLES, DatasetConfig
 from amrsim.errors import InputError
 from amrsim.ingest import derive
 from amrsim.ingest.normalise import normalise, source_columns, text_columns
-from amrsim.ingest.readers import ERROR, read_rows
+from amrsim.ingest.readers import ERROR, iter_rows, read_rows
 
-__all__ = ["normalise", "read_dataset", "read_rows", "source_columns", "text_columns"]
+__all__ = ["check_dataset", "normalise", "read_dataset", "read_rows", "source_columns", "text_columns"]
+
+
+def check_dataset(ds: DatasetConfig, path: Path | str, resolve: Callable[[str], Path | str] = Path) -> None:
+    """Read the first row of the dataset's file and of each row-aligned translation file, as `read_dataset` would
+    read them: an unreadable file, or a header (JSONL: first object; Parquet: schema) that lacks a mapped column,
+    raises the InputError the full read would, in milliseconds. Hub datasets are not fetched here."""
+    if ds.resolved_format() == "hf":
+        return
+    aligned = {lang: m for lang, m in ds.translations.items() if "path" in m}
+    if ds.from_pairs is not None:
+        columns, texts = derive.source_columns(ds), derive.text_columns(ds)
+    else:
+        main = ds.model_copy(update={"translations": {k: m for k, m in ds.translations.items() if k not in aligned}})
+        columns, texts = source_columns(main), text_columns(main)
+    _first_row(path, ds.resolved_format(), columns, texts)
+    for m in aligned.values():
+        if ds.from_pairs is not None:
+            t_columns = derive.text_columns(ds)
+        else:
+            roles = {r: c for r, c in m.items() if r not in ("path", "format")}
+            roles = roles or {r: ds.column(r) for r in TEXT_ROLES[ds.kind] if ds.column(r)}
+            t_columns = list(dict.fromkeys(c for c in roles.values() if c))
+        t_format = DatasetConfig(path=m["path"], kind=ds.kind, format=m.get("format")).resolved_format()
+        _first_row(resolve(m["path"]), t_format, t_columns, t_columns)
+
+
+def _first_row(path: Path | str, fmt: str, columns: list[str], texts: list[str]) -> None:
+    rows = iter_rows(path, fmt, columns, chunk_rows=1, text_columns=texts)
+    try:
+        next(rows, None)
+    finally:
+        rows.close()
 
 
 def read_dataset(ds: DatasetConfig, path: Path | str,

@@ -4,7 +4,7 @@ commit per table."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 
@@ -12,33 +12,72 @@ import polars as pl
 
 from amrsim.amr.backends import PROVIDED
 from amrsim.config import DatasetConfig, Pipeline
-from amrsim.ingest import append, read_dataset
+from amrsim.ingest import append, check_dataset, read_dataset
 from amrsim.ingest.normalise import Normaliser, source_columns, text_columns
 from amrsim.ingest.readers import CHUNK_ROWS, LINE, Tail, iter_rows
 from amrsim.ingest.staging import Stage, sync_staged
 from amrsim.warehouse import Warehouse, config_hash
 from amrsim.warehouse.keys import file_stat_digest
 from amrsim.warehouse.lineage import StageRun, record_stage
+from amrsim.warehouse.sources import OVERRIDDEN, DatasetTaken, Source, claim, conflict
 
 # tables are written in dependency order: sentences before the rows that reference them
 TABLE_ORDER = ("sentences", "amr", "parallel", "pairs", "triples")
 
 
+def _input(pipe: Pipeline, dataset: str) -> tuple[DatasetConfig, Path | str]:
+    ds = pipe.spec.datasets[dataset]
+    return ds, ds.path if ds.resolved_format() == "hf" else pipe.resolve_path(ds.path)
+
+
+def _replace_hint(pipe: Pipeline, dataset: str) -> str:
+    return (f"rename the dataset in {pipe.source}, or run `amrsim run {pipe.name} --replace {dataset}` to replace "
+            f"its rows")
+
+
+def _origin(pipe: Pipeline, dataset: str) -> str:
+    return str(pipe.source) + (OVERRIDDEN if (pipe.name, dataset) in pipe.loaded.overridden else "")
+
+
+def source_of(ds: DatasetConfig, path: Path | str, origin: str) -> Source:
+    """The source a dataset definition read from `path` writes (amrsim.warehouse.sources)."""
+    file = str(path) if ds.resolved_format() == "hf" else str(Path(str(path)).resolve())
+    return Source(origin, file, config_hash(ds))
+
+
 def ingest_stage(pipe: Pipeline, dataset: str, run_id: str) -> StageRun:
     """Sync the dataset's canonical tables with its source file: only changed rows are written."""
-    ds = pipe.spec.datasets[dataset]
-    path = ds.path if ds.resolved_format() == "hf" else pipe.resolve_path(ds.path)
+    ds, path = _input(pipe, dataset)
     return ingest_tables(Warehouse(pipe.warehouse_root), dataset, ds, path, run_id, pipe.name,
-                         resolve=pipe.resolve_path)
+                         resolve=pipe.resolve_path, origin=_origin(pipe, dataset), hint=_replace_hint(pipe, dataset))
+
+
+def check_pipeline(pipe: Pipeline, replace: Collection[str] = ()) -> None:
+    """What a run would find wrong with its datasets, before anything heavy starts and without writing: each input
+    file's header (or schema) lacks a column the mapping names (InputError naming the file), or the dataset's name
+    holds another source's rows (DatasetTaken), unless `replace` names it. Reads only each file's first row."""
+    wh = Warehouse(pipe.warehouse_root)
+    for dataset in pipe.spec.datasets:
+        ds, path = _input(pipe, dataset)
+        check_dataset(ds, path, pipe.resolve_path)
+        if dataset not in replace and (problem := conflict(wh, dataset, source_of(ds, path, _origin(pipe, dataset)),
+                                                           _replace_hint(pipe, dataset))):
+            raise DatasetTaken(problem)
 
 
 def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | str, run_id: str,
                   pipeline: str = "", resolve: Callable[[str], Path | str] = Path,
-                  chunk_rows: int = CHUNK_ROWS) -> StageRun:
+                  chunk_rows: int = CHUNK_ROWS, origin: str | None = None, hint: str = "") -> StageRun:
     """Sync the canonical tables with the file: chunks are normalised and staged out of sight, then each table gets
-    one commit (new rows appended, vanished rows deleted); a bad file raises before anything is committed."""
+    one commit (new rows appended, vanished rows deleted); a bad file raises before anything is committed.
+    `origin` (the defining config, or `cli`): the dataset's recorded source must be this one (DatasetTaken, with
+    `hint` saying how to resolve it, before anything is written), else it is recorded."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="ingest", dataset=dataset,
                    config_hash=config_hash(ds))
+    source = source_of(ds, path, origin) if origin is not None else None
+    hint = hint or "give one of them another dataset name"
+    if source is not None and (problem := conflict(wh, dataset, source, hint)):
+        raise DatasetTaken(problem)
     with record_stage(wh, run):
         run.input_versions = {"file": str(path), "file_digest": file_stat_digest(path)}
         for lang, m in ds.translations.items():
@@ -69,6 +108,8 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
                 if table == ds.kind:
                     run.rows_computed = added
                     run.rows_out = run.rows_in
+    if source is not None:  # recorded once the rows are in: a file that failed to read claims nothing
+        claim(wh, dataset, source, run_id, hint)
     return run
 
 

@@ -86,6 +86,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("lang_pair", pa.string()), pa.field("metric", pa.string()), pa.field("value", pa.float64()),
         pa.field("n", pa.int64()), pa.field("config_hash", pa.string()), pa.field("model_requested", pa.string()),
     ]),
+    # meta/sources: one row per dataset name, the source its tables came from (amrsim.warehouse.sources)
+    "sources": pa.schema([
+        pa.field("key", pa.string()), pa.field("origin", pa.string()), pa.field("file", pa.string()),
+        pa.field("definition", pa.string()), pa.field("run_id", pa.string()),
+        pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+    ]),
     "lineage": pa.schema([
         pa.field("run_id", pa.string()), pa.field("pipeline", pa.string()), pa.field("stage", pa.string()),
         pa.field("dataset", pa.string()), pa.field("table", pa.string()),

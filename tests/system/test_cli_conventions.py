@@ -20,6 +20,7 @@ import pytest
 import typer
 
 from amrsim.cli import app, main
+from amrsim.config import one_off_dataset
 from amrsim.console import ProgressLines, jsonable, progress_bar, quiet_library_progress_bars
 from tests.helpers import ROOT, cli_env, run_cli
 
@@ -445,7 +446,7 @@ def test_evaluate_json_holds_the_stored_results(tmp_path, write_tsv, tiny_model)
     encoder = f"hf:{tiny_model}#mean"
     doc = _json_of(run_cli(tmp_path, "evaluate", "sts", "--encoder", encoder, "--file", str(path), "--device",
                            "cpu", "--json"))
-    stored = wh.read("eval", "results").filter(pl.col("dataset") == "d_test")
+    stored = wh.read("eval", "results").filter(pl.col("dataset") == one_off_dataset(path))
     assert doc["command"] == "evaluate sts" and doc["notes"] == []
     expected = stored.select("model", "dataset", "split", "lang_pair", "metric", "n", "value").to_dicts()
     key = lambda r: (r["metric"], r["lang_pair"])  # noqa: E731

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from amrsim.config import RESERVED_DATASETS, dataset_name_error
+from amrsim.config import RESERVED_DATASETS, dataset_name_error, one_off_dataset
 from amrsim.encoders import model_id
 from tests.helpers import one_line_error, run_cli
 
@@ -81,8 +81,7 @@ def test_a_file_named_like_a_reserved_dataset_gets_a_name_of_its_own(tmp_path, p
     assert proc.returncode == 0, proc.stderr[-3000:]
     reserved = tmp_path / "warehouse" / "eval"
     assert sorted(p.name for p in reserved.iterdir()) == ["results"]  # no pairs/sentences under `eval`
-    assert (tmp_path / "warehouse" / "eval_data" / "pairs").is_dir()
-    assert "eval_data" in proc.stdout
+    assert (tmp_path / "warehouse" / one_off_dataset(eval_tsv) / "pairs").is_dir()  # file_eval_<hash>
 
 
 @pytest.mark.parametrize("param, says", [

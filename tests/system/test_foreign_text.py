@@ -12,7 +12,7 @@ from functools import partial
 import polars as pl
 import pytest
 
-from amrsim.config import DatasetConfig, ParseConfig, TranslateConfig
+from amrsim.config import DatasetConfig, ParseConfig, TranslateConfig, one_off_dataset
 from amrsim.stages.ingest import ingest_tables
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -281,14 +281,14 @@ def test_sts_files_say_the_language_of_each_sentence(tmp_path, write_tsv):
     wh = Warehouse(tmp_path / "wh")
     results = wh.read("eval", "results")
     assert set(results["lang_pair"]) == {"ar-ar"}  # not the --lang default en-en
-    assert set(wh.read("ar_test", "sentences")["lang"]) == {"ar"}
+    assert set(wh.read(one_off_dataset(ar), "sentences")["lang"]) == {"ar"}
     # --lang es-en: sentence 1 Spanish, sentence 2 English
     es_en = write_tsv("es_en_test.tsv", ["sentence1", "sentence2", "score"], [list(r) for r in ES_EN])
     done = _sts_cli(tmp_path, "--encoder", "minilm", "--file", str(es_en), "--lang", "es-en")
     assert done.returncode == 0, done.stderr[-2000:]
-    pairs = wh.read("es_en_test", "pairs")
+    pairs = wh.read(one_off_dataset(es_en), "pairs")
     assert set(pairs["lang1"]) == {"es"} and set(pairs["lang2"]) == {"en"}
-    assert set(wh.read("eval", "results").filter(pl.col("dataset") == "es_en_test")["lang_pair"]) == {"es-en"}
+    assert set(wh.read("eval", "results").filter(pl.col("dataset") == one_off_dataset(es_en))["lang_pair"]) == {"es-en"}
     # a language code that is not one: exit 2 naming the row; nothing is written for the file
     bad = write_tsv("bad_test.tsv", ["sentence1", "sentence2", "score", "lang1", "lang2"],
                     [[a, b, s, "ar", "ar"] for a, b, s in AR[:2]] + [[AR[2][0], AR[2][1], "1", "ar", "arabic!"]])
