@@ -6,6 +6,7 @@ dataset."""
 from __future__ import annotations
 
 import re
+import textwrap
 
 import pytest
 import yaml
@@ -57,7 +58,8 @@ def test_the_docs_example_pipeline_names_no_shipped_dataset():
     """A user copying docs/pipeline.md's example into the shipped pipelines.yaml would otherwise define a shipped
     dataset a second time, differently."""
     text = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
-    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", text, re.S)]
-    defined = {name for b in blocks if isinstance(b, dict) and "pipelines" in b
-               for pipe in b["pipelines"].values() for name in (pipe.get("datasets") or {})}
+    blocks = [yaml.safe_load(textwrap.dedent(b)) for b in re.findall(r"```yaml[^\n]*\n(.*?)```", text, re.S)]
+    pipelines = [b.get("pipelines", b) for b in blocks if isinstance(b, dict)]  # a whole file, or its pipelines
+    defined = {name for p in pipelines for pipe in p.values() if isinstance(pipe, dict)
+               for name in (pipe.get("datasets") or {})}
     assert defined and not defined & _shipped_datasets(), defined & _shipped_datasets()
