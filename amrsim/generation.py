@@ -53,6 +53,17 @@ def resolve_device(device: str = "auto") -> str:
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):  # else torch fails deep inside loading with an AssertionError or a CUDA error
+        from amrsim.errors import ConfigError
+
+        index = device.partition(":")[2]
+        if not torch.cuda.is_available():
+            built = "" if torch.version.cuda else ", this torch is built without CUDA"
+            raise ConfigError(f"device '{device}': CUDA is not available on this machine{built}; use device=auto "
+                              f"(CUDA when present, else CPU) or device=cpu")
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise ConfigError(f"device '{device}': this machine has {torch.cuda.device_count()} CUDA device(s), "
+                              f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
     return device
 
 

@@ -139,3 +139,45 @@ def test_the_budget_a_stage_used_is_recorded_in_its_lineage_row(tmp_path):
     cpu = StageRun(run_id="r2", pipeline="p", stage="parse", dataset="d", config_hash="h")
     assert cpu.take_budgets(done.with_columns(pl.lit(None, pl.Int64).alias("batch_budget"))).width == \
         done.width - 1 and cpu.settings == {}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:1"])
+def test_cuda_asked_for_without_cuda_is_one_config_error(monkeypatch, device):
+    """`--param device=cuda` (or `device: cuda`) on a machine without CUDA: one line saying so, not torch's
+    AssertionError ('Torch not compiled with CUDA enabled') from deep inside loading a model."""
+    import torch
+
+    from amrsim.errors import ConfigError
+    from amrsim.generation import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=rf"^device '{device}': CUDA is not available on this machine.*device=cpu"):
+        resolve_device(device)
+    assert resolve_device("auto") == resolve_device("cpu") == "cpu"
+
+
+def test_a_cuda_index_beyond_the_devices_is_one_config_error(monkeypatch):
+    import torch
+
+    from amrsim.errors import ConfigError
+    from amrsim.generation import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(ConfigError, match=r"^device 'cuda:2': this machine has 2 CUDA device\(s\), cuda:0 to cuda:1"):
+        resolve_device("cuda:2")
+
+
+def test_evaluate_with_device_cuda_without_cuda_is_one_line(tmp_path):
+    import torch
+
+    from tests.helpers import one_line_error, run_cli
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    pairs = tmp_path / "p.tsv"
+    pairs.write_text("sentence1\tsentence2\tscore\na cat\ta dog\t1\nthe sun\tthe moon\t3\n")
+    line = one_line_error(run_cli(tmp_path, "evaluate", "sts", "--encoder", "minilm", "--file", str(pairs),
+                                  "--device", "cuda"))
+    assert line.startswith("error: device 'cuda': CUDA is not available on this machine")
