@@ -68,7 +68,7 @@ class ProgressLines:
     def __init__(self, total: int, description: str, stream: IO[str], every: float = PROGRESS_LINE_SECONDS,
                  clock: Callable[[], float] = time.monotonic):
         self.total, self.description, self.stream, self.every, self.clock = total, description, stream, every, clock
-        self.done = 0
+        self.done = self.already = 0
         self.started = self.last_line = clock()
 
     def advance(self, n: int) -> None:
@@ -77,34 +77,63 @@ class ProgressLines:
         if now - self.last_line >= self.every and self.done < self.total:
             self._line(now)
 
+    def plan(self, todo: int, already: int) -> None:
+        """The work is `todo` rows; `already` more were computed before (a rerun)."""
+        self.total, self.already = todo, already
+
     def finish(self) -> None:
+        if self.total == 0 and self.already:
+            print(f"{self.description}: {self.already} rows already computed", file=self.stream, flush=True)
+            return
         self._line(self.clock())
 
     def _line(self, now: float) -> None:
         self.last_line = now
         percent = 100 * self.done / self.total if self.total else 100
-        print(f"{self.description}: {self.done}/{self.total} rows ({percent:.0f}%), {now - self.started:.0f} s",
-              file=self.stream, flush=True)
+        already = f" ({self.already} already computed)" if self.already else ""
+        print(f"{self.description}: {self.done}/{self.total} rows{already} ({percent:.0f}%), "
+              f"{now - self.started:.0f} s", file=self.stream, flush=True)
+
+
+class Advance:
+    """What `progress_bar` yields: call it with the rows just done; `plan(todo, already)` once the work is known."""
+
+    def __init__(self, advance: Callable[[int], None] = lambda n: None,
+                 plan: Callable[[int, int], None] = lambda todo, already: None):
+        self._advance, self.plan = advance, plan
+
+    def __call__(self, n: int) -> None:
+        self._advance(n)
 
 
 @contextmanager
-def progress_bar(total: int, description: str, stream: IO[str] | None = None) -> Iterator[Callable[[int], None]]:
-    """Yields an `advance(n)` callback. On stderr: a bar on a terminal, periodic lines otherwise (a log, a pipe,
-    CI), never on stdout, which carries results. Nothing for tiny jobs."""
+def progress_bar(total: int, description: str, stream: IO[str] | None = None) -> Iterator[Advance]:
+    """Yields an `advance(n)` callback (with `.plan(todo, already)`). On stderr: a bar on a terminal, periodic lines
+    otherwise (a log, a pipe, CI), never on stdout, which carries results. Nothing for tiny jobs. Work found done
+    already (a rerun) says so instead of a bar at 0%."""
     if total < 256:
-        yield lambda n: None
+        yield Advance()
         return
     stream = stream or sys.stderr
     if not _is_terminal(stream):
         lines = ProgressLines(total, description, stream)
-        yield lines.advance
+        yield Advance(lines.advance, lines.plan)
         lines.finish()
         return
+    console_ = Console(file=stream, markup=False, emoji=False, highlight=False)
+    planned: dict[str, int] = {}
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=Console(file=stream, markup=False, emoji=False, highlight=False),
-                  transient=True) as progress:
+                  TimeElapsedColumn(), console=console_, transient=True) as progress:
         task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
+
+        def plan(todo: int, already: int) -> None:
+            planned.update(todo=todo, already=already)
+            label = f"{description} ({already} already computed)" if already else description
+            progress.update(task, total=todo, description=label)
+
+        yield Advance(lambda n: progress.advance(task, n), plan)
+    if planned.get("todo") == 0 and planned.get("already"):
+        console_.print(f"{description}: {planned['already']} rows already computed")
 
 
 def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") -> Table:
@@ -128,12 +157,32 @@ def printable(text: str) -> str:
     return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def frame_table(frame: pl.DataFrame, title: str, float_digits: int = 2) -> Table:
+def shortest_decimals(values: Sequence[object], most: int) -> int:
+    """The decimals a column of floats needs to show each value as written (0.83 needs 2), at most `most`: a value
+    the user rounded (`round(value, 2)`) prints as rounded, an unrounded one with `most` decimals."""
+    needed = 0
+    for v in values:
+        if isinstance(v, float) and math.isfinite(v):
+            text = repr(v)
+            if "e" in text:
+                return most
+            needed = max(needed, len(text.partition(".")[2].rstrip("0")))
+            if needed >= most:
+                return most
+    return needed
+
+
+def frame_table(frame: pl.DataFrame, title: str, float_digits: int = 2, as_rounded: bool = False) -> Table:
+    """A rich table of a frame; floats with `float_digits` decimals, or with `as_rounded`, per column as few as
+    its values need, up to `float_digits`."""
     table = Table(title=printable(title))
     for c in frame.columns:
         table.add_column(printable(c), justify="right" if frame[c].dtype.is_numeric() else "left")
+    digits = [shortest_decimals(frame[c].to_list(), float_digits) if as_rounded and frame[c].dtype.is_float()
+              else float_digits for c in frame.columns]
     for row in frame.iter_rows():
-        table.add_row(*(f"{v:.{float_digits}f}" if isinstance(v, float) else printable(str(v)) for v in row))
+        table.add_row(*(f"{v:.{d}f}" if isinstance(v, float) else printable(str(v))
+                        for v, d in zip(row, digits, strict=True)))
     return table
 
 

@@ -15,4 +15,4 @@ from tasks.common import TASK_OPTIONS
 def encode(pipe: Pipeline, dataset: str, encoder: str, run_id: str) -> dict[str, object]:
     total = Warehouse(pipe.warehouse_root).read(dataset, "sentences", columns=["key"]).height
     with progress_bar(total, f"encode {dataset} with {encoder}") as advance:
-        return encode_stage(pipe, dataset, encoder, run_id, on_progress=advance).summary()
+        return encode_stage(pipe, dataset, encoder, run_id, on_progress=advance, on_plan=advance.plan).summary()

@@ -36,7 +36,7 @@ def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset
         emit_json({"columns": frame.columns, "rows": frame.head(limit).to_dicts(), "truncated": more})
         return
     console.print(frame_table(frame.head(limit), f"first {limit} rows" if more else f"{frame.height} rows",
-                              float_digits=4))
+                              float_digits=4, as_rounded=True))  # round(value, 2) in the SQL shows 2 decimals
     if more:
         console.print(f"the first {limit} rows of more (--limit shows more)")
 

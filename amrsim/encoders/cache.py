@@ -53,6 +53,7 @@ def superseded(wh: Warehouse, dataset: str, mid: str) -> list[str]:
 def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: pl.DataFrame,
                     batch_size: int = 64, device: str = "auto", encoder: Encoder | None = None,
                     on_progress: Callable[[int], None] | None = None,
+                    on_plan: Callable[[int, int], None] | None = None,
                     translate: dict[str, Any] | None = None,
                     loaders: Mapping[str, TrainedLoader] | None = None,
                     inputs: Mapping[str, TrainedInputs] | None = None) -> tuple[int, int]:
@@ -62,7 +63,8 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
     without a parser into English. `loaders`: as `load_encoder`'s, for a trained run that is loaded only when
     something is missing; `inputs`: by method, what else a trained run's vectors depend on (part of their keys: a
-    sentence whose graph changed is encoded again, its old vector removed)."""
+    sentence whose graph changed is encoded again, its old vector removed). `on_plan(todo, already)` is called once
+    the rows to embed are known."""
     mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True)
     read = None
@@ -74,6 +76,8 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         frame["key"].to_list(), read or [""] * frame.height, strict=True)], pl.String))
     done = wh.keys(dataset, TABLE)
     todo = frame.filter(~pl.col("emb_key").is_in(list(done)))
+    if on_plan is not None:  # rows to embed, rows embedded before
+        on_plan(todo.height, frame.height - todo.height)
     if todo.height == 0:
         return 0, 0
     # length-sorted batches pad less

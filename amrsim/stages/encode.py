@@ -15,7 +15,8 @@ from amrsim.warehouse.lineage import StageRun, record_stage
 
 
 def encode_stage(pipe: Pipeline, dataset: str, encoder: str, run_id: str,
-                 on_progress: Callable[[int], None] | None = None) -> StageRun:
+                 on_progress: Callable[[int], None] | None = None,
+                 on_plan: Callable[[int, int], None] | None = None) -> StageRun:
     """Embed every ok sentence of a dataset with one encoder (cached by content key)."""
     enc_cfg = pipe.spec.encode
     assert enc_cfg is not None
@@ -28,7 +29,7 @@ def encode_stage(pipe: Pipeline, dataset: str, encoder: str, run_id: str,
         run.rows_in = sentences.height
         run.rows_computed, run.rows_failed = embed_sentences(
             wh, dataset, encoder, sentences, batch_size=enc_cfg.batch_size, device=enc_cfg.device,
-            on_progress=on_progress)
+            on_progress=on_progress, on_plan=on_plan)
         run.wrote(EMBEDDINGS, run.rows_computed)
         run.rows_out = run.rows_computed
     return run
