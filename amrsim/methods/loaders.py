@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from amrsim.encoders import Encoder, TrainedLoader
+import polars as pl
+
+from amrsim.encoders import Encoder, TrainedLoader, find_trained, is_trained_name
 from amrsim.encoders import load_encoder as load_named
 from amrsim.encoders.cache import TrainedInputs
 from amrsim.encoders.cache import embed_sentences as cached_embed
@@ -16,7 +18,7 @@ from amrsim.methods.mse_amr.model import load_trained as load_mse_amr
 from amrsim.methods.pear.model import load_fused as load_pear_fused
 from amrsim.methods.pear.model import load_trained as load_pear
 
-__all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder"]
+__all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder", "vector_inputs"]
 
 
 TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": load_mse_amr, "pear": load_pear, "pear_fused": load_pear_fused,
@@ -34,3 +36,14 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
 def embed_sentences(*args: Any, **kwargs: Any) -> tuple[int, int]:
     """`amrsim.encoders.cache.embed_sentences` with every method's trained-model loader and inputs."""
     return cached_embed(*args, **kwargs, loaders=TRAINED_LOADERS, inputs=TRAINED_INPUTS)
+
+
+def vector_inputs(wh: Any, dataset: str, encoder: str, sentences: pl.DataFrame,
+                  translate: dict[str, Any] | None = None) -> list[str] | None:
+    """What `encoder`'s vectors of `sentences` (key, text) read besides the model and the text (`TRAINED_INPUTS`:
+    an MSE-AMR run's graphs), one string per row; None for an encoder that reads only the text."""
+    if not is_trained_name(encoder):
+        return None
+    model = find_trained(encoder, wh.models_root)
+    found = TRAINED_INPUTS.get(str(model.meta.get("method")))
+    return None if found is None else found(model, wh, dataset, sentences, translate)

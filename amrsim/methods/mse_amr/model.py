@@ -397,20 +397,21 @@ def graph_inputs(model: TrainedModel, wh: Warehouse, dataset: str, frame: pl.Dat
                  translate: dict[str, TranslatorSpec] | None = None) -> list[str]:
     """What `mse_amr:<run>`'s vector of each sentence of `frame` (key, text) depends on besides the run and the
     text, without loading the model (part of its embedding key): the sentence whose graph it reads (itself or its
-    English source) and that sentence's `amr` rows from the run's parser; with none, that the graph is parsed now,
-    through the English translation by the model `translate` names for a language no parser reads."""
+    English source) and that sentence's `amr` rows from the run's parser (key, status, graph); with none, that the
+    graph is parsed now, through the English translation by the model `translate` names for a language no parser
+    reads."""
     meta = model.meta
     if meta.get("integration", "concat") == "s_only":
         return [""] * frame.height
     parser = str(meta.get("parser", DEFAULT_BACKEND))
     wanted = graph_sentences(wh, dataset, frame["key"].to_list(), frame["text"].to_list(),
                              tuple(meta.get("langs") or [ENGLISH]))
-    rows: dict[str, list[str]] = {}
+    rows: dict[str, list[tuple]] = {}
     if wh.exists(dataset, "amr"):
-        amr = wh.read(dataset, "amr", columns=["key", "sentence_key", "parser", "status"]).filter(
+        amr = wh.read(dataset, "amr", columns=["key", "sentence_key", "parser", "penman", "status"]).filter(
             (pl.col("parser") == parser) & pl.col("sentence_key").is_in(list({w[0] for w in wanted})))
-        for sentence, key, status in amr.sort("key").select("sentence_key", "key", "status").iter_rows():
-            rows.setdefault(sentence, []).append(f"{key}:{status}")
+        for sentence, *row in amr.sort("key").select("sentence_key", "key", "status", "penman").iter_rows():
+            rows.setdefault(sentence, []).append(tuple(row))
     parseable = BACKENDS[parser].langs if parser in BACKENDS else ()
     out = []
     for key, _, lang, _ in wanted:

@@ -1,5 +1,6 @@
 """The AMR aspect evaluation (S3BERT Table 1) over a dataset's `amr_metrics` rows, with the aspect layout a
-decomposed model's run records; results reused while the model and the metric rows are unchanged."""
+decomposed model's run records; results reused while the model, the metric rows and what the model's vectors read
+are unchanged."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import AmrsimError
 from amrsim.evaluate import Score
 from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores
-from amrsim.methods.loaders import embed_sentences
+from amrsim.methods.loaders import embed_sentences, vector_inputs
 from amrsim.methods.portable import method_config
 from amrsim.stages.evaluate.common import evaluated
 from amrsim.warehouse import Warehouse
@@ -47,15 +48,16 @@ def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: 
                           f"{f' in split {split!r}' if split else ''}; run the metrics stage first")
     metrics = metrics.unique(["sentence1_key", "sentence2_key"], keep="first", maintain_order=True)
     version = wh.version(dataset, "amr_metrics")
-    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list())]
+    needed = pl.concat([metrics.select(key="sentence1_key"), metrics.select(key="sentence2_key")]).unique()
+    sentences = wh.read(dataset, "sentences", columns=["key", "text"]).join(needed, on="key", how="semi")
+    read = vector_inputs(wh, dataset, encoder, sentences)  # an MSE-AMR run's graphs
+    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list()),
+             *([sorted(zip(sentences["key"], read, strict=True))] if read else [])]
     run_split = split or "all"
     aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
 
     def compute() -> list[Score]:
-        sentences = wh.read(dataset, "sentences", columns=["key", "text"])
-        needed = pl.concat([metrics.select(key="sentence1_key"), metrics.select(key="sentence2_key")]).unique()
-        embed_sentences(wh, dataset, encoder, sentences.join(needed, on="key", how="semi"), batch_size=batch_size,
-                        device=device)
+        embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
         k1, k2 = metrics["sentence1_key"].to_list(), metrics["sentence2_key"].to_list()
         both = read_embeddings(wh, dataset, encoder, k1 + k2)
         return aspect_scores(encoder, dataset, run_split, metrics, both[: len(k1)], both[len(k1):],

@@ -16,7 +16,7 @@ from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate.sts import cosine, sts_scores
-from amrsim.methods.loaders import embed_sentences, load_encoder
+from amrsim.methods.loaders import embed_sentences, load_encoder, vector_inputs
 from amrsim.stages.evaluate.common import store_results, trained_meta
 from amrsim.stages.evaluate.results import EVAL, RESULTS, row_key, score_rows
 from amrsim.warehouse import Warehouse
@@ -58,13 +58,15 @@ def is_cross_encoder(encoder: str, models_root: Path | None = None) -> bool:
 
 
 def result_key(encoder: str, dataset: str, split: str, lang_pair: str, pairs: pl.DataFrame,
-               models_root: Path | None = None) -> str:
-    """What an STS result depends on: the model (a trained run's weights among it), and the pairs evaluated as
+               models_root: Path | None = None, read: dict[str, str] | None = None) -> str:
+    """What an STS result depends on: the model (a trained run's weights among it), the pairs evaluated as
     (sentence 1, sentence 2, gold score), so new gold scores for the same sentences (a reordered score column or
-    translation file) are a new result."""
+    translation file) are a new result, and what the model's vectors read besides the texts (`read`, by sentence
+    key: an MSE-AMR run's graphs)."""
     rows = sorted(zip(pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list(),
                       pairs["score"].cast(pl.Float64).to_list(), strict=True))
-    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, rows)
+    return content_key("sts", model_id(encoder, models_root), dataset, split, lang_pair, rows,
+                       *([sorted(read.items())] if read else []))
 
 
 def _predictions(wh: Warehouse, dataset: str, encoder: str, chosen: pl.DataFrame, sentences: pl.DataFrame,
@@ -102,15 +104,17 @@ def sts_stage(wh: Warehouse, pipeline: str, sts: StsEvalConfig, run_id: str,
                 if chosen.height < 2:
                     continue
                 run.rows_in += 1
-                key = result_key(encoder, dataset, split, lang_pair, chosen, wh.models_root)
+                needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
+                sentences = texts.join(needed.unique(), on="key", how="semi")
+                read = vector_inputs(wh, dataset, encoder, sentences, translate)
+                key = result_key(encoder, dataset, split, lang_pair, chosen, wh.models_root,
+                                 None if read is None else dict(zip(sentences["key"], read, strict=True)))
                 wanted = [row_key("sts", run_name(encoder, wh.models_root), dataset, split, lang_pair, m, [key])
                           for m in ("spearman", "pearson")]
                 done = existing.filter(pl.col("key").is_in(wanted))
                 if done.height == len(wanted):
                     frames.append(done)
                     continue
-                needed = pl.concat([chosen.select(key="sentence1_key"), chosen.select(key="sentence2_key")])
-                sentences = texts.join(needed.unique(), on="key", how="semi")
                 pred, gold = _predictions(wh, dataset, encoder, chosen, sentences, batch_size, device, translate)
                 rows = score_rows(sts_scores(encoder, dataset, split, lang_pair, pred, gold), run_id,
                                   run.config_hash, [key], wh.models_root)

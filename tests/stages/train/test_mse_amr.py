@@ -443,6 +443,39 @@ def test_a_vector_follows_the_graph_it_reads(project):
     assert embed_sentences(wh, "ev", "mse_amr:run3", frame) == (0, 0)
 
 
+def test_an_sts_result_follows_the_graphs_its_vectors_read(project):
+    """`mse_amr:<run>` STS results: a changed graph of an evaluated sentence is a new result (its vectors are new),
+    equal to what the vectors now give; nothing changed, nothing computed."""
+    from amrsim.config import StsEvalConfig
+    from amrsim.encoders.cache import read_embeddings
+    from amrsim.evaluate.sts import correlations, cosine
+    from amrsim.stages import sts_stage
+    from amrsim.stages.train.mse_amr import train
+
+    cfg, wh = project
+    write_amr(wh, "nli", pivot_langs={"de": "en"})
+    write_amr(wh, "dev")
+    train(cfg.section("p"), _params(cfg, epochs=1, dev_dataset=None), "run4")
+    sts = StsEvalConfig(encoders=["mse_amr:run4"], datasets=["dev"], splits=["dev"], lang_pairs=["en-en"])
+
+    def pearson() -> tuple[int, float, float]:
+        run, rows = sts_stage(wh, "p", sts, "e")
+        pairs = wh.read("dev", "pairs").filter(pl.col("status") == "ok")
+        k1, k2 = pairs["sentence1_key"].to_list(), pairs["sentence2_key"].to_list()
+        both = read_embeddings(wh, "dev", "mse_amr:run4", k1 + k2)
+        direct = correlations(cosine(both[:len(k1)], both[len(k1):]), pairs["score"].to_numpy())["pearson"]
+        return run.rows_computed, rows.filter(pl.col("metric") == "pearson")["value"][0], direct
+
+    computed, stored, direct = pearson()
+    assert computed == 1 and stored == pytest.approx(direct)
+    amr = wh.read("dev", "amr")
+    boy = amr.filter(pl.col("parsed_text") == DEV_ROWS[0][0])
+    wh.upsert("dev", "amr", boy.with_columns(penman=pl.lit("(w / want-01 :polarity - :ARG0 (b / boy))")))
+    computed, stored, direct = pearson()
+    assert computed == 1 and stored == pytest.approx(direct)
+    assert pearson()[0] == 0
+
+
 def test_train_base_through_the_warehouse_and_as_an_encoder(project):
     """train_base: the triples keep every language's text (German here, whose graphs are pivots), the run writes
     its trained base as text_encoder/, and `mse_amr:<run>` embeds texts with that base (not the base's cache)."""
