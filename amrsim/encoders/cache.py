@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, TrainedModel, find_trained, is_trained_name, load_encoder, model_id
+from amrsim.encoders import Encoder, TrainedLoader, load_encoder, model_id
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import FAILED, OK, Warehouse
@@ -26,12 +26,12 @@ def embedding_key(mid: str, sentence_key: str, inputs: str = "") -> str:
     return content_key("embedding", mid, sentence_key, *([inputs] if inputs else []))
 
 
-class TrainedInputs(Protocol):
-    """What a trained run's vector of each sentence of `frame` (key, text) depends on besides the run and the text,
-    one string per row, found without loading the model: a run that reads more than the text (MSE-AMR: a graph)."""
+class VectorInputs(Protocol):
+    """What an encoder's vectors of `sentences` (key, text) read besides the model and the text, one string per row,
+    found without loading the model; None for an encoder that reads only the text."""
 
-    def __call__(self, model: TrainedModel, wh: Warehouse, dataset: str, frame: pl.DataFrame,
-                 translate: dict[str, Any] | None = None) -> list[str]: ...
+    def __call__(self, wh: Warehouse, dataset: str, encoder: str, sentences: pl.DataFrame,
+                 translate: dict[str, Any] | None = None) -> list[str] | None: ...
 
 
 RUN_ID = re.compile(r"^(trained:[^@#]+)(?:@[0-9a-f]+)?(#.*)?$")  # trained:<method>/<run>[@<fingerprint>][#<part>]
@@ -56,22 +56,18 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
                     on_plan: Callable[[int, int], None] | None = None,
                     translate: dict[str, Any] | None = None,
                     loaders: Mapping[str, TrainedLoader] | None = None,
-                    inputs: Mapping[str, TrainedInputs] | None = None) -> tuple[int, int]:
+                    inputs: VectorInputs | None = None) -> tuple[int, int]:
     """Encode the sentences (columns key, text) that lack an embedding; returns (computed, failed). An encoder with
     `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
     the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts. `translate`
     (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
     without a parser into English. `loaders`: as `load_encoder`'s, for a trained run that is loaded only when
-    something is missing; `inputs`: by method, what else a trained run's vectors depend on (part of their keys: a
-    sentence whose graph changed is encoded again, its old vector removed). `on_plan(todo, already)` is called once
+    something is missing; `inputs`: what else the vectors read (part of their keys: a sentence whose graph changed
+    is encoded again, its old vector removed). `on_plan(todo, already)` is called once
     the rows to embed are known."""
     mid = model_id(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True)
-    read = None
-    if inputs and is_trained_name(encoder_name):
-        model = find_trained(encoder_name, wh.models_root)
-        if (found := inputs.get(str(model.meta.get("method")))) is not None:
-            read = found(model, wh, dataset, frame, translate)
+    read = inputs(wh, dataset, encoder_name, frame, translate) if inputs is not None else None
     frame = frame.with_columns(pl.Series("emb_key", [embedding_key(mid, k, r) for k, r in zip(
         frame["key"].to_list(), read or [""] * frame.height, strict=True)], pl.String))
     done = wh.keys(dataset, TABLE)

@@ -4,13 +4,12 @@ not a plain sentence-transformers directory (S3BERT and DuEAM runs are; `amrsim.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, find_trained, is_trained_name
+from amrsim.encoders import Encoder, TrainedLoader, TrainedModel, find_trained, is_trained_name
 from amrsim.encoders import load_encoder as load_named
-from amrsim.encoders.cache import TrainedInputs
 from amrsim.encoders.cache import embed_sentences as cached_embed
 from amrsim.methods.meaning.encoder import load_trained as load_meaning
 from amrsim.methods.mse_amr.model import graph_inputs as mse_amr_inputs
@@ -23,6 +22,16 @@ __all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder
 
 TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": load_mse_amr, "pear": load_pear, "pear_fused": load_pear_fused,
                                              "meaning": load_meaning}
+
+
+class TrainedInputs(Protocol):
+    """What a trained run's vector of each sentence of `frame` (key, text) depends on besides the run and the text,
+    one string per row, found without loading the model: a run that reads more than the text (MSE-AMR: a graph)."""
+
+    def __call__(self, model: TrainedModel, wh: Any, dataset: str, frame: pl.DataFrame,
+                 translate: dict[str, Any] | None = None) -> list[str]: ...
+
+
 # what a method's vectors depend on besides its run and the text (part of their embedding keys)
 TRAINED_INPUTS: dict[str, TrainedInputs] = {"mse_amr": mse_amr_inputs}
 
@@ -35,7 +44,7 @@ def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
 
 def embed_sentences(*args: Any, **kwargs: Any) -> tuple[int, int]:
     """`amrsim.encoders.cache.embed_sentences` with every method's trained-model loader and inputs."""
-    return cached_embed(*args, **kwargs, loaders=TRAINED_LOADERS, inputs=TRAINED_INPUTS)
+    return cached_embed(*args, **kwargs, loaders=TRAINED_LOADERS, inputs=vector_inputs)
 
 
 def vector_inputs(wh: Any, dataset: str, encoder: str, sentences: pl.DataFrame,
