@@ -99,6 +99,10 @@ static int climb(Ctx *c) {
         int best_gain = 0, op = 0, oi = -1, ox = -1, *held = c->held;
         for (int i = 0; i < c->n1; i++) held[i] = with_cell(c, i, c->m[i]);  /* what each node's mapping earns now */
         for (int i = 0; i < c->n1; i++) {
+            /* a step over large tables (thousands of nodes) is itself far past the budget: it stops at the node where
+             * the budget runs out, and the best move found so far is taken (a search that proves its optimum never
+             * gets here: its climbing ends below the budget) */
+            if (c->work >= c->work_budget) break;
             int a = c->m[i];
             int la = held[i];
             for (int t = c->cand_start[i]; t < c->cand_start[i + 1]; t++) {
@@ -280,6 +284,8 @@ static void bb(Ctx *c, int d, int cur) {
     }
 }
 
+#define CACHED_TABLE ((size_t)2000000)  /* see search */
+
 typedef struct {
     int best, optimal;
     long long expanded, work;
@@ -299,6 +305,15 @@ static int search(int n1, int n2, const int32_t *U, const int32_t *q, Py_ssize_t
     c.rng = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
     c.budget = budget;
     c.work_budget = work_budget > 0 ? work_budget : 1;
+    /* Past CACHED_TABLE entries (cells and adjacency entries) the tables no longer fit in the caches and a unit of
+     * work costs tens of times more (a read from memory, not from cache): the budget shrinks in proportion to the
+     * tables, so time, not just work, stays bounded on graphs of thousands of nodes. Ordinary graphs (a few hundred
+     * nodes at most) are far below it: their budget, work and scores are unchanged. */
+    size_t table = cells + 2 * (size_t)nq;
+    if (table > CACHED_TABLE) {
+        long long scaled = (long long)((double)c.work_budget * (double)CACHED_TABLE / (double)table);
+        c.work_budget = scaled > 0 ? scaled : 1;
+    }
     c.words = (n1 + 63) / 64;
     size_t bitsets = ((size_t)n2 + 1) * (size_t)c.words;
     /* ints: adj_start, adj_later, matched, grp_start, fill, cand (cells+1 each); adj k/l/w, grp k/w (quads each);
@@ -645,6 +660,11 @@ static int32_t role_start(const Enc *e, int32_t r) {
     return lo;
 }
 
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
 static uint64_t quad_hash(const int32_t *k) {
     uint64_t h = ((uint64_t)(uint32_t)k[0] << 32 | (uint32_t)k[1]) * 0x9E3779B97F4A7C15ULL;
     h ^= ((uint64_t)(uint32_t)k[2] << 32 | (uint32_t)k[3]) + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
@@ -682,11 +702,40 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
         int32_t r = a->binary[4 * x + 2], s = role_start(b, r), e = role_start(b, r + 1);
         total += (size_t)(e - s);
     }
+    /* Two quads are equal only if they come from relations of graph 1 between the same two nodes (the quad's first
+     * and third nodes), and one relation's quads differ from each other (graph 2's relations are merged: no two
+     * with the same nodes and role). So only the quads of relations that share their two nodes with another one
+     * go through the hash table; the others are appended as they come: the same quads in the same order, without
+     * a random memory access per quad (the table's cost on large graphs). */
+    uint8_t *shared = calloc((size_t)a->nb + 1, 1);
+    uint64_t *pairs = malloc(sizeof(uint64_t) * ((size_t)a->nb + 1));
+    if (!shared || !pairs) { free(shared); free(pairs); goto nomem; }
+    for (int32_t x = 0; x < a->nb; x++) {
+        uint32_t i = (uint32_t)a->binary[4 * x], k = (uint32_t)a->binary[4 * x + 1];
+        uint32_t lo = i < k ? i : k, hi = i < k ? k : i;
+        pairs[x] = ((uint64_t)lo << 46) | ((uint64_t)hi << 28) | (uint64_t)x;  /* nodes < 2^18, relations < 2^28 */
+    }
+    int fits = a->n < (1 << 18) && a->nb < (1 << 28);
+    if (fits) {
+        qsort(pairs, (size_t)a->nb, sizeof(uint64_t), cmp_u64);
+        for (int32_t x = 1; x < a->nb; x++)
+            if (pairs[x] >> 28 == pairs[x - 1] >> 28)
+                shared[pairs[x] & ((1u << 28) - 1)] = shared[pairs[x - 1] & ((1u << 28) - 1)] = 1;
+    } else {
+        memset(shared, 1, (size_t)a->nb);  /* (never on real graphs) every quad through the table */
+    }
+    free(pairs);
+    size_t hashed = 0;
+    for (int32_t x = 0; x < a->nb; x++)
+        if (shared[x]) {
+            int32_t r = a->binary[4 * x + 2];
+            hashed += (size_t)(role_start(b, r + 1) - role_start(b, r));
+        }
     size_t cap = 16;
-    while (cap < 2 * total + 1) cap <<= 1;
+    while (cap < 2 * hashed + 1) cap <<= 1;
     int32_t *slot = malloc(sizeof(int32_t) * cap);
     t->q = malloc(sizeof(int32_t) * (5 * total + 1));
-    if (!slot || !t->q) { free(slot); goto nomem; }
+    if (!slot || !t->q) { free(slot); free(shared); goto nomem; }
     memset(slot, 0xff, sizeof(int32_t) * cap);
     for (int32_t x = 0; x < a->nb; x++) {
         const int32_t *p = a->binary + 4 * x;
@@ -697,6 +746,11 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
             int32_t key[4];
             if (i < k) { key[0] = i; key[1] = j; key[2] = k; key[3] = y; }
             else { key[0] = k; key[1] = y; key[2] = i; key[3] = j; }
+            if (!shared[x]) {
+                int32_t *o = t->q + 5 * t->nq++;
+                o[0] = key[0]; o[1] = key[1]; o[2] = key[2]; o[3] = key[3]; o[4] = w;
+                continue;
+            }
             size_t h = quad_hash(key) & (cap - 1);
             for (;;) {
                 int32_t at = slot[h];
@@ -713,6 +767,7 @@ static int build_tables(const Enc *a, const Enc *b, Tables *t) {
         }
     }
     free(slot);
+    free(shared);
     /* concepts: equal ids for equal concepts; a node without one gets what the Python encoder gave it */
     int32_t missing1 = a->first >= 0 ? a->first : (b->first >= 0 ? b->first : -2);
     for (int32_t i = 0; i < a->n; i++) t->c1[i] = a->concept[i] >= 0 ? a->concept[i] : missing1;

@@ -176,7 +176,7 @@ class GraphView:
         score = {"in": lambda v: indeg[v], "out": lambda v: outdeg[v], "all": lambda v: indeg[v] + outdeg[v]}[kind]
         if not self.triples.variables:
             return None
-        best = max(self.triples.variables, key=lambda v: (score(v), -self.triples.variables.index(v)))
+        best = max(self.triples.variables, key=score)  # max keeps the first of equal keys: the first variable
         return self.v2c.get(best)
 
     # -- transformed triples for the Smatch-family aspects ----------------------------------------------------

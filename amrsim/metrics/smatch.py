@@ -23,7 +23,11 @@ The bound on one pair. Every phase counts the work it does (candidate cells and 
 counter; no phase starts, and climbing and branch and bound stop, once it reaches ``work_budget`` (default 3e8,
 0.6-0.75 s of one core here), so a pathological pair -- a 300-node graph with repeated concepts, say -- costs at
 most that plus one climbing step and still gets the score of the best valid alignment found. Counting work, not
-time, keeps the result deterministic. On BAMBOO main test the most expensive pair (para) uses 12% of the default.
+time, keeps the result deterministic. A climbing step stops where the budget runs out (on graphs of thousands of
+nodes one step is itself far past it), and tables past 2 million entries (cells and adjacency entries; a pair of
+about 1,000 nodes each), which no longer fit in the caches, get the budget scaled down by their size, so a
+5,000-node pair takes seconds, not minutes (benchmarks/bench_large_graph.py); ordinary graphs are far below that.
+On BAMBOO main test the most expensive pair (para) uses 12% of the default.
 
 Counting. P = matched / n1, R = matched / n2, F1 = 2PR / (P + R), 0 when a graph is empty, as smatch's
 ``compute_f``; n1, n2 count every triple including duplicates (as the reference). A triple written twice matches at

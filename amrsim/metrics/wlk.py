@@ -12,6 +12,7 @@ from stable hashes, so scores are identical in every process and independent of 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -133,11 +134,22 @@ def wlk_features(graph: GraphLike | Built, k: int = 2) -> WLKFeatures:
         gathered: dict[str, list[str]] = {}
         for v, lab in enumerate(labels):
             gathered.setdefault(lab, [lab]).extend(f"{r}_{labels[u]}" for r, u in nbrs[v])
-        relabel = {lab: " ::: ".join(sorted(parts)) for lab, parts in gathered.items()}
+        relabel = {lab: _short(" ::: ".join(sorted(parts))) for lab, parts in gathered.items()}
         labels = [relabel[lab] for lab in labels]
         blocks.append((1.0 / (1 + it), frozenset(labels)))
     sq = sum(w * w * len(s) for w, s in blocks)
     return WLKFeatures(tuple(blocks), sq)
+
+
+_LONG_LABEL = 200  # characters past which a WL label is kept as its digest
+
+
+def _short(label: str) -> str:
+    """A WL label, or its 128-bit digest where it is long: labels are only compared for equality, and a label built
+    from a long one (a concept shared by thousands of nodes) would grow with the graph in every next iteration."""
+    if len(label) <= _LONG_LABEL:
+        return label
+    return "wl#" + hashlib.blake2b(label.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def wlk_from_features(f1: WLKFeatures, f2: WLKFeatures) -> float:
