@@ -63,7 +63,8 @@ def metrics_score(
         file2: Annotated[Path | None, typer.Option(help="a PENMAN file of the second graphs, paired graph by graph "
                                                         "with --file (graphs separated by blank lines, as smatch -f)")]
         = None,
-        aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all)")] = None,
+        aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all; an aspect named "
+                                                         "twice is scored once)")] = None,
         convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
         = "amr",
         dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) before the "
@@ -72,20 +73,33 @@ def metrics_score(
                                                    "occurrence, as amr-evaluation)")] = "set",
         vectors: Annotated[str, typer.Option(help="node vectors: minilm | random | file:<glove.txt>")] = "minilm",
         keep: Annotated[str, typer.Option(help="comma-separated input columns copied to the output")] = "",
-        workers: Annotated[int | None, typer.Option(min=1, help="processes (default: chosen by the work: one for "
-                                                                "small files, all cores where they pay off)")] = None,
+        workers: Annotated[int | None, typer.Option(min=1, help="processes, at most 4 per usable core (default: "
+                                                                "chosen by the work: one for small files, all cores "
+                                                                "where they pay off)")] = None,
         seed: Annotated[int, typer.Option(help="seed of Smatch restarts and random vectors")] = 0,
         json_: JsonOpt = False) -> None:
     """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
     import polars as pl
 
-    from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions, PairScorer, aspect_columns
+    from amrsim.metrics.engine import (
+        ALL_ASPECTS,
+        MetricsOptions,
+        PairScorer,
+        aspect_columns,
+        check_vectors,
+        max_workers,
+    )
 
     check_out(out, "metrics score", file=file, file2=file2)
-    chosen = tuple(a.strip() for a in aspects.split(",")) if aspects else ALL_ASPECTS
+    if workers is not None and workers > max_workers():
+        raise ConfigError(f"--workers {workers}: at most {max_workers()} (4 per usable core); more processes only "
+                          "share the cores")
+    # an aspect named twice is scored once, as `metrics corpus --aspects` counts it
+    chosen = tuple(dict.fromkeys(a.strip() for a in aspects.split(","))) if aspects else ALL_ASPECTS
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, counting=counting,
                                  vectors=vectors, seed=seed)
+        check_vectors(options)  # before any pair is read or scored: a bad --vectors fails here, --out untouched
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
     # the columns scoring adds to a row, typed (nothing is loaded for an empty frame)
@@ -165,7 +179,8 @@ def metrics_corpus(
                                                    "multiset (every occurrence, as amr-evaluation)")] = "set",
         samples: Annotated[int, typer.Option(min=0, help="bootstrap resamples (0: no interval)")] = 1000,
         confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="interval coverage")] = 0.95,
-        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts")] = 0,
+        seed: Annotated[int, typer.Option(help="seed of the bootstrap and of Smatch restarts (any integer; "
+                                               "negative ones are taken modulo 2^64)")] = 0,
         json_: JsonOpt = False) -> None:
     """Corpus Smatch: micro-averaged P/R/F1 over every pair, with a seeded bootstrap interval of F1; with --aspects,
     the table of P/R/F1 per aspect. An unreadable test graph counts as empty; an unreadable gold graph is an error

@@ -97,7 +97,7 @@ def bootstrap_interval(counts: PairCounts, samples: int = 1000, seed: int = 0, c
     n = len(counts.matched)
     if n == 0 or samples <= 0:
         return 0.0, 0.0
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed & (2**64 - 1))  # any integer, as the Smatch restarts take it (numpy needs >= 0)
     f1 = np.empty(samples)
     block = max(1, 2_000_000 // n)  # resamples drawn per step: memory stays ~16 MB whatever the corpus size
     for start in range(0, samples, block):

@@ -75,6 +75,9 @@ class MetricsOptions:
         unknown = [a for a in self.aspects if a not in ALL_ASPECTS]
         if unknown:
             raise ValueError(f"unknown aspect(s) {unknown}; choose from {list(ALL_ASPECTS)}")
+        twice = sorted({a for a in self.aspects if self.aspects.count(a) > 1})
+        if twice:  # each aspect's columns once: a row cannot hold two columns of one name
+            raise ValueError(f"aspect(s) named twice: {', '.join(twice)}")
         if self.convention not in ("amr", "smatch"):
             raise ValueError(f"convention must be 'amr' or 'smatch', not '{self.convention}'")
         if self.counting not in COUNTINGS:
@@ -657,6 +660,22 @@ class PairScorer:
 
 def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+WORKERS_PER_CORE = 4  # more processes than this per usable core only share the cores (and each holds the vectors)
+
+
+def max_workers() -> int:
+    """The most worker processes a caller may ask for: WORKERS_PER_CORE per core this process may use."""
+    return WORKERS_PER_CORE * _usable_cores()
+
+
+def check_vectors(options: MetricsOptions) -> None:
+    """Opens the node vectors now where an aspect needs them (kept for this process's scoring; a file is read whole,
+    MiniLM's packaged matrix waits for its first label), so a source that is not vectors fails at start-up, naming it
+    (InputError or ValueError), not every pair."""
+    if options.needs_vectors:
+        _node_vectors(options.vectors, options.seed)
 
 
 def score_pairs_parallel(frame: pl.DataFrame, options: MetricsOptions, workers: int | None = None,

@@ -749,3 +749,19 @@ def test_metrics_score_cli_dereifies_on_request(tmp_path):
             f1[bool(flag)] = pl.read_parquet(out)["smatch_f1"][0]
         assert f1[True] == 1.0 and f1[False] < 0.8
     assert MetricsOptions(dereify=True).pair_key(reified, plain) != MetricsOptions().pair_key(reified, plain)
+
+
+def test_options_refuse_an_aspect_named_twice():
+    with pytest.raises(ValueError, match="named twice: smatch"):
+        MetricsOptions(aspects=("smatch", "concepts", "smatch"))
+
+
+def test_check_vectors_reads_a_vectors_file_at_once(tmp_path):
+    from amrsim.errors import InputError
+    from amrsim.metrics.engine import check_vectors
+
+    not_vectors = tmp_path / "notes.md"
+    not_vectors.write_text("# notes\n\nsome words on a line\n")
+    with pytest.raises(InputError, match="notes.md:3: not a vectors file"):
+        check_vectors(MetricsOptions(aspects=("root_sim",), vectors=f"file:{not_vectors}"))
+    check_vectors(MetricsOptions(aspects=("smatch",), vectors=f"file:{not_vectors}"))  # no aspect reads vectors

@@ -155,3 +155,55 @@ def test_query_cells_cannot_send_terminal_commands(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert "\\x1b[2J" in proc.stdout and "\\x1b]52;c;aGk=\\x07" in proc.stdout
+
+
+def _graphs(tmp_path):
+    graphs = tmp_path / "graphs.jsonl"
+    graphs.write_text(json.dumps({"amr1": "(w / want-01 :ARG0 (b / boy))", "amr2": "(w / want-01 :ARG0 (g / girl))"})
+                      + "\n")
+    return graphs
+
+
+def test_metrics_score_vectors_that_are_not_vectors_fail_first_and_keep_the_earlier_out(tmp_path):
+    from tests.helpers import ROOT
+
+    graphs, out = _graphs(tmp_path), tmp_path / "scores.parquet"
+    good = run_cli(tmp_path, "metrics", "score", "--file", str(graphs), "--out", str(out), "--aspects", "smatch")
+    assert good.returncode == 0, good.stderr[-2000:]
+    before = out.read_bytes()
+    line = one_line_error(run_cli(tmp_path, "metrics", "score", "--file", str(graphs), "--out", str(out),
+                                  "--vectors", f"file:{ROOT / 'README.md'}", "--workers", "2"))
+    assert "README.md" in line and "not a vectors file" in line
+    assert out.read_bytes() == before  # never replaced
+
+
+def test_metrics_score_workers_are_bounded_by_one_line(tmp_path):
+    from amrsim.metrics.engine import max_workers
+
+    line = one_line_error(run_cli(tmp_path, "metrics", "score", "--file", str(_graphs(tmp_path)), "--out",
+                                  str(tmp_path / "o.parquet"), "--workers", "100000"))
+    assert line == (f"error: --workers 100000: at most {max_workers()} (4 per usable core); more processes only "
+                    "share the cores")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_metrics_score_an_aspect_named_twice_is_scored_once(tmp_path):
+    import polars as pl
+
+    graphs = _graphs(tmp_path)
+    once = run_cli(tmp_path, "metrics", "score", "--file", str(graphs), "--out", str(tmp_path / "a.parquet"),
+                   "--aspects", "smatch,concepts")
+    twice = run_cli(tmp_path, "metrics", "score", "--file", str(graphs), "--out", str(tmp_path / "b.parquet"),
+                    "--aspects", "smatch, concepts,smatch")
+    assert once.returncode == 0 and twice.returncode == 0, twice.stderr[-2000:]
+    a, b = pl.read_parquet(tmp_path / "a.parquet"), pl.read_parquet(tmp_path / "b.parquet")
+    assert a.drop("seconds").equals(b.drop("seconds"))  # the same columns and keys
+
+
+def test_metrics_corpus_takes_a_negative_seed_as_smatch_does(tmp_path):
+    graphs = _graphs(tmp_path)
+    runs = [run_cli(tmp_path, "metrics", "corpus", "--file", str(graphs), "--seed", "-1", "--samples", "20", "--json")
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    first = json.loads(runs[0].stdout)
+    assert first == json.loads(runs[1].stdout) and first["seed"] == -1 and first["f1"] == 0.75
