@@ -349,3 +349,27 @@ def test_amr_metrics_follow_the_graphs_and_options_and_name_the_current_gold(wh,
     assert computed == 1 and after.equals(metrics(edited, smatch, "fresh")[1])
     assert metrics(edited, MetricsOptions(aspects=("smatch", "negation"), vectors="random",
                                           extra={"parser": "provided"}))[0] == 3  # another option: all again
+
+
+def test_a_warehouse_with_rows_keyed_the_old_way_evaluates_again(wh, tmp_path, tiny_pairs, one_thread):
+    """Vectors and results stored before model ids had a fingerprint (and STS keys the gold scores) are not read:
+    the run's vectors are computed again (the old ones removed) and its result too; nothing fails on them."""
+    from amrsim.encoders.cache import embedding_key
+    from amrsim.evaluate import Score
+    from amrsim.stages.evaluate.results import row_key, score_rows
+
+    _retrain(wh.models_root, tmp_path, "r1", seed=0)
+    sentences = wh.read("t", "sentences")
+    old_id = "trained:s3bert/r1"
+    wh.upsert("t", "embeddings", pl.DataFrame({
+        "key": [embedding_key(old_id, k) for k in sentences["key"]], "sentence_key": sentences["key"],
+        "encoder": "s3bert:r1", "model_id": old_id, "dim": 32, "vector": [[1.0] * 32] * sentences.height,
+        "status": "ok", "error": None}))
+    old = score_rows([Score("sts", "s3bert:r1", "t", "test", "en-en", m, 99.0, 6) for m in ("spearman", "pearson")],
+                     "old", "h", ["old-key"], wh.models_root)
+    wh.append_new("eval", "results", old.with_columns(key=pl.Series([row_key("sts", "s3bert:r1", "t", "test", "en-en",
+                                                                             m, ["old-key"]) for m in old["metric"]])))
+    computed, values = _sts(wh, "t", "s3bert:r1", ["en-en"])
+    ingest_tables(wh, "fresh", _pairs_config(tiny_pairs), tiny_pairs, "r2")
+    assert computed == 1 and values == _sts(wh, "fresh", "s3bert:r1", ["en-en"])[1] and values["en-en"] != 99.0
+    assert set(wh.read("t", "embeddings")["model_id"]) == {model_id("s3bert:r1", wh.models_root)}
