@@ -99,7 +99,9 @@ def metrics_score(
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, counting=counting,
                                  vectors=vectors, seed=seed)
+        opened = time.perf_counter()
         check_vectors(options)  # before any pair is read or scored: a bad --vectors fails here, --out untouched
+        opened = time.perf_counter() - opened  # loading, reported with the engine's own
     except ValueError as e:
         raise ConfigError(f"metrics score: {e}") from None
     # the columns scoring adds to a row, typed (nothing is loaded for an empty frame)
@@ -130,6 +132,7 @@ def metrics_score(
         where = f"{workers_used} worker processes" if scorer.used_pool else "in-process"
         loading = scorer.loading_seconds  # node vectors and imports, once per process: not the pairs' rate
     seconds = time.perf_counter() - t0 - loading
+    loading += opened
     # Each row is the input row's own key, line and kept columns, in file order, and its key's scores: only the
     # score columns are shared by key (a pair given twice, rows of earlier results); nothing else of a scored or
     # earlier row is taken, so no row gets another row's values.
