@@ -211,13 +211,26 @@ def check_out(out: Path, command: str, **inputs: Path | None) -> None:
                           f"of earlier results of amrsim {command}; remove it or write to another file")
 
 
-def _write_failure(e: BaseException) -> str | None:
+def _write_failure(e: BaseException, out: Path) -> str | None:
     """The reason of a failed write as one phrase ('No space left on device'), or None when `e` is not about the
-    file system. Polars reports the operating system's error inside its own text: '... (os error 28)'."""
+    file system. Polars reports the operating system's error inside its own text: '... (os error 28)', except where
+    its Parquet writer loses it in the footer ('Invalid thrift: transport error'): then the limit met is looked up."""
     if isinstance(e, OSError):
         return e.strerror or str(e)
     if (found := re.search(r"\(os error (\d+)\)", str(e))) is not None:
         return os.strerror(int(found.group(1)))
+    if "transport error" in str(e):
+        import errno
+        import resource
+
+        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+            return os.strerror(errno.EFBIG)
+        try:
+            if os.statvfs(out.parent).f_bavail == 0:
+                return os.strerror(errno.ENOSPC)
+        except OSError:
+            pass
+        return "the write failed"
     return None
 
 
@@ -228,7 +241,7 @@ def write_out(out: Path, write: Callable[[Path], object]) -> None:
     try:
         atomic_write(out, write, own=False)  # a link the user named as --out is replaced, as `mv` would
     except Exception as e:
-        if (reason := _write_failure(e)) is None:
+        if (reason := _write_failure(e, out)) is None:
             raise
         raise AmrsimError(f"--out {out}: cannot write ({reason})") from None
 

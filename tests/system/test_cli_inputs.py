@@ -7,6 +7,7 @@ suggests a translation model only for a language code."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -43,7 +44,9 @@ def test_local_hf_paths_are_checked_when_the_name_resolves(tmp_path):
     with pytest.raises(ValueError, match="no model directory"):
         model_id(f"hf:{tmp_path / 'absent'}")
     (tmp_path / "model").mkdir()
-    assert model_id(f"hf:{tmp_path / 'model'}#cls") == f"hf:{tmp_path / 'model'}#cls"
+    # a local directory's id carries a fingerprint of its files (a changed model is a new model, never stale rows)
+    named = f"hf:{tmp_path / 'model'}#cls"
+    assert re.fullmatch(re.escape(named) + r"@[0-9a-f]{16}", model_id(named))
     assert model_id("hf:org/model") == "hf:org/model"  # a hub id: resolved when loaded
 
 
