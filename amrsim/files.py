@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Mapping
@@ -120,6 +121,30 @@ def own_tree(top: Path | str) -> None:
 
 def _raise(error: OSError) -> None:
     raise error
+
+
+
+def write_failure_reason(e: BaseException, path: Path) -> str | None:
+    """The reason a write of `path` failed as one phrase ('No space left on device'), or None when `e` is not about
+    the file system. Polars and deltalake (Rust) report the operating system's error inside their own text: '...
+    (os error 28)', except where polars' Parquet writer loses it in the footer ('Invalid thrift: transport error'):
+    then the limit met is looked up."""
+    if isinstance(e, OSError):
+        return e.strerror or str(e)
+    if (found := re.search(r"\(os error (\d+)\)", str(e))) is not None:
+        return os.strerror(int(found.group(1)))
+    if "transport error" in str(e):
+        import resource
+
+        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+            return os.strerror(errno.EFBIG)
+        try:
+            if os.statvfs(path.parent).f_bavail == 0:
+                return os.strerror(errno.ENOSPC)
+        except OSError:
+            pass
+        return "the write failed"
+    return None
 
 
 def atomic_write(path: Path | str, write: Callable[[Path], object], own: bool = True) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import yaml
 
 from amrsim.console import console, frame_table, print_json
 from amrsim.errors import AmrsimError, ConfigError
-from amrsim.files import atomic_write, file_kind
+from amrsim.files import atomic_write, file_kind, write_failure_reason
 
 
 def _config_given_exists(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
@@ -211,29 +210,6 @@ def check_out(out: Path, command: str, **inputs: Path | None) -> None:
                           f"of earlier results of amrsim {command}; remove it or write to another file")
 
 
-def _write_failure(e: BaseException, out: Path) -> str | None:
-    """The reason of a failed write as one phrase ('No space left on device'), or None when `e` is not about the
-    file system. Polars reports the operating system's error inside its own text: '... (os error 28)', except where
-    its Parquet writer loses it in the footer ('Invalid thrift: transport error'): then the limit met is looked up."""
-    if isinstance(e, OSError):
-        return e.strerror or str(e)
-    if (found := re.search(r"\(os error (\d+)\)", str(e))) is not None:
-        return os.strerror(int(found.group(1)))
-    if "transport error" in str(e):
-        import errno
-        import resource
-
-        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
-            return os.strerror(errno.EFBIG)
-        try:
-            if os.statvfs(out.parent).f_bavail == 0:
-                return os.strerror(errno.ENOSPC)
-        except OSError:
-            pass
-        return "the write failed"
-    return None
-
-
 def write_out(out: Path, write: Callable[[Path], object]) -> None:
     """Write an --out file atomically (`amrsim.files.atomic_write`): a failure of the file system (disk full, file
     too large, no permission, read-only) is one line naming the file, and leaves neither a partial nor a temporary
@@ -241,7 +217,7 @@ def write_out(out: Path, write: Callable[[Path], object]) -> None:
     try:
         atomic_write(out, write, own=False)  # a link the user named as --out is replaced, as `mv` would
     except Exception as e:
-        if (reason := _write_failure(e, out)) is None:
+        if (reason := write_failure_reason(e, out)) is None:
             raise
         raise AmrsimError(f"--out {out}: cannot write ({reason})") from None
 

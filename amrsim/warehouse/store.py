@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -20,8 +20,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
-from amrsim.errors import WarehouseError
-from amrsim.files import own_dir
+from amrsim.errors import AmrsimError, WarehouseError
+from amrsim.files import own_dir, write_failure_reason
 from amrsim.secrets import redact
 from amrsim.warehouse.lock import LOCK_TIMEOUT, table_lock
 from amrsim.warehouse.scan import keys_in
@@ -59,11 +59,22 @@ class Warehouse:
             raise WarehouseError(f"table '{dataset}/{table}' resolves outside the warehouse root {self.root}")
         return path
 
-    def lock(self, dataset: str, table: str) -> AbstractContextManager[None]:
+    @contextmanager
+    def lock(self, dataset: str, table: str) -> Iterator[None]:
         """Hold the table's write lock (waits up to `lock_timeout` seconds for another writer). Every write takes
-        it, so here the table's log is checked to be its own directory: a linked one would take commits elsewhere."""
+        it, so here the table's log is checked to be its own directory (a linked one would take commits elsewhere)
+        and a failure of the file system inside (disk full, file too large) becomes one line naming the table:
+        the commit never happened, so the table stays at its last version."""
         own_dir(self.table_path(dataset, table) / "_delta_log", make=False)
-        return table_lock(self.root, dataset, table, self.lock_timeout)
+        with table_lock(self.root, dataset, table, self.lock_timeout):
+            try:
+                yield
+            except Exception as e:
+                path = self.table_path(dataset, table)
+                if isinstance(e, AmrsimError) or (reason := write_failure_reason(e, path)) is None:
+                    raise
+                raise WarehouseError(f"table '{dataset}/{table}': cannot write ({reason}); nothing was committed, "
+                                     f"the table is at its last version") from None
 
     def snapshot(self, dataset: str, table: str, version: int | None = None) -> DeltaTable | None:
         """The table's snapshot, None if it has no commit yet; BrokenTable if its log or data files are damaged."""
