@@ -66,8 +66,9 @@ class ProgressLines:
     and one when the work is done."""
 
     def __init__(self, total: int, description: str, stream: IO[str], every: float = PROGRESS_LINE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, unit: str = "rows"):
         self.total, self.description, self.stream, self.every, self.clock = total, description, stream, every, clock
+        self.unit = unit
         self.done = self.already = 0
         self.started = self.last_line = clock()
 
@@ -83,7 +84,7 @@ class ProgressLines:
 
     def finish(self) -> None:
         if self.total == 0 and self.already:
-            print(f"{self.description}: {self.already} rows already computed", file=self.stream, flush=True)
+            print(f"{self.description}: {self.already} {self.unit} already computed", file=self.stream, flush=True)
             return
         self._line(self.clock())
 
@@ -91,7 +92,7 @@ class ProgressLines:
         self.last_line = now
         percent = 100 * self.done / self.total if self.total else 100
         already = f" ({self.already} already computed)" if self.already else ""
-        print(f"{self.description}: {self.done}/{self.total} rows{already} ({percent:.0f}%), "
+        print(f"{self.description}: {self.done}/{self.total} {self.unit}{already} ({percent:.0f}%), "
               f"{now - self.started:.0f} s", file=self.stream, flush=True)
 
 
@@ -107,16 +108,17 @@ class Advance:
 
 
 @contextmanager
-def progress_bar(total: int, description: str, stream: IO[str] | None = None) -> Iterator[Advance]:
+def progress_bar(total: int, description: str, stream: IO[str] | None = None, unit: str = "rows",
+                 least: int = 256) -> Iterator[Advance]:
     """Yields an `advance(n)` callback (with `.plan(todo, already)`). On stderr: a bar on a terminal, periodic lines
-    otherwise (a log, a pipe, CI), never on stdout, which carries results. Nothing for tiny jobs. Work found done
-    already (a rerun) says so instead of a bar at 0%."""
-    if total < 256:
+    otherwise (a log, a pipe, CI), never on stdout, which carries results. Nothing for jobs of fewer than `least`
+    units (256 rows: seconds of work). Work found done already (a rerun) says so instead of a bar at 0%."""
+    if total < least:
         yield Advance()
         return
     stream = stream or sys.stderr
     if not _is_terminal(stream):
-        lines = ProgressLines(total, description, stream)
+        lines = ProgressLines(total, description, stream, unit=unit)
         yield Advance(lines.advance, lines.plan)
         lines.finish()
         return
@@ -133,7 +135,7 @@ def progress_bar(total: int, description: str, stream: IO[str] | None = None) ->
 
         yield Advance(lambda n: progress.advance(task, n), plan)
     if planned.get("todo") == 0 and planned.get("already"):
-        console_.print(f"{description}: {planned['already']} rows already computed")
+        console_.print(f"{description}: {planned['already']} {unit} already computed")
 
 
 def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") -> Table:

@@ -283,6 +283,7 @@ def evaluate_bitext_cmd(
     """Tatoeba bitext retrieval: top-1 accuracy (x100) in both directions and their mean."""
     import polars as pl
 
+    from amrsim.console import progress_bar
     from amrsim.stages.evaluate import bitext_eval
     from amrsim.warehouse.lineage import new_run_id
 
@@ -293,7 +294,13 @@ def evaluate_bitext_cmd(
         raise ConfigError("two plain-text files need all of --src, --tgt, --src-lang and --tgt-lang")
     wh = _warehouse(config, encoder)
     run_id = new_run_id()
-    frames = [bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device) for f in _expand(file or [])]
+    files = _expand(file or [])
+    frames = []
+    # a directory of Tatoeba files is minutes of work: one bar (or a line every 10 s) over the files
+    with progress_bar(len(files), f"evaluate bitext with {encoder}", unit="files", least=2) as advance:
+        for f in files:
+            frames.append(bitext_eval(wh, encoder, f, run_id, batch_size=batch_size, device=device))
+            advance(1)
     if src is not None and tgt is not None and src_lang and tgt_lang:
         for path, option in ((src, "--src"), (tgt, "--tgt")):
             input_path(path, option)

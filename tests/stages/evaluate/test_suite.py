@@ -20,7 +20,7 @@ from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.loaders import load_encoder
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
 from amrsim.stages.evaluate.results import score_rows
-from tests.helpers import ROOT, CountingEncoder
+from tests.helpers import ROOT, CountingEncoder, run_cli
 
 # --- encoders -------------------------------------------------------------------------------------------------
 
@@ -327,3 +327,17 @@ def test_bitext_from_two_plain_files_equals_the_tsv_form_and_mismatches_are_reje
     assert proc.returncode == 2 and "has 3 lines but" in proc.stderr and "short.eng has 1 lines" in proc.stderr
     proc = _cli("evaluate", "bitext", "--encoder", "muse", "--src", "x.txt", cwd=tmp_path)
     assert proc.returncode == 2 and "need all of --src, --tgt, --src-lang and --tgt-lang" in proc.stderr
+
+
+@pytest.mark.slow
+def test_bitext_over_many_files_reports_progress_on_stderr_only(tmp_path):
+    """A directory of Tatoeba files is minutes of work: the files done show on stderr (a line in a log), while
+    --json keeps stdout one document."""
+    (tmp_path / "pipelines.yaml").write_text("warehouse: wh\npipelines: {demo: {}}\n")
+    for lang in ("deu", "fra", "spa"):
+        (tmp_path / f"tatoeba.{lang}-eng.tsv").write_text(f"{lang}\teng\nein hund\ta dog\neine katze\ta cat\n")
+    proc = run_cli(tmp_path, "evaluate", "bitext", "--encoder", "minilm", "--file", "tatoeba.*.tsv", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(json.loads(proc.stdout)["results"]) == 3 * 5
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("evaluate bitext with minilm: ")]
+    assert progress and progress[-1].startswith("evaluate bitext with minilm: 3/3 files (100%)"), proc.stderr
