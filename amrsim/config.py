@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import os
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ from pydantic import (
 from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, PIVOT_LANG, ParserSpec
 from amrsim.encoders import PACKAGED, parse_name
 from amrsim.errors import ConfigError
-from amrsim.files import file_format, looks_like_path
-from amrsim.langs import LANG_HINT, lang_code
+from amrsim.files import absent_reason, file_format, looks_like_path
+from amrsim.langs import LANG_HINT, lang_code, no_language
 from amrsim.methods import METHODS, method_params
 from amrsim.metrics.engine import ALL_ASPECTS, MetricsOptions
 
@@ -172,7 +173,7 @@ def _language(value: str, info: ValidationInfo) -> str:
     script goes to the validation context's `notes` (load_config prints them)."""
     code, note = lang_code(value)
     if code is None:
-        raise ValueError(f"'{value}' is not a language code ({LANG_HINT})")
+        raise ValueError(no_language(value) or f"'{value}' is not a language code ({LANG_HINT})")
     if note and isinstance(info.context, dict):
         info.context.setdefault("notes", []).append(note)
     return code
@@ -707,8 +708,8 @@ class LoadedConfig:
         pipe = self.project.pipelines[name]
         for key, value in _input_files(pipe):
             if not self.resolve_path(value).is_file():
-                raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': file not found "
-                                  f"({self.resolve_path(value)})")
+                raise ConfigError(f"{self.path}: pipeline '{name}', key '{key}', value '{value}': "
+                                  f"{absent_reason(self.resolve_path(value))} ({self.resolve_path(value)})")
         model_paths = []
         if pipe.parse and pipe.parse.model_dir:
             model_paths.append(("parse.model_dir", pipe.parse.model_dir))
@@ -728,7 +729,12 @@ class LoadedConfig:
         if path.startswith(SAMPLE_PREFIX):
             return SAMPLE_DIR / path[len(SAMPLE_PREFIX):]
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.base / p).resolve()
+        if p.is_absolute():
+            return p
+        try:
+            return (self.base / p).resolve()
+        except RuntimeError:  # a loop of symbolic links (Python 3.11): left unresolved, named where it is checked
+            return Path(os.path.abspath(self.base / p))
 
     def section(self, name: str) -> Pipeline:
         """Pipeline `name`, resolved: what a stage receives (not this config and a name)."""

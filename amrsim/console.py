@@ -148,6 +148,14 @@ def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") ->
     return table
 
 
+def print_stage_notes(rows: Sequence[dict[str, Any]]) -> None:
+    """Each stage's notes (`StageRun.notes`: e.g. a dataset's failed rows and the first reason), one line each, as
+    text: they quote the user's data."""
+    for r in rows:
+        for note in r.get("notes") or []:
+            console.print(printable(note), soft_wrap=True)
+
+
 # C0 and C1 control characters but tab and newline: ESC starts the sequences that clear the screen or set the
 # clipboard (OSC 52), CR overwrites a line
 CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

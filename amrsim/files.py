@@ -37,6 +37,20 @@ def file_kind(mode: int) -> str:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
+LINK_LOOP = "symbolic link loop (too many levels of symbolic links)"
+
+
+def absent_reason(path: Path | str, absent: str = "file not found") -> str:
+    """Why a path `Path.is_file` or `exists` says is not there is not: a loop of symbolic links (ELOOP, which they
+    read as absent) is named as such, anything else is `absent`."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return LINK_LOOP
+    return absent
+
+
 def _judge(path: Path, st: os.stat_result, in_place: bool) -> None:
     """Refuse `path` (its lstat or fstat `st`) unless it is a regular file; one written in place must also be
     this user's and have one name only."""

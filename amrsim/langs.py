@@ -22,7 +22,10 @@ def normalise_lang(code: str | None) -> str | None:
         return None
 
 
-NOT_LANGUAGES = frozenset({"und", "mul", "mis", "zxx"})  # valid tags that name no language a model could handle
+# valid tags that name no language a model could handle, and what each means (ISO 639-2)
+NOT_LANGUAGE_MEANINGS = {"und": "undetermined", "mul": "multiple languages", "mis": "uncoded languages",
+                         "zxx": "no linguistic content"}
+NOT_LANGUAGES = frozenset(NOT_LANGUAGE_MEANINGS)
 LANG_HINT = "an ISO 639 code such as en, de, es, zh"
 
 
@@ -44,3 +47,20 @@ def lang_code(value: str | None) -> LangCode:
         return LangCode(None, None)
     note = None if lang == tag else f"language '{value}' read as '{lang}' (region and script are not used)"
     return LangCode(lang, note)
+
+
+@lru_cache(maxsize=1024)
+def no_language(value: str | None) -> str | None:
+    """Why `value`, a valid tag, names no language (`und`, `zxx`, `mul`, `mis`, private use): a reason saying what it
+    means, for a failed row or a config error; None when it names a language or is no valid tag at all."""
+    tag = normalise_lang(value)
+    if tag is None:
+        return None
+    lang = langcodes.Language.get(tag).language or "und"  # langcodes reads 'und' (and 'und-Latn') as no language
+    if lang in NOT_LANGUAGE_MEANINGS:
+        meaning = NOT_LANGUAGE_MEANINGS[lang]
+    elif not lang.isalpha() or "qaa" <= lang <= "qtz":
+        meaning = "private use"
+    else:
+        return None
+    return f"language code '{value}' ({meaning}) names no language; give the text's language ({LANG_HINT})"

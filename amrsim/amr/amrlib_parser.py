@@ -52,6 +52,7 @@ from amrsim.generation import (
     resolve_dtype,
     token_budget,
 )
+from amrsim.text import empty_reason
 
 # amrlib, torch are imported inside the functions: importing this module must stay cheap
 
@@ -214,8 +215,8 @@ class AmrlibParser:
         results: list[ParseResult | None] = [None] * len(sentences)
         todo: list[tuple[int, str]] = []
         for i, s in enumerate(sentences):
-            if not isinstance(s, str) or not s.strip():
-                results[i] = ParseResult.failed("empty sentence")
+            if empty := empty_reason(s if isinstance(s, str) else None, "sentence"):  # '\u200b' too
+                results[i] = ParseResult.failed(empty)
             else:
                 todo.append((i, s.strip()))
         for batch in self.batches([s for _, s in todo]):

@@ -57,6 +57,7 @@ from typing import Any
 
 from amrsim.amr.graph import parse as parse_amr
 from amrsim.amr.result import ParseResult
+from amrsim.text import empty_reason
 
 # spacy is imported inside the functions: importing this module must stay cheap
 
@@ -961,8 +962,8 @@ class UDParser:
         results: list[ParseResult | None] = [None] * len(sentences)
         todo: list[int] = []
         for i, s in enumerate(sentences):
-            if not isinstance(s, str) or not s.strip():
-                results[i] = ParseResult.failed("empty sentence")
+            if empty := empty_reason(s if isinstance(s, str) else None, "sentence"):  # '\u200b' too
+                results[i] = ParseResult.failed(empty)
             elif len(s) > self.nlp.max_length:
                 results[i] = ParseResult.failed(f"sentence too long for spaCy ({len(s)} characters)")
             else:

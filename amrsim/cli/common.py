@@ -4,6 +4,7 @@ functions: they load polars and pydantic, which `amrsim --help` does not need.""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -17,7 +18,7 @@ import yaml
 
 from amrsim.console import console, frame_table, print_json
 from amrsim.errors import AmrsimError, ConfigError
-from amrsim.files import atomic_write, file_kind, write_failure_reason
+from amrsim.files import LINK_LOOP, atomic_write, file_kind, write_failure_reason
 
 
 def _config_given_exists(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
@@ -129,7 +130,8 @@ def input_path(path: Path | str, option: str, directory: bool = False) -> Path:
     try:
         mode = path.stat().st_mode
     except OSError as e:  # missing, a parent that is a file, a loop of links, ...
-        raise ConfigError(f"{option} {path}: {e.strerror or type(e).__name__}") from None
+        reason = LINK_LOOP if e.errno == errno.ELOOP else e.strerror or type(e).__name__
+        raise ConfigError(f"{option} {path}: {reason}") from None
     wanted = "a directory" if directory else "a regular file"
     if file_kind(mode) != wanted:
         raise ConfigError(f"{option} {path}: is {file_kind(mode)}, not {wanted}")

@@ -10,7 +10,7 @@ import typer
 
 from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, parse_overrides, print_scores, warehouse_root
 from amrsim.cli.flow import VerboseOpt, flow_runtime
-from amrsim.console import console, frame_table, summary_table
+from amrsim.console import console, frame_table, print_stage_notes, summary_table
 
 # The config, the warehouse, polars and the flows (Prefect) are imported inside the commands: `amrsim --help` and
 # the other commands would otherwise wait seconds for them.
@@ -62,6 +62,7 @@ def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], ready: Callable[[]
     for note in out.get("notes") or []:
         console.print(note)
     console.print(summary_table(out["stages"], f"Run {out['run_id']} summary"))
+    print_stage_notes(out["stages"])  # failed rows: counted in the table, the first reason here
     if out.get("report"):
         console.print(f"report: {out['report']}")
     computed = sum(int(s["computed"]) for s in out["stages"])

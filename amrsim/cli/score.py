@@ -38,6 +38,7 @@ def score_command(
     from amrsim.evaluate.sts import correlations
     from amrsim.ingest.readers import read_rows
     from amrsim.methods.loaders import load_encoder
+    from amrsim.text import empty_reason
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if out is not None:
@@ -68,6 +69,9 @@ def score_command(
         raise InputError(str(file), unusable["__error"][0], unusable["__line"][0])
     texts1 = frame[s1].fill_null("").to_list()
     texts2 = frame[s2].fill_null("").to_list()
+    for a, b, line in zip(texts1, texts2, frame["__line"], strict=True):  # before a model loads
+        if why := empty_reason(a, s1) or empty_reason(b, s2):
+            raise InputError(str(file), f"{why}: every row needs two sentences to score", line)
     scorer = load_encoder(model, batch_size=batch_size, device=device, models_root=root)
     pred = scorer.score(texts1, texts2)  # type: ignore[attr-defined]
     result = pl.DataFrame({"sentence1": texts1, "sentence2": texts2, "prediction": np.round(pred, 6)})

@@ -11,7 +11,7 @@ from rich.logging import RichHandler
 
 from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, parse_overrides, warehouse_root
 from amrsim.cli.flow import VerboseOpt, flow_runtime
-from amrsim.console import console, frame_table, make_console, summary_table
+from amrsim.console import console, frame_table, make_console, print_stage_notes, summary_table
 from amrsim.errors import ConfigError
 
 # The config, the methods (torch) and the flows (Prefect) are imported inside the commands: `amrsim --help` does not
@@ -116,6 +116,7 @@ def train_command(
                    "seconds": round(time.perf_counter() - t0, 1)})
         return
     console.print(summary_table(out, f"train {method} - pipeline '{name}'"))
+    print_stage_notes(out)
     for stage in out:
         if stage.get("model"):
             status = stage.get("status")

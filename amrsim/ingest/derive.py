@@ -28,6 +28,7 @@ import polars as pl
 from amrsim.config import DatasetConfig, PairsToTriplesConfig
 from amrsim.ingest.normalise import DERIVED_ERROR as ERROR
 from amrsim.ingest.readers import LINE
+from amrsim.text import blank, empty_reason
 
 ID = "__id"
 
@@ -112,7 +113,7 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame,
     for row, rec in enumerate(rows):
         a, b = (rec.get(fp.sentence1) or "").strip(), (rec.get(fp.sentence2) or "").strip()
         group = groups.get((rec.get(fp.label) or "").strip().lower())
-        if not a or not b or group is None or rec.get(ERROR):
+        if blank(a) or blank(b) or group is None or rec.get(ERROR):  # a blank sentence is never a negative
             continue
         pid = pair_id(rec)
         pool.setdefault(a, (pid, row, 1))
@@ -146,9 +147,9 @@ def triples_from_pairs(ds: DatasetConfig, frame: pl.DataFrame,
             continue
         if group != "entailment":
             continue
-        if not a or not b:
-            why = "; ".join(f"empty {role} ({col})" for role, col, text in
-                            (("premise", fp.sentence1, a), ("entailment", fp.sentence2, b)) if not text)
+        if blank(a) or blank(b):
+            why = "; ".join(r for role, col, text in (("premise", fp.sentence1, a), ("entailment", fp.sentence2, b))
+                            if (r := empty_reason(text, role, col)))
             out.append(base | {"contradiction": None, ID: pid, ERROR: why})
             continue
         rng = random.Random(f"{fp.seed}:{pid}")

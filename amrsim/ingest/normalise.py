@@ -11,7 +11,8 @@ import polars as pl
 from amrsim.amr.backends import PROVIDED
 from amrsim.config import KIND_COLUMNS, TEXT_ROLES, DatasetConfig
 from amrsim.ingest.readers import ERROR, LINE
-from amrsim.langs import lang_code, normalise_lang  # noqa: F401 (normalise_lang: cli.evaluate imports it from here)
+from amrsim.langs import lang_code, no_language, normalise_lang  # noqa: F401 (normalise_lang: cli.evaluate imports it)
+from amrsim.text import blank, empty_reason
 from amrsim.warehouse import FAILED, OK
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.schemas import SCHEMAS
@@ -34,6 +35,12 @@ def text_columns(ds: DatasetConfig) -> list[str]:
     cols = [ds.column(r) for r in (*TEXT_ROLES[ds.kind], "amr1", "amr2")]
     cols += [c for mapping in ds.translations.values() for r, c in mapping.items() if r not in ("path", "format")]
     return list(dict.fromkeys(c for c in cols if c))
+
+
+def _unknown_lang(raw: str | None) -> str:
+    """A failed row's reason for a language cell `lang_code` cannot use: what a tag such as 'und' means, or that
+    the value is no language code."""
+    return no_language(raw) or f"unknown language code '{raw}'"
 
 
 def _parse_score(raw: str | None, score_range: tuple[float, float] | None) -> tuple[float | None, str | None]:
@@ -129,7 +136,7 @@ class Normaliser:
                     raw = get("target_lang") or ds.target_lang
                 lang = self._lang(raw, line)
                 if lang is None:
-                    reasons.append(f"unknown language code '{raw}'")
+                    reasons.append(_unknown_lang(raw))
                 langs[role] = lang
 
             # a reason found while reading (a cell that is a list, not text) or deriving the row (from_pairs)
@@ -144,8 +151,8 @@ class Normaliser:
             if derived_error:
                 reasons.append(derived_error)
             for r, t in base_texts.items():
-                if not t and not derived_error:
-                    reasons.append(f"empty {r}")
+                if not derived_error and (why := empty_reason(t, r)):  # '\u200b' is as empty as ''
+                    reasons.append(why)
             # without an id column the line is the id: benchmark files legitimately repeat a pair (STSb test does)
             item_id = (get("id") or "").strip() or f"L{line}"
             if self.repeated_ids is not None:  # found by a pass over the whole file
@@ -170,8 +177,9 @@ class Normaliser:
                 v_reasons = list(reasons)
                 if variant is not None:
                     if lang_code(variant).code is None:
-                        v_reasons.append(f"unknown language code '{variant}'")
-                    v_reasons += [f"empty {r} ({variant})" for r, t in texts.items() if t is not None and not t]
+                        v_reasons.append(_unknown_lang(variant))
+                    v_reasons += [why for r, t in texts.items()
+                                  if t is not None and (why := empty_reason(t, r, variant))]
                     if any(t is None for t in texts.values()):
                         continue  # a kind whose translation maps only some roles yields parallel rows only
                 # graphs given in the row belong to its base variant; they are part of its content (a changed
@@ -196,7 +204,7 @@ class Normaliser:
                     t_lang = lang_code(tl).code
                     for r, c in mapping.items():
                         target = (rec.get(c) or "").strip()
-                        if not target or t_lang is None:
+                        if blank(target) or t_lang is None:
                             continue
                         _add_parallel(tables, f"{item_id}:{r}", split, langs[r], base_texts[r], t_lang, target,
                                       source_file, line)

@@ -28,6 +28,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from amrsim.errors import InputError
+from amrsim.files import absent_reason
 
 # datasets is imported inside the functions: importing this module must stay cheap
 
@@ -175,6 +176,40 @@ def _tsv_records(path: Path, tail: Tail | None) -> Iterator[tuple[int, int, list
         yield number, number, text.removesuffix("\r").split("\t")
 
 
+BACKSLASH_QUOTE = ('backslash-escaped quote (\\") in a quoted field: CSV escapes a quote by doubling it (""); '
+                   'write the file with doubled quotes (or as TSV or JSONL)')
+
+
+def _backslash_escape(text: str, delimiter: str, quoted: bool) -> bool:
+    r"""Whether a CSV line (`quoted`: it starts inside a quoted field) escapes a quote inside a quoted field with a
+    backslash (`"he said \"hi\" to me"`), as some writers do instead of doubling it as RFC 4180 does. Such a
+    quote ends the field early and the csv module reads on: the text garbled (`he said \hi\" to me"`) or a field
+    too many. A backslash that ends a field (`"C:\dir\"`) and a doubled quote after a backslash (`"a \""b"`) are
+    RFC 4180 and read as written; a backslash and two quotes before the delimiter or the line's end is taken for
+    an escape and the closing quote (`"5'10\""`), which RFC 4180 would read as a field running on past the line."""
+    n, i, start = len(text), 0, not quoted
+    while i < n:
+        c = text[i]
+        if quoted:
+            if c == '"':
+                after = text[i + 1] if i + 1 < n else "\n"
+                if after == '"':  # a doubled quote, or after a backslash the escape's quote and the closing one
+                    if text[i - 1:i] == "\\" and (i + 2 >= n or text[i + 2] in (delimiter, "\r")):
+                        return True
+                    i += 2
+                    continue
+                if after not in (delimiter, "\r", "\n") and text[i - 1:i] == "\\":
+                    return True
+                quoted = False  # closed (or a stray quote: the csv module reads on unquoted)
+            i += 1
+            continue
+        if c == '"' and start:
+            quoted = True
+        start = c == delimiter
+        i += 1
+    return False
+
+
 def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tuple[int, int, list[str]]]:
     """(first line, last line, fields) of RFC 4180 records (a quoted field may span lines). A quote left open runs
     to the end of the file: reported at the line where it opened, not where the file ended."""
@@ -187,6 +222,8 @@ def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tupl
             state["line"] = number
             if state["new"]:
                 state.update(first=number, new=False, quoted=False)
+            if '\\"' in text and _backslash_escape(text, delimiter, bool(state["quoted"])):
+                raise InputError(str(path), BACKSLASH_QUOTE, number)
             if text.count('"') % 2:
                 state.update(quoted=not state["quoted"], opened=number)
             yield text + "\n"
@@ -208,7 +245,8 @@ def _csv_records(path: Path, delimiter: str, tail: Tail | None) -> Iterator[tupl
 
 def iter_delimited(path: Path, columns: list[str], delimiter: str, chunk_rows: int = CHUNK_ROWS,
                    tail: Tail | None = None) -> Iterator[pl.DataFrame]:
-    """TSV: split on tabs with no quoting (as ../shared/data is written). CSV: RFC 4180 quoting."""
+    """TSV: split on tabs with no quoting (as ../shared/data is written). CSV: RFC 4180 quoting; a quote escaped
+    with a backslash inside a quoted field is an InputError at its line (`_backslash_escape`), never garbled text."""
     records = _tsv_records(path, tail) if delimiter == "\t" else _csv_records(path, delimiter, tail)
     try:
         _, _, header = next(records)
@@ -398,7 +436,7 @@ def iter_rows(path: Path | str, fmt: str, columns: list[str], hf_split: str | No
         return
     path = Path(path)
     if not path.is_file():
-        raise InputError(str(path), "file not found")
+        raise InputError(str(path), absent_reason(path))
     if fmt == "tsv":
         yield from iter_delimited(path, columns, "\t", chunk_rows, tail)
     elif fmt == "csv":
@@ -420,7 +458,7 @@ def read_penman_graphs(path: Path | str) -> list[tuple[int, str]]:
     alone is no graph. InputError for an unreadable, non-UTF-8 or empty file, or one without a graph."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(str(path), "file not found")
+        raise InputError(str(path), absent_reason(path))
     graphs: list[tuple[int, str]] = []
     block: list[str] = []
     start = 0

@@ -63,6 +63,17 @@ class Stage:
                               f"FROM read_parquet('{self.files(table)}')").fetchall()[0]
         return int(row[0]), int(row[1])
 
+    def first_failed(self, table: str) -> tuple[int | None, str] | None:
+        """(line, reason) of the staged table's failed row of the lowest line (line None where the table keeps no
+        line: a sentences dataset), or None when no row failed."""
+        if not self.has(table):
+            return None
+        line = "source_line" if "source_line" in SCHEMAS[table].names else "NULL"
+        with self.connect() as con:
+            rows = con.execute(f"SELECT {line}, error FROM read_parquet('{self.files(table)}') WHERE status = 'failed' "
+                               f"ORDER BY {line} NULLS LAST, {SEQ} LIMIT 1").fetchall()
+        return (rows[0][0], rows[0][1] or "") if rows else None
+
     def repeated_ids(self, prior: tuple[Warehouse, str, str] | None = None) -> dict[int, int]:
         """Lines whose explicit id an earlier line already has -> that first line (staged `__ids` chunks, and the
         rows of a `prior` (warehouse, dataset, table) the staged lines were appended to)."""

@@ -3,6 +3,7 @@ commit per table."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Callable, Collection
 from functools import partial
@@ -20,6 +21,8 @@ from amrsim.warehouse import Warehouse, config_hash
 from amrsim.warehouse.keys import file_stat_digest
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.sources import OVERRIDDEN, DatasetTaken, Source, claim, conflict
+
+log = logging.getLogger(__name__)
 
 # tables are written in dependency order: sentences before the rows that reference them
 TABLE_ORDER = ("sentences", "amr", "parallel", "pairs", "triples")
@@ -99,6 +102,10 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
             elif tail.offset < state.size:
                 _stage_file(stage, ds, path, resolve, chunk_rows, tail, (wh, dataset))
             run.rows_in, run.rows_failed = stage.counts(ds.kind)
+            if run.rows_failed:
+                run.notes.append(failed_rows_note(dataset, path, run.rows_in, run.rows_failed,
+                                                  stage.first_failed(ds.kind)))
+                log.warning("%s", run.notes[-1])
             for table in TABLE_ORDER:
                 if not stage.has(table):  # the file gave no rows for it (amr, parallel): leave the table alone
                     continue
@@ -111,6 +118,15 @@ def ingest_tables(wh: Warehouse, dataset: str, ds: DatasetConfig, path: Path | s
     if source is not None:  # recorded once the rows are in: a file that failed to read claims nothing
         claim(wh, dataset, source, run_id, hint)
     return run
+
+
+def failed_rows_note(dataset: str, path: Path | str, rows: int, failed: int,
+                     first: tuple[int | None, str] | None) -> str:
+    """The one line that says a dataset's rows failed (kept with status failed, not written as ok) and why the
+    first did: the exit code stays 0, since a failed row is a row the next run retries."""
+    where = f"{path}:{first[0]}" if first and first[0] is not None else str(path)
+    why = f"; the first: {where}: {first[1]}" if first else ""
+    return f"warning: dataset '{dataset}': {failed} of {rows} rows failed (kept with status 'failed'){why}"
 
 
 def older_graph_layout(wh: Warehouse, dataset: str, ds: DatasetConfig | None = None) -> bool:

@@ -42,6 +42,7 @@ from amrsim.generation import (
     resolve_dtype,
     token_budget,
 )
+from amrsim.text import blank, empty_reason
 from amrsim.translate import TranslationResult
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,7 @@ class MarianTranslator:
         """One result per input, same order; failed rows carry the reason, split rows the `split` flag."""
         texts = ["" if t is None else str(t) for t in texts]
         rows = [_Row() for _ in texts]
-        live = [i for i, t in enumerate(texts) if t.strip()]
+        live = [i for i, t in enumerate(texts) if not blank(t)]  # a text of only '\u200b' is empty too
         segments: list[_Segment] = []
         for i, ids in zip(live, self._encode([texts[i] for i in live]) if live else [], strict=True):
             if len(ids) <= self.input_limit:
@@ -250,9 +251,9 @@ class MarianTranslator:
         for batch in self.batches([len(s.ids) for s in segments]):
             self._run_batch([segments[j] for j in batch])
         results = []
-        for row in rows:
+        for source, row in zip(texts, rows, strict=True):
             if not row.segments:
-                results.append(TranslationResult.failed("empty text"))
+                results.append(TranslationResult.failed(empty_reason(source, "text") or "empty text"))
                 continue
             errors = [s.error for s in row.segments if s.error is not None]
             if errors:

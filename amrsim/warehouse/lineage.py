@@ -61,6 +61,7 @@ class StageRun:
     status: str = "ok"
     error: str | None = None
     settings: dict[str, object] = field(default_factory=dict)  # chosen at run time, e.g. {"batch_budget": [...]}
+    notes: list[str] = field(default_factory=list)  # warnings for the user beside the counts (ingest's failed rows)
 
     def wrote(self, table: str, changed: object = True) -> None:
         """Note that the stage changed `table` (listed once, in order), if `changed`."""
@@ -78,9 +79,10 @@ class StageRun:
         return frame.drop(BATCH_BUDGET)
 
     def summary(self) -> dict[str, object]:
-        return {"stage": self.stage, "dataset": self.dataset, "rows_in": self.rows_in,
-                "computed": self.rows_computed, "failed": self.rows_failed, "rows_out": self.rows_out,
-                "seconds": round(self.seconds, 2), "status": self.status}
+        counts = {"stage": self.stage, "dataset": self.dataset, "rows_in": self.rows_in,
+                  "computed": self.rows_computed, "failed": self.rows_failed, "rows_out": self.rows_out,
+                  "seconds": round(self.seconds, 2), "status": self.status}
+        return counts | ({"notes": self.notes} if self.notes else {})
 
 
 @contextmanager
