@@ -9,7 +9,8 @@ an F1 over the values each graph has, 1.0 when neither graph has the structure (
 Smatch's reversed ``domain`` rewrite (`structure_triples`). Word-vector aspects (root and max-degree concepts)
 compare concepts by cosine of node vectors from `amrsim.metrics.vectors` (offline; GloVe where a file is given).
 `aspect_counts` gives the matched / first / second counts the F1s come from, summed over a corpus by
-`amrsim.metrics.corpus.corpus_aspects`.
+`amrsim.metrics.corpus.corpus_aspects`. Each aspect is declared once, an `Aspect` in `ASPECTS` (name, columns with
+their Arrow types, scorer, what it reads); `register` adds one.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import NamedTuple
+from functools import cached_property, partial
+from typing import Any, NamedTuple
 
 import numpy as np
 import penman
+import pyarrow as pa
 
 from amrsim.amr.graph import SmatchTriples, read_triples, smatch_triples, structure_triples
+from amrsim.columns import declare_columns
 from amrsim.metrics.smatch import EncodedGraph, encode_graph, same_table, smatch
+from amrsim.metrics.vectors import NodeVectors
+from amrsim.metrics.wlk import load_pot, wlk, wwlk_score
 
 SENSE = re.compile(r"-\d\d$")
 # amr-evaluation's No WSD (evaluation.sh's perl): a concept's last `-<digits>` after ASCII letters, digits and
@@ -43,11 +48,6 @@ S3BERT_ASPECTS: dict[str, str] = {
     "max_degree_sim": "max_degree_sim", "root_sim": "root_sim", "quant_sim": "quant_sim",
     "score_wlk": "wlk", "score_wwlk": "wwlk",
 }
-SMATCH_FAMILY = ("smatch", "unlabeled", "no_wsd", "reentrancies", "srl")
-_SET_VALUES = {"concepts": "concepts", "frames": "frames", "named_entities": "named_entities", "negation": "negation",
-               "wikification": "wikification", "quant_sim": "quantities"}  # aspect -> the GraphView's values
-SET_ASPECTS = tuple(_SET_VALUES)
-VECTOR_ASPECTS = ("root_sim", "max_indegree_sim", "max_outdegree_sim", "max_degree_sim")
 
 
 class Counts(NamedTuple):
@@ -305,8 +305,205 @@ def concept_similarity(c1: str | None, c2: str | None, vector: Callable[[str], n
     return 0.0 if cos is None else max(0.0, min(1.0, cos))
 
 
+# -- the registry: each aspect declared once ------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """What an aspect's scorer reads of one graph pair and where it reports. `first`/`second`: the graphs' views
+    (None where no aspect reads them); `graphs`: their penman graphs, for aspects that read those (`reads="graph"`);
+    `vector(concept)` and `node_vectors()`: node vectors, loaded on first use; `bounded`: aspects a work budget cut
+    are appended here; `searches`: where given, a Smatch-family aspect leaves its search here instead of running it
+    (`aspect_scores`); `options`: the engine's `MetricsOptions` (None outside the engine)."""
+
+    first: GraphView | None
+    second: GraphView | None
+    vector: Callable[[str], np.ndarray | None]
+    seed: int = 0
+    counting: str = "set"
+    bounded: list[str] | None = None
+    searches: list[Search] | None = None
+    graphs: tuple[penman.Graph, penman.Graph] | None = None
+    node_vectors: Callable[[], NodeVectors] | None = None
+    options: Any = None
+
+
+@dataclass(frozen=True)
+class Aspect:
+    """One AMR metric aspect, declared once: its name (`--aspects`, `MetricsOptions.aspects`), its output columns
+    (Arrow fields: `metrics score`'s and the `amr_metrics` table's), its scorer (`score(pair)`: those columns for one
+    `Pair`), and what the engine must know to run it. `ALL_ASPECTS`, the table's aspect columns, the CLI's help and
+    docs/metrics.md's list of aspects derive from `ASPECTS`."""
+
+    name: str
+    columns: tuple[pa.Field, ...]
+    score: Callable[[Pair], dict[str, Any]]
+    reads: str = "view"  # "view": the pair's GraphViews (Smatch triples); "graph": its penman graphs (WL kernels)
+    needs_vectors: bool = False  # node vectors (`Pair.vector`, `Pair.node_vectors`)
+    search: bool = False  # Smatch family: a search `Pair.searches` may take (run in C, many at once)
+    # corpus counts (`aspect_counts`): (first view, second view, counting, seed, bounded) -> Counts; None: not counted
+    count: Callable[[GraphView, GraphView, str, int, list[str] | None], Counts] | None = None
+    one_blas_thread: bool = False  # multiplies matrices of a few dozen rows: a second BLAS thread only waits
+    warm_up: Callable[[], object] | None = None  # what a process loads once before its first pair (POT for WWLK)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.columns)
+
+    def from_search(self, precision: float, recall: float, f1: float) -> dict[str, float]:
+        """A search aspect's columns from its search's result: F1, or precision, recall and F1 (Smatch)."""
+        return dict(zip(self.column_names, (precision, recall, f1)[-len(self.columns):], strict=True))
+
+
+def float_columns(*names: str) -> tuple[pa.Field, ...]:
+    return tuple(pa.field(n, pa.float64()) for n in names)
+
+
+ASPECTS: dict[str, Aspect] = {}  # name -> declaration, in the columns' order
+# columns of a scored row that are not an aspect's: the engine's, and `metrics score`'s line
+RESERVED_COLUMNS = ("key", "line", "status", "error", "seconds", "bounded")
+
+
+def register(aspect: Aspect) -> Aspect:
+    """Add an aspect to `ASPECTS` (after those there); refused where its name or a column is taken. A process pool's
+    workers know the aspects their modules' imports register."""
+    if aspect.name in ASPECTS:
+        raise ValueError(f"aspect '{aspect.name}' is registered already")
+    if aspect.reads not in ("view", "graph"):
+        raise ValueError(f"aspect '{aspect.name}': reads must be 'view' or 'graph', not '{aspect.reads}'")
+    if not aspect.columns or (aspect.search and len(aspect.columns) not in (1, 3)):
+        raise ValueError(f"aspect '{aspect.name}': needs a column (a search aspect: F1, or precision, recall, F1)")
+    taken = {c for a in ASPECTS.values() for c in a.column_names} | set(RESERVED_COLUMNS)
+    clash = [c for c in aspect.column_names if c in taken or aspect.column_names.count(c) > 1]
+    if clash:
+        raise ValueError(f"aspect '{aspect.name}': column(s) {', '.join(clash)} taken")
+    ASPECTS[aspect.name] = aspect
+    return aspect
+
+
+def metric_fields(aspects: Iterable[str] | None = None) -> list[pa.Field]:
+    """The columns of `aspects` (default: every registered one), in order, with their Arrow types."""
+    return [f for name in (ASPECTS if aspects is None else aspects) for f in ASPECTS[name].columns]
+
+
+def metric_columns(aspects: Iterable[str] | None = None) -> list[str]:
+    """The column names of `aspects` (default: every registered one), in order."""
+    return [f.name for f in metric_fields(aspects)]
+
+
+def score_aspects(pair: Pair, aspects: Iterable[str]) -> dict[str, Any]:
+    """The columns of `aspects` for one pair, each by its declared scorer."""
+    out: dict[str, Any] = {}
+    for name in aspects:
+        out |= ASPECTS[name].score(pair)
+    return out
+
+
+def _smatch(p: Pair) -> dict[str, float | None]:
+    g1, g2 = p.first, p.second
+    assert g1 is not None and g2 is not None
+    if p.searches is not None:
+        if not g1.triples.variables or not g2.triples.variables:  # as smatch(): no alignment, all 0
+            return {"smatch_precision": 0.0, "smatch_recall": 0.0, "smatch_f1": 0.0}
+        p.searches.append(Search("smatch", *same_table(g1.triples, g2.triples, g1.encoded("triples"),
+                                                       g2.encoded("triples"))))
+        return {"smatch_precision": None, "smatch_recall": None, "smatch_f1": None}
+    s = smatch(g1.triples, g2.triples, seed=p.seed, encoded=(g1.encoded("triples"), g2.encoded("triples")))
+    if not s.optimal and p.bounded is not None:
+        p.bounded.append("smatch")
+    return {"smatch_precision": s.precision, "smatch_recall": s.recall, "smatch_f1": s.f1}
+
+
+def _family(name: str, p: Pair) -> dict[str, float | None]:
+    assert p.first is not None and p.second is not None
+    return {name: _smatch_f1(p.first, p.second, name, p.seed, p.bounded, p.searches)}
+
+
+def _family_count(name: str, g1: GraphView, g2: GraphView, counting: str, seed: int,
+                  bounded: list[str] | None) -> Counts:
+    return _family_counts(g1, g2, name, seed, bounded)
+
+
+def _set(name: str, values: str, p: Pair) -> dict[str, float]:
+    assert p.first is not None and p.second is not None
+    return {name: counts_f1(value_counts(getattr(p.first, values), getattr(p.second, values), p.counting))}
+
+
+def _set_count(values: str, g1: GraphView, g2: GraphView, counting: str, seed: int,
+               bounded: list[str] | None) -> Counts:
+    return value_counts(getattr(g1, values), getattr(g2, values), counting)
+
+
+def _root(p: Pair) -> dict[str, float]:
+    assert p.first is not None and p.second is not None
+    return {"root_sim": concept_similarity(p.first.root, p.second.root, p.vector)}
+
+
+def _max_degree(name: str, kind: str, p: Pair) -> dict[str, float]:
+    assert p.first is not None and p.second is not None
+    return {name: concept_similarity(p.first.max_degree_concept(kind), p.second.max_degree_concept(kind), p.vector)}
+
+
+def _wlk(p: Pair) -> dict[str, float]:
+    assert p.graphs is not None
+    return {"wlk": wlk(*p.graphs, k=p.options.wlk_iterations)}
+
+
+def _wwlk(p: Pair) -> dict[str, float | None]:
+    assert p.graphs is not None and p.node_vectors is not None
+    opts = p.options
+    w = wwlk_score(*p.graphs, vectors=p.node_vectors(), k=opts.wlk_iterations, stability_level=opts.wwlk_stability,
+                   seed=p.seed)
+    if w.bounded and p.bounded is not None:
+        p.bounded.append("wwlk" if w.value is not None else "wwlk (no run fits)")
+    return {"wwlk": w.value}
+
+
+def _family_aspect(name: str) -> Aspect:
+    return Aspect(name, float_columns(name), partial(_family, name), search=True, count=partial(_family_count, name))
+
+
+def _set_aspect(name: str, values: str) -> Aspect:
+    """An F1 of the values each graph has (`GraphView.<values>`), counted as a set or a multiset."""
+    return Aspect(name, float_columns(name), partial(_set, name, values), count=partial(_set_count, values))
+
+
+def _degree_aspect(name: str, kind: str) -> Aspect:
+    return Aspect(name, float_columns(name), partial(_max_degree, name, kind), needs_vectors=True)
+
+
+for _aspect in (
+    Aspect("smatch", float_columns("smatch_precision", "smatch_recall", "smatch_f1"), _smatch, search=True,
+           count=partial(_family_count, "smatch")),
+    _family_aspect("unlabeled"),
+    _family_aspect("no_wsd"),
+    _set_aspect("concepts", "concepts"),
+    _set_aspect("frames", "frames"),
+    _set_aspect("named_entities", "named_entities"),
+    _set_aspect("negation", "negation"),
+    _set_aspect("wikification", "wikification"),
+    _family_aspect("reentrancies"),
+    _family_aspect("srl"),
+    _set_aspect("quant_sim", "quantities"),
+    Aspect("root_sim", float_columns("root_sim"), _root, needs_vectors=True),
+    _degree_aspect("max_indegree_sim", "in"),
+    _degree_aspect("max_outdegree_sim", "out"),
+    _degree_aspect("max_degree_sim", "all"),
+    Aspect("wlk", float_columns("wlk"), _wlk, reads="graph"),
+    Aspect("wwlk", float_columns("wwlk"), _wwlk, reads="graph", needs_vectors=True, one_blas_thread=True,
+           warm_up=load_pot),
+):
+    register(_aspect)
+
+ALL_ASPECTS: tuple[str, ...] = tuple(ASPECTS)  # the aspects amrsim declares, in order (a registered one joins ASPECTS)
+SMATCH_FAMILY = tuple(a.name for a in ASPECTS.values() if a.search)  # the aspects that search an alignment
+SET_ASPECTS = tuple(a.name for a in ASPECTS.values() if a.count is not None and not a.search)
 # the aspects an F1 of counted values gives (`aspect_counts`): the Smatch family and the set aspects
 COUNTED_ASPECTS = (*SMATCH_FAMILY, *SET_ASPECTS)
+
+# amr_metrics' aspect columns are the registry's (the warehouse sits below metrics, so it reads them from
+# amrsim.columns); asked for each time the table's schema is built, so a registered aspect's columns are in it
+declare_columns("amr_metrics", metric_fields)
 
 
 def aspect_counts(g1: GraphView, g2: GraphView, aspects: Iterable[str], counting: str = "set", seed: int = 0,
@@ -315,48 +512,23 @@ def aspect_counts(g1: GraphView, g2: GraphView, aspects: Iterable[str], counting
     test graph: what a corpus sums (micro), as amr-evaluation counts a corpus."""
     out: dict[str, Counts] = {}
     for name in aspects:
-        if name in SMATCH_FAMILY:
-            out[name] = _family_counts(g1, g2, name, seed, bounded)
-        elif name in _SET_VALUES:
-            attr = _SET_VALUES[name]
-            out[name] = value_counts(getattr(g1, attr), getattr(g2, attr), counting)
-        else:
+        aspect = ASPECTS.get(name)
+        if aspect is None or aspect.count is None:
             raise KeyError(f"aspect '{name}' is not counted (choose from {', '.join(COUNTED_ASPECTS)})")
+        out[name] = aspect.count(g1, g2, counting, seed, bounded)
     return out
 
 
 def aspect_scores(g1: GraphView, g2: GraphView, aspects: Iterable[str], vector: Callable[[str], np.ndarray | None],
                   seed: int = 0, bounded: list[str] | None = None,
                   searches: list[Search] | None = None, counting: str = "set") -> dict[str, float | None]:
-    """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1). Smatch-family aspects whose
-    search its budget stopped before proving the optimum (the score is the best alignment found) are appended to
-    `bounded`. With `searches`, the Smatch-family searches are not run but appended there, in the aspects' order,
-    and their columns left None: the caller runs many at once (`smatch.align_many`). `counting`: how the set
-    aspects count values (`value_counts`)."""
-    out: dict[str, float | None] = {}
-    for name in aspects:
-        if name == "smatch" and searches is not None:
-            if not g1.triples.variables or not g2.triples.variables:  # as smatch(): no alignment, all 0
-                out |= {"smatch_precision": 0.0, "smatch_recall": 0.0, "smatch_f1": 0.0}
-            else:
-                searches.append(Search(name, *same_table(g1.triples, g2.triples, g1.encoded("triples"),
-                                                         g2.encoded("triples"))))
-                out |= {"smatch_precision": None, "smatch_recall": None, "smatch_f1": None}
-        elif name == "smatch":
-            s = smatch(g1.triples, g2.triples, seed=seed, encoded=(g1.encoded("triples"), g2.encoded("triples")))
-            if not s.optimal and bounded is not None:
-                bounded.append(name)
-            out |= {"smatch_precision": s.precision, "smatch_recall": s.recall, "smatch_f1": s.f1}
-        elif name in SMATCH_FAMILY:
-            out[name] = _smatch_f1(g1, g2, name, seed, bounded, searches)
-        elif name in _SET_VALUES:
-            attr = _SET_VALUES[name]
-            out[name] = counts_f1(value_counts(getattr(g1, attr), getattr(g2, attr), counting))
-        elif name == "root_sim":
-            out[name] = concept_similarity(g1.root, g2.root, vector)
-        elif name in VECTOR_ASPECTS:
-            kind = {"max_indegree_sim": "in", "max_outdegree_sim": "out", "max_degree_sim": "all"}[name]
-            out[name] = concept_similarity(g1.max_degree_concept(kind), g2.max_degree_concept(kind), vector)
-        else:
+    """The requested aspects for one pair (Smatch gives smatch_precision/recall/f1); aspects that read the penman
+    graphs (WLK, WWLK) are the engine's. Smatch-family aspects whose search its budget stopped before proving the
+    optimum (the score is the best alignment found) are appended to `bounded`. With `searches`, the Smatch-family
+    searches are not run but appended there, in the aspects' order, and their columns left None: the caller runs
+    many at once (`smatch.align_many`). `counting`: how the set aspects count values (`value_counts`)."""
+    names = list(aspects)
+    for name in names:
+        if name not in ASPECTS or ASPECTS[name].reads != "view":
             raise KeyError(f"unknown aspect '{name}'")
-    return out
+    return score_aspects(Pair(g1, g2, vector, seed, counting, bounded, searches), names)

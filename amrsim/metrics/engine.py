@@ -26,12 +26,21 @@ from functools import lru_cache
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from amrsim.amr.graph import AMRError, parse, smatch_triples
-from amrsim.metrics.aspects import COUNTINGS, SMATCH_FAMILY, VECTOR_ASPECTS, GraphView, Search, aspect_scores
+from amrsim.metrics.aspects import (
+    ALL_ASPECTS,
+    ASPECTS,
+    COUNTINGS,
+    GraphView,
+    Pair,
+    Search,
+    metric_fields,
+    score_aspects,
+)
 from amrsim.metrics.smatch import align_many, align_texts, current_table, text_encoder
 from amrsim.metrics.vectors import load_node_vectors
-from amrsim.metrics.wlk import load_pot, wlk, wwlk_score
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
 from amrsim.warehouse.store import FAILED, OK
@@ -43,18 +52,15 @@ from amrsim.warehouse.store import FAILED, OK
 # No WSD, negations and wikification) makes earlier rows stale, so a refresh computes them again.
 METRICS_VERSION = 3
 
-ALL_ASPECTS: tuple[str, ...] = (
-    "smatch", "unlabeled", "no_wsd", "concepts", "frames", "named_entities", "negation", "wikification",
-    "reentrancies", "srl", "quant_sim", "root_sim", "max_indegree_sim", "max_outdegree_sim", "max_degree_sim",
-    "wlk", "wwlk",
-)
-
 
 def aspect_columns(aspects: Iterable[str]) -> list[str]:
-    cols: list[str] = []
-    for a in aspects:
-        cols += ["smatch_precision", "smatch_recall", "smatch_f1"] if a == "smatch" else [a]
-    return cols
+    """The columns the aspects give, in order (each aspect's declared columns)."""
+    return [f.name for f in metric_fields(aspects)]
+
+
+def aspect_schema(aspects: Iterable[str]) -> dict[str, pl.DataType]:
+    """The aspects' columns with their polars types (from the declared Arrow types)."""
+    return dict(pl.from_arrow(pa.schema(metric_fields(aspects)).empty_table()).schema)
 
 
 @dataclass(frozen=True)
@@ -72,9 +78,9 @@ class MetricsOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        unknown = [a for a in self.aspects if a not in ALL_ASPECTS]
+        unknown = [a for a in self.aspects if a not in ASPECTS]
         if unknown:
-            raise ValueError(f"unknown aspect(s) {unknown}; choose from {list(ALL_ASPECTS)}")
+            raise ValueError(f"unknown aspect(s) {unknown}; choose from {list(ASPECTS)}")
         twice = sorted({a for a in self.aspects if self.aspects.count(a) > 1})
         if twice:  # each aspect's columns once: a row cannot hold two columns of one name
             raise ValueError(f"aspect(s) named twice: {', '.join(twice)}")
@@ -85,7 +91,7 @@ class MetricsOptions:
 
     @property
     def needs_vectors(self) -> bool:
-        return any(a in (*VECTOR_ASPECTS, "wwlk") for a in self.aspects)
+        return any(ASPECTS[a].needs_vectors for a in self.aspects)
 
     def key_fields(self) -> dict[str, Any]:
         """What a row's key holds besides the graphs: the options and the metrics' version."""
@@ -114,7 +120,8 @@ def _node_vectors(source: str, seed: int):
 
 class _Scorer:
     """Reads each distinct graph once and scores pairs; node vectors load only if an aspect needs them. The penman
-    graph is built only for WLK/WWLK; the other aspects need just its Smatch triples."""
+    graph is built only for the aspects that read it (`reads="graph"`: WLK, WWLK); the others need just its Smatch
+    triples (a `GraphView`)."""
 
     MAX_VIEWS = 50_000  # graphs kept; a long-lived worker starts over past this (scores do not depend on it)
 
@@ -122,9 +129,9 @@ class _Scorer:
         self.options = options
         self._views: dict[str, Any] = {}
         self._vectors = None
-        self._needs_graph = any(a in ("wlk", "wwlk") for a in options.aspects)
-        self._graph_aspects = [a for a in options.aspects if a not in ("wlk", "wwlk")]
-        self._family = [a for a in self._graph_aspects if a in SMATCH_FAMILY]  # the aspects that search
+        self._on_graphs = [a for a in options.aspects if ASPECTS[a].reads == "graph"]
+        self._on_views = [a for a in options.aspects if ASPECTS[a].reads == "view"]
+        self._family = [a for a in self._on_views if ASPECTS[a].search]  # the aspects that search
 
     def vector(self, label: str):
         if self._vectors is None:
@@ -139,11 +146,11 @@ class _Scorer:
                 self._views.clear()
             try:
                 convention, dereify = self.options.convention, self.options.dereify
-                if self._needs_graph:
+                if self._on_graphs:
                     graph = parse(text)
                     triples = smatch_triples(graph, convention=convention, dereify=dereify)  # read: the same errors
                     v = (graph, GraphView.read(graph, convention, dereify, triples)  # (WLK/WWLK alone need none)
-                         if self._graph_aspects else None)
+                         if self._on_views else None)
                 else:
                     v = (None, GraphView.read(text, convention, dereify))
             except AMRError as e:
@@ -153,28 +160,22 @@ class _Scorer:
 
     def score(self, amr1: str, amr2: str, searches: list[Search] | None = None, part: str = "all") -> dict[str, Any]:
         """The pair's row; with `searches`, its Smatch-family searches are left there (see `aspect_scores`). `part`:
-        "all" the aspects, "family" the Smatch-family ones only, "rest" all but those (WLK, WWLK and `bounded`
-        included): the two parts' columns make the whole row."""
+        "all" the aspects, "family" the Smatch-family ones only, "rest" all but those (the aspects that read the
+        penman graphs and `bounded` included): the two parts' columns make the whole row."""
         v1, v2 = self.view(amr1 or ""), self.view(amr2 or "")
         if isinstance(v1, Exception) or isinstance(v2, Exception):
             return {"status": FAILED, "error": _read_errors(v1, v2)}
         (graph1, view1), (graph2, view2) = v1, v2
         opts = self.options
         bounded: list[str] = []
-        aspects = {"all": self._graph_aspects, "family": self._family,
-                   "rest": [a for a in self._graph_aspects if a not in self._family]}[part]
-        row: dict[str, Any] = aspect_scores(view1, view2, aspects, self.vector, seed=opts.seed, bounded=bounded,
-                                            searches=searches, counting=opts.counting)
+        pair = Pair(view1, view2, self.vector, seed=opts.seed, counting=opts.counting, bounded=bounded,
+                    searches=searches, graphs=(graph1, graph2), node_vectors=self._node_vectors, options=opts)
+        aspects = {"all": self._on_views, "family": self._family,
+                   "rest": [a for a in self._on_views if a not in self._family]}[part]
+        row: dict[str, Any] = score_aspects(pair, aspects)
         if part == "family":
             return row | {"status": OK}
-        if "wlk" in opts.aspects:
-            row["wlk"] = wlk(graph1, graph2, k=opts.wlk_iterations)
-        if "wwlk" in opts.aspects:
-            w = wwlk_score(graph1, graph2, vectors=self._node_vectors(), k=opts.wlk_iterations,
-                           stability_level=opts.wwlk_stability, seed=opts.seed)
-            row["wwlk"] = w.value
-            if w.bounded:
-                bounded.append("wwlk" if w.value is not None else "wwlk (no run fits)")
+        row |= score_aspects(pair, self._on_graphs)  # after the others: `bounded` names them in that order
         return row | {"status": OK, "error": None, "bounded": ",".join(bounded) or None}
 
     def _node_vectors(self):
@@ -211,8 +212,8 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     on to the end without asking again, None asks again after the next slice. While it has not answered, no slice
     starts before the rows before it are out, so the CPU time the process has spent is these rows' cost."""
     scorer = _scorer(options)
-    cols = aspect_columns(options.aspects)
-    values: dict[str, list[Any]] = {c: [] for c in (*cols, "status", "error", "seconds", "bounded")}
+    columns = aspect_schema(options.aspects)
+    values: dict[str, list[Any]] = {c: [] for c in (*columns, "status", "error", "seconds", "bounded")}
     # Scoring makes many small acyclic objects; the cyclic collector's full passes over everything the process has
     # imported (polars, numpy, the vectors' tokenizer) took a third of the time. Off for the loop, back on after.
     collecting = gc.isenabled()
@@ -220,7 +221,7 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     try:
         if options.aspects == ("smatch",):
             _smatch_loop(scorer, amr1, amr2, values, threads, decide)
-        elif "wwlk" in options.aspects:
+        elif any(ASPECTS[a].one_blas_thread for a in options.aspects):
             # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
             # machine), so one, as in the worker processes
             from threadpoolctl import threadpool_limits
@@ -232,8 +233,7 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     finally:
         if collecting:
             gc.enable()
-    schema = {c: pl.Float64 for c in cols} | {"status": pl.String, "error": pl.String, "seconds": pl.Float64,
-                                              "bounded": pl.String}
+    schema = columns | {"status": pl.String, "error": pl.String, "seconds": pl.Float64, "bounded": pl.String}
     return pl.DataFrame(values, schema=schema)
 
 
@@ -353,10 +353,7 @@ def _emit_slice(rows: list[dict[str, Any]], searches: list[tuple[int, Search]], 
             rows[k] = {"status": FAILED, "error": SEARCH_OOM if result is None else result, "seconds": row["seconds"]}
             continue
         p, r, f, optimal, took = result
-        if s.aspect == "smatch":
-            row |= {"smatch_precision": p, "smatch_recall": r, "smatch_f1": f}
-        else:
-            row[s.aspect] = f
+        row |= ASPECTS[s.aspect].from_search(p, r, f)
         row["seconds"] += took
         if not optimal:
             cut.setdefault(k, []).append(s.aspect)
@@ -509,8 +506,9 @@ def _init_worker(options: MetricsOptions | None, parent_pid: int | None = None) 
 def warm_up(options: MetricsOptions | None) -> None:
     """What the first pairs would otherwise pay for, once per process: POT's import (WWLK) and the node vectors
     (seconds). A pool worker does it at start-up; a pilot before it times pairs, so that it times pairs only."""
-    if options is None or "wwlk" in options.aspects:
-        load_pot()
+    for aspect in ASPECTS.values() if options is None else [ASPECTS[a] for a in options.aspects]:
+        if aspect.warm_up is not None:
+            aspect.warm_up()
     if options is not None and options.needs_vectors:
         _node_vectors(options.vectors, options.seed).vector("thing")
 

@@ -707,7 +707,7 @@ def test_a_pool_worker_ignores_sigint_where_the_command_does():
 def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
     """The two parts of a row (Smatch family first, then the rest): a pair whose second part raises is a failed row
     with that error and no score of the first part, as when the whole row raised; its neighbours are scored."""
-    from amrsim.metrics import engine
+    from amrsim.metrics import aspects, engine
     from amrsim.metrics import wlk as wlk_module
 
     real = wlk_module.wlk
@@ -717,7 +717,7 @@ def test_a_pair_whose_other_aspects_fail_keeps_no_family_scores(monkeypatch):
             raise RuntimeError("wlk broke")
         return real(g1, g2, **kw)
 
-    monkeypatch.setattr(engine, "wlk", broken_for_cat_dog)  # the name the engine calls
+    monkeypatch.setattr(aspects, "wlk", broken_for_cat_dog)  # the name the WLK aspect's scorer calls
     options = MetricsOptions(aspects=("smatch", "unlabeled", "wlk"), vectors="random")
     for threads in (1, 2):
         engine._SCORERS.clear()
