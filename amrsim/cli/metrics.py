@@ -4,20 +4,38 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from amrsim.cli.common import JsonOpt, check_out, emit_json, input_path, out_metadata, write_out
 from amrsim.console import console, frame_table
 from amrsim.errors import AmrsimError, ConfigError, InputError
 from amrsim.files import file_format
 
+if TYPE_CHECKING:
+    import click
+
 # polars, the readers and the metrics engine are imported inside the commands: `amrsim --help` does not need them.
 
 MAX_SAMPLES = 100_000
 
 metrics_app = typer.Typer(no_args_is_help=True, help="AMR graph metrics: Smatch, fine-grained aspects, WLK, WWLK.")
+ASPECTS_HELP = "comma-separated subset of {} (default: all; an aspect named twice is scored once)"
+
+
+class _ScoreCommand(TyperCommand):
+    """`metrics score`: its --aspects help lists the aspects of the registry (`amrsim.metrics.aspects.ASPECTS`), read
+    when the help is shown, so the engine is not imported when `amrsim` starts."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from amrsim.metrics.aspects import ASPECTS
+
+        for param in self.params:
+            if param.name == "aspects":
+                param.help = ASPECTS_HELP.format(", ".join(ASPECTS))
+        super().format_help(ctx, formatter)
 
 
 def _graph_pairs(file: Path, file2: Path | None, columns: tuple[str, str], keep: list[str]):
@@ -55,7 +73,7 @@ def _kept_columns(keep: str, written: list[str]) -> list[str]:
     return names
 
 
-@metrics_app.command("score")
+@metrics_app.command("score", cls=_ScoreCommand)
 def metrics_score(
         file: Annotated[Path, typer.Option(help="JSONL(.gz), Parquet, TSV or CSV with amr1/amr2 columns; with "
                                                 "--file2, a PENMAN file of the first graphs")],
@@ -63,8 +81,7 @@ def metrics_score(
         file2: Annotated[Path | None, typer.Option(help="a PENMAN file of the second graphs, paired graph by graph "
                                                         "with --file (graphs separated by blank lines, as smatch -f)")]
         = None,
-        aspects: Annotated[str | None, typer.Option(help="comma-separated subset (default: all; an aspect named "
-                                                         "twice is scored once)")] = None,
+        aspects: Annotated[str | None, typer.Option(help=ASPECTS_HELP.format("the aspects"))] = None,
         convention: Annotated[str, typer.Option(help="Smatch triples: amr (root concept in TOP) | smatch (1.0.4)")]
         = "amr",
         dereify: Annotated[bool, typer.Option(help="collapse reified nodes (have-mod-91 -> :mod) before the "
@@ -81,8 +98,8 @@ def metrics_score(
     """Score every graph pair of a file; one row per pair with status/error, written atomically to --out."""
     import polars as pl
 
+    from amrsim.metrics.aspects import ASPECTS
     from amrsim.metrics.engine import (
-        ALL_ASPECTS,
         MetricsOptions,
         PairScorer,
         aspect_columns,
@@ -95,7 +112,7 @@ def metrics_score(
         raise ConfigError(f"--workers {workers}: at most {max_workers()} (4 per usable core); more processes only "
                           "share the cores")
     # an aspect named twice is scored once, as `metrics corpus --aspects` counts it
-    chosen = tuple(dict.fromkeys(a.strip() for a in aspects.split(","))) if aspects else ALL_ASPECTS
+    chosen = tuple(dict.fromkeys(a.strip() for a in aspects.split(","))) if aspects else tuple(ASPECTS)
     try:
         options = MetricsOptions(aspects=chosen, convention=convention, dereify=dereify, counting=counting,
                                  vectors=vectors, seed=seed)
