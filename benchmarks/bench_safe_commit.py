@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+import amrsim.metrics  # noqa: F401 - declares amr_metrics' aspect columns: the rows have the table's real width
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import WRITER

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
+from amrsim.metrics import metric_columns
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = ROOT / "tests" / "data"  # golden files and schemas the tests compare against
@@ -290,7 +290,7 @@ class CountingEncoder:
 
 
 # the amr_metrics columns two runs must agree on: all but `seconds`, which is wall time
-COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *AMR_METRIC_COLUMNS,
+COMPARED = ["key", "pair_key", "item_id", "split", "sentence1_key", "sentence2_key", "score", *metric_columns(),
             "options", "status", "error"]
 
 

@@ -14,12 +14,12 @@ import polars as pl
 
 from amrsim.evaluate import Score
 from amrsim.evaluate.sts import correlations, cosine
-from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
+from amrsim.metrics.aspects import metric_columns
 
 __all__ = ["ASPECT_COLUMNS", "aspect_scores"]
 
 # the aspects S3BERT decomposes into (its Table 1), by amr_metrics column; smatch precision/recall are redundant
-ASPECT_COLUMNS = [c for c in AMR_METRIC_COLUMNS if c not in ("smatch_precision", "smatch_recall")]
+ASPECT_COLUMNS = [c for c in metric_columns() if c not in ("smatch_precision", "smatch_recall")]
 
 
 def aspect_scores(model: str, dataset: str, split: str, metrics: pl.DataFrame, vectors1: np.ndarray,

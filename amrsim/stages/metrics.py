@@ -14,12 +14,12 @@ import polars as pl
 
 from amrsim.amr.backends import PROVIDED
 from amrsim.errors import WarehouseError
-from amrsim.metrics.engine import METRICS_VERSION
+from amrsim.metrics.aspects import ASPECTS
+from amrsim.metrics.engine import METRICS_VERSION, aspect_schema
 from amrsim.stages.ingest import older_graph_layout
 from amrsim.warehouse import OK, Warehouse, config_hash
 from amrsim.warehouse.lineage import StageRun, record_stage
 from amrsim.warehouse.query import scan_connection
-from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 
 
 def check_graph_layout(wh: Warehouse, dataset: str, parser: str) -> None:
@@ -168,9 +168,9 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
             if not todo.height:
                 continue
             scored = score_batches(todo)  # its key column is kept, not computed again
-            scored = scored.with_columns(
+            scored = scored.with_columns(  # every registered aspect's columns: null where not computed
                 pl.lit(options_json).alias("options"),
-                *[pl.lit(None, pl.Float64).alias(c) for c in AMR_METRIC_COLUMNS if c not in scored.columns],
+                *[pl.lit(None, t).alias(c) for c, t in aspect_schema(ASPECTS).items() if c not in scored.columns],
                 *([] if "bounded" in scored.columns else [pl.lit(None, pl.String).alias("bounded")]))
             # an append (one commit), no merge against the whole table: it leaves out keys a concurrent run
             # committed since the check above, so only the rows it adds are counted

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
 import pyarrow as pa
 
-# every aspect column exists in amr_metrics (null where not computed), so one table holds any aspect choice
-AMR_METRIC_COLUMNS = [
-    "smatch_precision", "smatch_recall", "smatch_f1", "unlabeled", "no_wsd", "concepts", "frames", "named_entities",
-    "negation", "wikification", "reentrancies", "srl", "quant_sim", "root_sim", "max_indegree_sim",
-    "max_outdegree_sim", "max_degree_sim", "wlk", "wwlk",
-]
+from amrsim.columns import declared_columns
+from amrsim.errors import WarehouseError
+
 _STATUS = [pa.field("status", pa.string()), pa.field("error", pa.string())]
 _SOURCE = [pa.field("source_file", pa.string()), pa.field("source_line", pa.int64())]
 
@@ -19,7 +18,7 @@ LATER_COLUMNS: dict[str, frozenset[str]] = {"amr": frozenset({"pivot_source"}),
                                              "pairs": frozenset({"amr1_key", "amr2_key"}),
                                              "lineage": frozenset({"settings"})}
 
-SCHEMAS: dict[str, pa.Schema] = {
+_FIXED: dict[str, pa.Schema] = {
     "sentences": pa.schema([
         pa.field("key", pa.string()), pa.field("lang", pa.string()), pa.field("text", pa.string()), *_STATUS,
     ]),
@@ -73,7 +72,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("key", pa.string()), pa.field("pair_key", pa.string()), pa.field("item_id", pa.string()),
         pa.field("split", pa.string()), pa.field("sentence1_key", pa.string()), pa.field("sentence2_key", pa.string()),
         pa.field("score", pa.float64()),
-        *[pa.field(c, pa.float64()) for c in AMR_METRIC_COLUMNS],
+        # here: every aspect's columns (DECLARED_AFTER), null where not computed, so one table holds any choice
         pa.field("options", pa.string()), *_STATUS, pa.field("seconds", pa.float64()),
         pa.field("graphs_md5", pa.string()),  # md5(amr1 \x1f amr2): lets a refresh skip done pairs without hashing
         pa.field("bounded", pa.string()),  # aspects whose per-pair work budget cut the search (comma-separated)
@@ -104,3 +103,36 @@ SCHEMAS: dict[str, pa.Schema] = {
         pa.field("settings", pa.string()),  # JSON: what a stage chose at run time (GPU batch budgets); null: none
     ]),
 }
+
+# tables whose schema also holds the columns declared for them (amrsim.columns) by the package computing them, which
+# sits above the warehouse: amr_metrics' aspect columns come from the metrics registry, after its `score` column
+DECLARED_AFTER: dict[str, str] = {"amr_metrics": "score"}
+
+
+class TableSchemas(Mapping[str, pa.Schema]):
+    """The tables' schemas. A table in DECLARED_AFTER has its declared columns put in after the named column each
+    time its schema is read, so a column declared after import (an aspect registered later) is in it."""
+
+    def __init__(self, fixed: dict[str, pa.Schema], declared_after: dict[str, str]):
+        self._fixed, self._after = fixed, declared_after
+
+    def __getitem__(self, table: str) -> pa.Schema:
+        schema = self._fixed[table]
+        after = self._after.get(table)
+        if after is None:
+            return schema
+        declared = declared_columns(table)
+        clash = [f.name for f in declared if f.name in schema.names]
+        if clash:
+            raise WarehouseError(f"table '{table}': declared column(s) {', '.join(clash)} are its own columns")
+        at = schema.get_field_index(after) + 1
+        return pa.schema([*schema][:at] + declared + [*schema][at:], metadata=schema.metadata)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fixed)
+
+    def __len__(self) -> int:
+        return len(self._fixed)
+
+
+SCHEMAS: Mapping[str, pa.Schema] = TableSchemas(_FIXED, DECLARED_AFTER)

@@ -170,8 +170,8 @@ def test_transfer_eval_from_files_reports_left_out_rows(wh, tmp_path, fake_encod
 
 def test_aspects_eval_reads_amr_metrics_and_needs_them(wh, fake_encoder):
     from amrsim.errors import AmrsimError
+    from amrsim.metrics import metric_columns
     from amrsim.warehouse.keys import content_key
-    from amrsim.warehouse.schemas import AMR_METRIC_COLUMNS
 
     texts = ["the cat sat", "a cat sat", "dogs bark", "the sun", "zebra", "cats sit"]
     keys = [content_key("sentence", "en", t) for t in texts]
@@ -182,7 +182,7 @@ def test_aspects_eval_reads_amr_metrics_and_needs_them(wh, fake_encoder):
     pairs = [(0, 1), (0, 2), (3, 4), (5, 1), (2, 4)]
     frames = [0.9, 0.1, 0.2, 0.8, 0.3]
     rows = [{"key": f"m{i}", "pair_key": f"p{i}", "item_id": str(i), "split": "test", "sentence1_key": keys[a],
-             "sentence2_key": keys[b], "score": 1.0, **dict.fromkeys(AMR_METRIC_COLUMNS), "frames": frames[i],
+             "sentence2_key": keys[b], "score": 1.0, **dict.fromkeys(metric_columns()), "frames": frames[i],
              "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None,
              "bounded": None}
             for i, (a, b) in enumerate(pairs)]
