@@ -144,6 +144,7 @@ class SignalStop:
         self.before_exit = before_exit  # (signal, processes stopped): last words
         self._force = threading.Event()
         self._stopping = threading.Event()
+        self._lock = threading.Lock()
         self._read, self._write = socket.socketpair()
         self._write.setblocking(False)
         self._previous: dict[int, Any] = {}
@@ -167,23 +168,39 @@ class SignalStop:
             for signum in data:
                 if signum not in STOP_SIGNALS:
                     continue
-                if self._stopping.is_set():
+                if not self._begin():
                     self._force.set()  # a second Ctrl-C is never ignored: no more grace
                     continue
-                self._stopping.set()
                 threading.Thread(target=self._stop, args=(signum,), daemon=True, name="amrsim-stop").start()
 
+    def _begin(self) -> bool:
+        """Whether this caller starts the stop (False: one is under way)."""
+        with self._lock:
+            if self._stopping.is_set():
+                return False
+            self._stopping.set()
+            return True
+
+    def abort(self, code: int, last_words: Callable[[int], None]) -> None:
+        """From any thread: stop the process tree as a signal does (grace, then SIGKILL), call `last_words(processes
+        stopped)` and exit with `code`, whatever the main thread is doing; a no-op while a stop is under way."""
+        if self._begin():
+            threading.Thread(target=self._end, args=(code, None, last_words), daemon=True, name="amrsim-stop").start()
+
     def _stop(self, signum: int) -> None:
-        code = 128 + signum
+        self._end(128 + signum, (lambda: self.announce(signum)) if self.announce else None,
+                  (lambda stopped: self.before_exit(signum, stopped)) if self.before_exit else None)
+
+    def _end(self, code: int, announce: Callable[[], None] | None, before_exit: Callable[[int], None] | None) -> None:
         try:
-            if self.announce:
-                self.announce(signum)
+            if announce:
+                announce()
             # killing the children breaks what waits on them (a process pool's manager thread raises): the process
             # is exiting, so those errors are consequences of the stop, not news for the terminal
             threading.excepthook = lambda args: None
             stopped = kill_tree(os.getpid(), self.grace, self._force)
-            if self.before_exit:
-                self.before_exit(signum, stopped)
+            if before_exit:
+                before_exit(stopped)
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()

@@ -1,12 +1,18 @@
 """Secrets (hub tokens, cloud credentials) come only from the environment; `redact` masks them, and token-shaped
-strings, in anything amrsim writes to the warehouse (lineage errors, run metadata) or to logs."""
+strings, in anything amrsim writes to the warehouse (lineage errors, run metadata) or to logs; `seal` keeps a
+`--set` value that holds one out of a flow run's parameters, which Prefect stores."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import logging
 import os
 import re
 from typing import Any
+
+from amrsim.errors import ConfigError
 
 MASK = "***"
 # read by huggingface_hub, boto3/s3fs, azure, google-auth, Prefect, W&B, git hosts: never a pipelines.yaml key
@@ -110,3 +116,90 @@ def remove_log_redaction() -> None:
     factory = logging.getLogRecordFactory()
     if getattr(factory, "amrsim_redacting", False):
         logging.setLogRecordFactory(factory.amrsim_wrapped)  # type: ignore[attr-defined]
+
+
+# --- flow parameters: Prefect stores a flow run's parameters in its database (and shows them in its UI) ---
+
+SEALED = "amrsim-secret:"  # a sealed value's placeholder in a flow's parameters: this prefix and 16 hex digits
+_SEAL_KEY = os.urandom(32)  # per process: a placeholder names its value in this run and reveals nothing of it
+_sealed: dict[str, Any] = {}  # placeholder -> value; this process's memory is the only place the values go
+
+
+def holds_secret(value: Any, key: str | None = None) -> bool:
+    """Whether a config value (any nesting) holds a credential: it sits under a key named like one (`*_token`,
+    `password`, ...; for a dotted `--set` key its last part), or `redact` masks a string in it (a URL's password,
+    a token-shaped string, the value of a secret environment variable)."""
+    return _secret_at(value, key) is not None
+
+
+def _secret_at(value: Any, key: str | None, path: str = "") -> str | None:
+    """The key path of the first secret in `value` ('' for `value` itself), or None."""
+    if isinstance(value, str) and value.startswith(SEALED):
+        return None
+    if key is not None and value is not None and is_secret_name(str(key).rsplit(".", 1)[-1]):
+        return path
+    if isinstance(value, str):
+        return path if redact(value) != value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            inner = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str) and redact(k) != k:
+                return inner
+            if (found := _secret_at(v, str(k), inner)) is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            if (found := _secret_at(v, None, f"{path}[{i}]")) is not None:
+                return found
+    return None
+
+
+def _placeholder(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str).encode()
+    placeholder = SEALED + hmac.new(_SEAL_KEY, text, hashlib.sha256).hexdigest()[:16]
+    _sealed[placeholder] = value
+    return placeholder
+
+
+def seal(obj: Any, key: str | None = None) -> Any:
+    """`obj` (`--set` overrides, `--param` params) as a flow run's parameters may hold it: each string that holds a
+    secret, and each value under a key named like a credential, is replaced by a placeholder, `amrsim-secret:<16
+    hex>` (an HMAC under a key of this process), and kept in this process's memory, where `unseal` finds it; the
+    other values stay as they are."""
+    if isinstance(obj, str) and obj.startswith(SEALED):
+        return obj
+    if key is not None and obj is not None and is_secret_name(key.rsplit(".", 1)[-1]):
+        return _placeholder(obj)
+    if isinstance(obj, dict):
+        return {_placeholder(k) if isinstance(k, str) and redact(k) != k else k: seal(v, str(k))
+                for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(seal(v) for v in obj)
+    return _placeholder(obj) if isinstance(obj, str) and redact(obj) != obj else obj
+
+
+def unseal(obj: Any, what: str = "overrides") -> Any:
+    """A flow's parameter `what` as `seal` made it, with the sealed values back. A secret in the clear (a direct
+    call or a deployment run given one: Prefect has stored it with the run), or a placeholder this process did not
+    make (a flow run started again from Prefect's UI), is a ConfigError saying how secrets reach a run."""
+    if (where := _secret_at(obj, None)) is not None:
+        raise ConfigError(f"{what}{f' key {where!r}' if where else ''}: holds a secret (a URL with a password, a "
+                          f"token, a key named like a credential); a flow run's parameters are stored by the Prefect "
+                          f"server, so they must not: `amrsim run --set` and `amrsim train --set` pass such a value "
+                          f"outside Prefect; a deployment reads it from its pipelines.yaml and credentials from the "
+                          f"worker's environment (docs/operations.md#security)")
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(SEALED):
+            if value not in _sealed:
+                raise ConfigError(f"{what}: '{value}' stands for a secret given to another process (amrsim run "
+                                  f"--set), which only that process holds: start the run again with amrsim run, "
+                                  f"or put the value in pipelines.yaml (docs/operations.md#security)")
+            return _sealed[value]
+        if isinstance(value, dict):
+            return {walk(k): walk(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    return walk(obj)

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import load
+from flows.common import Overrides, load
 from flows.evaluate import evaluate
 from flows.refresh_dataset import refresh_dataset
 from flows.train import train
@@ -15,7 +15,7 @@ from flows.train import train
 
 @flow(name="demo", validate_parameters=True)
 def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
-         overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+         overrides: Overrides = None) -> dict[str, Any]:
     cfg, name = load(config, pipeline, overrides)  # fail on a bad config before any subflow starts
     run_id = new_run_id()
     stages = list(refresh_dataset(name, config, overrides, run_id))

@@ -8,13 +8,13 @@ import polars as pl
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import load
+from flows.common import Overrides, load
 from tasks.evaluate import evaluate_others, evaluate_sts, write_report
 
 
 @flow(name="evaluate", validate_parameters=True)
 def evaluate(pipeline: str | None = None, config: str = "pipelines.yaml",
-             overrides: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+             overrides: Overrides = None, run_id: str | None = None) -> dict[str, Any]:
     cfg, name = load(config, pipeline, overrides)
     pipe = cfg.section(name)
     run_id = run_id or new_run_id()

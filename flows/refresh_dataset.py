@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import load
+from flows.common import Overrides, load
 from tasks.augment import augment
 from tasks.encode import encode
 from tasks.ingest import ingest
@@ -19,7 +19,7 @@ from tasks.translate import translate
 
 @flow(name="refresh-dataset", validate_parameters=True)
 def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
-                    overrides: dict[str, Any] | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+                    overrides: Overrides = None, run_id: str | None = None) -> list[dict[str, Any]]:
     cfg, name = load(config, pipeline, overrides)
     run_id = run_id or new_run_id()
     pipe = cfg.section(name)

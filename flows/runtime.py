@@ -9,9 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,6 +63,7 @@ class TemporaryServer:
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self._stopping = threading.Event()  # set by `stop`: the server's end is then no news for `watch`
 
     @property
     def api_url(self) -> str:
@@ -104,8 +107,30 @@ class TemporaryServer:
                                   f"{self.log.name}")
             time.sleep(0.1)
 
+    def watch(self, on_exit: Callable[[int], None], every: float = 0.2) -> None:
+        """From a thread, call `on_exit(returncode)` once the server process ends (killed, crashed, out of memory)
+        unless `stop` or `unwatch` came first. Prefect's client would otherwise retry each call to the vanished
+        server with backoff (PREFECT_CLIENT_MAX_RETRIES) for minutes, then fail with a ConnectError."""
+        process = self.process
+        assert process is not None
+
+        def poll() -> None:
+            while not self._stopping.wait(every):
+                code = process.poll()
+                if code is not None:
+                    if not self._stopping.is_set():
+                        on_exit(code)
+                    return
+
+        threading.Thread(target=poll, daemon=True, name="amrsim-server-watch").start()
+
+    def unwatch(self) -> None:
+        """The server's end is expected from now on: `watch` calls nothing."""
+        self._stopping.set()
+
     def stop(self, grace: float = 5.0) -> None:
         """SIGTERM its process group, SIGKILL after `grace` seconds."""
+        self.unwatch()
         if self.process is None or self.process.poll() is not None:
             return
         try:

@@ -9,8 +9,9 @@ from pydantic import BeforeValidator
 
 from amrsim.errors import ConfigError
 from amrsim.methods import METHODS
+from amrsim.secrets import unseal
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import load
+from flows.common import Overrides, load
 from flows.refresh_dataset import refresh_dataset
 from tasks.train import train as train_task
 
@@ -28,8 +29,8 @@ Method = Annotated[Literal[tuple(METHODS)], BeforeValidator(_known_method)]  # t
 
 @flow(name="train", validate_parameters=True)
 def train(method: Method | None = None, pipeline: str | None = None, config: str = "pipelines.yaml",
-          overrides: dict[str, Any] | None = None, run_id: str | None = None,
-          refresh: bool = True, params: dict[str, Any] | None = None, reuse: bool = True) -> list[dict[str, Any]]:
+          overrides: Overrides = None, run_id: str | None = None,
+          refresh: bool = True, params: Overrides = None, reuse: bool = True) -> list[dict[str, Any]]:
     """`method` given: that method with the pipeline's params for it (if it has a `train` entry for it, else the
     method's defaults); otherwise every `train` entry in order. `refresh` first brings the pipeline's tables up to
     date (incremental: a no-op when they are). A resumed run passes its `run_id`; `params` override the method's
@@ -37,6 +38,7 @@ def train(method: Method | None = None, pipeline: str | None = None, config: str
     if method is not None and method not in METHODS:  # train.fn(...) skips Prefect's parameter validation
         raise ConfigError(f"train: unknown training method '{method}'; available: {', '.join(sorted(METHODS))}")
     cfg, name = load(config, pipeline, overrides)
+    params = unseal(params, "params")
     pipe = cfg.section(name)
     run_id = run_id or new_run_id()
     entries = pipe.spec.train

@@ -14,10 +14,10 @@ from typing import Annotated
 import typer
 
 from amrsim.cli import bench, deploy, evaluate, metrics, parse, query, results, run, score, train
-from amrsim.cli.common import emit_json
-from amrsim.console import printable, quiet_library_progress_bars
+from amrsim.cli.common import report_error
+from amrsim.console import quiet_library_progress_bars
 from amrsim.errors import AmrsimError
-from amrsim.secrets import install_log_redaction, redact
+from amrsim.secrets import install_log_redaction
 
 PROG = "amrsim"
 
@@ -65,18 +65,9 @@ def path_error(e: OSError) -> str | None:
     return f"{paths}: {e.strerror or type(e).__name__}"
 
 
-def _json_requested(argv: list[str]) -> bool:
-    """Whether the command line asks for --json (before a `--` that ends the options)."""
-    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
-
-
 def fail(message: str, exit_code: int) -> None:
-    """End the command with one `error:` line on stderr; with --json also `{"error", "exit_code"}` on stdout, so a
-    script reading stdout learns why there is no document rather than reading nothing."""
-    line = printable(redact(message))
-    print(f"error: {line}", file=sys.stderr)
-    if _json_requested(sys.argv[1:]):
-        emit_json({"error": line, "exit_code": exit_code})  # the real stdout, also when a failing option left it routed
+    """End the command with one `error:` line on stderr (and with --json its document on stdout): `report_error`."""
+    report_error(message, exit_code)
     sys.exit(exit_code)
 
 

@@ -78,6 +78,25 @@ def emit_json(document: Any) -> None:
     print_json(document, _json_stdout or sys.stdout)
 
 
+def json_requested(argv: list[str] | None = None) -> bool:
+    """Whether the command line (`sys.argv[1:]` by default) asks for --json (before a `--` that ends the options)."""
+    argv = sys.argv[1:] if argv is None else argv
+    return "--json" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
+def report_error(message: str, exit_code: int) -> None:
+    """One `error:` line on stderr (secrets masked, control characters escaped); with --json also `{"error",
+    "exit_code"}` on stdout, so a script reading stdout learns why there is no document rather than reading nothing.
+    The CLI's `fail` then exits; a thread that ends the process itself (a run whose Prefect server died) calls this."""
+    from amrsim.console import printable
+    from amrsim.secrets import redact
+
+    line = printable(redact(message))
+    print(f"error: {line}", file=sys.stderr, flush=True)
+    if json_requested():
+        emit_json({"error": line, "exit_code": exit_code})  # the real stdout, also when a failing option left it routed
+
+
 def parse_overrides(pairs: list[str] | None) -> dict[str, Any]:
     """`--set key=value` items as a dict of YAML values; a malformed item is a ConfigError naming it."""
     from amrsim.config import load_yaml_value

@@ -49,11 +49,14 @@ def run(pipeline: Annotated[str | None, typer.Argument(help="pipeline name (defa
 
 
 def _run_flow(name: str, cfg: Any, overrides: dict[str, Any], ready: Callable[[], None], t0: float) -> None:
+    from amrsim.secrets import seal
     from amrsim.stages import results_table
     from flows.demo import demo  # Prefect is imported only here: the library stays Prefect-free
 
     ready()
-    out = demo(name, str(cfg.path), overrides or None)
+    # Prefect stores a flow run's parameters: a --set value holding a secret goes as a placeholder, the value stays
+    # in this process (amrsim.secrets.seal), where the flow finds it
+    out = demo(name, str(cfg.path), seal(overrides) or None)
     results = results_table(out["results"])
     if results.height:
         console.print(frame_table(results, f"STS (x100) - pipeline '{name}'"))

@@ -104,11 +104,12 @@ def train_command(
     started = time.time()
     with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose,
                       stop_note=lambda: resume_note(Warehouse(cfg.warehouse_root), method, run_id, started)) as ready:
+        from amrsim.secrets import seal
         from flows.train import train  # Prefect only here: the library stays Prefect-free
 
         ready()
-        out = train(method, name, str(cfg.path), overrides or None, run_id, refresh=refresh,
-                    params=params, reuse=not retrain)
+        out = train(method, name, str(cfg.path), seal(overrides) or None, run_id, refresh=refresh,
+                    params=seal(params), reuse=not retrain)  # secrets stay out of Prefect's database (seal)
     if json_:
         emit_json({"method": method, "pipeline": name, "stages": out,
                    "models": [{"model": s["model"], "status": s.get("status"), "model_dir": s.get("model_dir"),

@@ -186,6 +186,9 @@ def test_amrsim_deploy_one_set_per_pipeline_with_its_schedule(server, deployed):
     ("method", "nope", "Validation failed for field 'method'. Failure reason: 'nope' is not one of"),
     ("refresh", "maybe", "Validation failed for field 'refresh'. Failure reason: 'maybe' is not of type 'boolean'"),
     ("params", "3", "Validation failed for field 'params'"),
+    # Prefect stores a run's parameters: a secret is refused before the run exists (docs/operations.md#security)
+    ("overrides", '{"ray.address": "ray://bob:pw12345678@head:10001"}', "Validation failed for field"),
+    ("params", '{"anchor": "hf_abcdefghijklmnopqrstuvwxyz0123"}', "Validation failed for field 'params.anchor'"),
 ])
 def test_run_with_a_bad_parameter_fails_at_validation(server, deployed, param, value, expected):
     proc = server.run(PREFECT, "deployment", "run", "train/demo", "--param", f"{param}={value}")

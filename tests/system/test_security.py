@@ -639,3 +639,114 @@ def test_row_error_messages_are_masked_when_stored(env_secrets, wh):
     wh.upsert("d", "sentences", rows)
     stored = wh.read("d", "sentences").sort("key")
     assert stored["error"].to_list() == [None, "401 for https://hub/?token=***"]
+
+
+# ---------------------------------------------------------------- (f) secrets given to `--set` never reach Prefect
+
+def test_seal_replaces_only_secrets_and_unseal_gives_them_back_in_this_process_only():
+    from amrsim.secrets import SEALED, holds_secret, seal, unseal
+
+    password = _random(string.ascii_letters + string.digits, 14)
+    overrides = {"datasets.d.path": f"/data/https:/bob:{password}@host/x.tsv", "encode.batch_size": 32,
+                 "ray.address": f"ray://alice:{password}@head:10001", "evaluate": {"sts": {"datasets": ["d"]}},
+                 "x": {"api_token": "short", "list": ["plain", f"s3://k:{password}@bucket/p"]}, "none": None}
+    sealed = seal(overrides)
+    assert password not in json.dumps(sealed) and not holds_secret(sealed)
+    assert sealed["encode.batch_size"] == 32 and sealed["evaluate"] == overrides["evaluate"]  # the rest as given
+    assert sealed["x"]["list"][0] == "plain" and sealed["none"] is None
+    for value in (sealed["datasets.d.path"], sealed["ray.address"], sealed["x"]["api_token"], sealed["x"]["list"][1]):
+        assert value.startswith(SEALED) and len(value) == len(SEALED) + 16
+    assert unseal(sealed) == overrides and unseal(None) is None
+    with pytest.raises(ConfigError, match=r"overrides key 'datasets.d.path': holds a secret .* stored by the Prefect"):
+        unseal(overrides)  # a deployment run or a direct call given a password in the clear
+    with pytest.raises(ConfigError, match="stands for a secret given to another process"):
+        unseal({"ray.address": SEALED + "0123456789abcdef"})  # e.g. a flow run started again from the UI
+
+
+@pytest.mark.slow
+def test_deployment_parameter_schema_refuses_secrets_and_accepts_the_rest():
+    """What the server checks before it creates a deployment's run (enforce_parameter_schema: true)."""
+    from prefect.utilities.callables import parameter_schema
+    from prefect.utilities.schema_tools.validation import ValidationError, validate
+
+    from flows.demo import demo
+    from flows.evaluate import evaluate
+    from flows.refresh_dataset import refresh_dataset
+    from flows.train import train
+
+    for flow in (demo, evaluate, refresh_dataset, train):
+        schema = parameter_schema(flow.fn).model_dump()
+        for ok in ({"overrides": None}, {"overrides": {"encode.batch_size": 32, "datasets": {"d": {"path": "x.tsv"}},
+                                                       "metrics.aspects": ["smatch"], "ray.enabled": True}},
+                   {"overrides": {"ray.address": "amrsim-secret:0123456789abcdef"}}):
+            validate(ok, schema, raise_on_error=True, ignore_required=True)
+        for bad in ({"ray.address": "ray://bob:pw12345678@head:10001"}, {"x": {"y": ["hf_" + "a" * 30]}},
+                    {"datasets.d.aws_secret_access_key": "x"}):
+            with pytest.raises(ValidationError, match="Validation failed for field"):
+                validate({"overrides": bad}, schema, raise_on_error=True, ignore_required=True)
+    with pytest.raises(ValidationError, match="params"):
+        validate({"params": {"anchor": "https://bob:pw12345678@host/m"}}, parameter_schema(train.fn).model_dump(),
+                 raise_on_error=True, ignore_required=True)
+
+
+@pytest.mark.slow
+def test_a_set_value_holding_a_url_password_never_reaches_prefect_and_still_takes_effect(tmp_path, monkeypatch):
+    """`amrsim run --set datasets.<d>.path=<a path holding https:/user:password@>` against a Prefect server the
+    test keeps: the flow and subflow runs' parameters, task runs, logs, artifacts and the server's database file hold
+    no trace of the password, and the run read the file the override names."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    from amrsim.synthetic import pipeline_yaml, write_pairs
+    from flows.runtime import TemporaryServer
+    from tests.helpers import cli_env
+
+    password = "pw" + _random(string.ascii_letters + string.digits, 14)
+    write_pairs(tmp_path / "pairs.tsv", 0, 30)
+    secret_dir = tmp_path / "https:" / f"bob:{password}@host"
+    secret_dir.mkdir(parents=True)
+    write_pairs(secret_dir / "pairs.tsv", 0, 12)  # another row count: shows which file the run read
+    (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"), encoding="utf-8")
+
+    home = tmp_path / "server-home"
+    home.mkdir()
+    for key, value in {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                       "PREFECT_API_URL": ""}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PREFECT_API_URL")
+    with (tmp_path / "server.log").open("wb") as log:
+        server = TemporaryServer(log, 120)
+        server.start()  # sets PREFECT_API_URL here; monkeypatch restores it
+        try:
+            server.wait_ready()
+            env = {**cli_env(tmp_path), "PREFECT_API_URL": server.api_url}  # the run uses it and starts none
+            proc = subprocess.run([sys.executable, "-m", "amrsim.cli", "run", "--set",
+                                   f"datasets.synthetic.path={secret_dir / 'pairs.tsv'}"],
+                                  cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            with httpx.Client(base_url=server.api_url, timeout=30) as api:
+                flow_runs = api.post("/flow_runs/filter", json={}).json()
+                task_runs = api.post("/task_runs/filter", json={}).json()
+                logs = api.post("/logs/filter", json={"limit": 200}).json()
+                artifacts = api.post("/artifacts/filter", json={}).json()
+                variables = api.post("/variables/filter", json={}).json()
+        finally:
+            server.stop()
+    assert {r["flow_id"] for r in flow_runs} and len(flow_runs) >= 3  # demo and its subflows
+    assert task_runs and logs is not None
+    demo_run = next(r for r in flow_runs if "pipeline" in r["parameters"] and not r.get("parent_task_run_id"))
+    sealed = demo_run["parameters"]["overrides"]["datasets.synthetic.path"]
+    assert sealed.startswith("amrsim-secret:")  # a placeholder: the value went outside Prefect
+    for name, found in {"flow runs": flow_runs, "task runs": task_runs, "logs": logs, "artifacts": artifacts,
+                        "variables": variables}.items():
+        assert password not in json.dumps(found), f"{name} hold the password"
+    for path in home.rglob("*"):  # the database (and its WAL): events, states, parameters, anything else
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
+    assert password not in proc.stdout + proc.stderr
+    assert password not in (tmp_path / "run" / "logs" / "prefect.log").read_text(encoding="utf-8")
+    from amrsim.warehouse import Warehouse
+
+    assert Warehouse(tmp_path / "wh").read("synthetic", "pairs").height == 12  # the override's file, not the 30

@@ -126,6 +126,43 @@ def test_sigkill_of_the_cli_leaves_no_prefect_server_and_no_ray(tmp_path, ray):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+
+@pytest.mark.slow
+def test_a_prefect_server_killed_mid_run_ends_the_run_at_once_with_one_line_and_exit_1(tmp_path):
+    """Before, Prefect's client retried each call to the vanished server with backoff: the run ended ~145 s later,
+    exit 1, with a ConnectError and an 'Error logging to API' report. Now the run watches its server."""
+    from amrsim.warehouse import Warehouse
+
+    proc = _start_run(tmp_path)
+    try:
+        _wait_mid_metrics(proc, tmp_path)
+        tree = descendants(proc.pid)
+        servers = [p for p in tree if SERVER_APP in _cmdline(p[0])]
+        assert len(servers) == 1, sorted(_cmdline(p[0]) for p in tree)
+        t0 = time.monotonic()
+        os.kill(servers[0][0], signal.SIGKILL)  # the OOM killer's way
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 10 s after its Prefect server was killed")
+        elapsed = time.monotonic() - t0
+        stderr = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr[-3000:]  # no traceback, no ConnectError, no 'Error logging to API'
+    line = lines[0]
+    assert line.startswith("error: the temporary Prefect server (http://127.0.0.1:"), line
+    assert "killed by SIGKILL" in line and str(tmp_path / "run" / "logs" / "prefect.log") in line, line
+    assert "tables keep their last whole commit" in line and "computes only what is missing" in line, line
+    assert elapsed < 10, elapsed  # seconds, as a Ctrl-C, not Prefect's minutes of retries
+    assert not any(alive(p) for p in tree)
+    stored = Warehouse(tmp_path / "wh").read("synthetic", "amr_metrics")  # whole commits of 100 rows
+    assert stored.height and stored.height % 100 == 0
+
+
 STUBBORN = textwrap.dedent("""
     import os, subprocess, sys
     from amrsim.procs import SignalStop
