@@ -31,21 +31,24 @@ def show_training_progress() -> None:
     logger.propagate = False  # Prefect's root console handler would print each record a second time
 
 
-def _check_params(method: str, cfg: Any, pipeline: str, params: dict[str, Any] | None) -> None:
-    """The method's params as the flow will merge them (pipeline entry, then --param), validated here so a bad value
-    is one line naming the key, not pydantic's multi-line report after the stages ran."""
+def _check_params(method: str, cfg: Any, pipeline: str, params: dict[str, Any] | None,
+                  base: tuple[str, dict[str, Any]] | None = None) -> Any:
+    """The method's params as the flow will merge them (pipeline entry, or `base` (where, params): a resumed run's
+    record; then --param), validated here so a bad value is one line naming the key, not pydantic's multi-line
+    report after the stages ran. Returns them (the method's Params)."""
     from pydantic import ValidationError
 
     from amrsim.methods import method_params
 
-    base = next((t.params for t in cfg.project.pipelines[pipeline].train if t.method == method), {})
+    where, entry = base or (f"{cfg.path}: pipeline '{pipeline}'",
+                            next((t.params for t in cfg.project.pipelines[pipeline].train if t.method == method), {}))
     try:
-        method_params(method, {**base, **(params or {})})
+        return method_params(method, {**entry, **(params or {})})
     except ValidationError as e:
         err = e.errors()[0]
         key = ".".join(str(x) for x in err["loc"]) or "<params>"
         from_cli = bool(params and err["loc"] and err["loc"][0] in params)
-        origin = "--param" if from_cli else f"{cfg.path}: pipeline '{pipeline}'"
+        origin = "--param" if from_cli else where
         msg = "unknown parameter" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         shown = repr(err.get("input"))
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
@@ -73,7 +76,7 @@ def train_command(
     """Train a method as a Prefect flow; the model is then `<method>:latest` for `amrsim evaluate`."""
     from amrsim.config import load_config
     from amrsim.methods import METHODS
-    from amrsim.stages.train.common import unfinished_runs
+    from amrsim.stages.train.common import is_unfinished, unfinished_runs
     from amrsim.warehouse import Warehouse
 
     if method not in METHODS:
@@ -99,7 +102,11 @@ def train_command(
         run_id = run_id or runs[0]
         console.print(f"resuming {method} run {run_id}")
     params = parse_overrides(param) or None
-    _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start
+    if run_id and is_unfinished(Warehouse(cfg.warehouse_root), method, run_id):  # a resume keeps the run's params
+        params = resumed_params(Warehouse(cfg.warehouse_root), cfg, name, method, run_id, params, param or [],
+                                "--resume" if resume else "--run-id")
+    else:
+        _check_params(method, cfg, name, params)  # before the refresh stages, Ray and Prefect start
     show_training_progress()
     started = time.time()
     with flow_runtime(cfg.run_dir, f"amrsim train {method}", verbose,
@@ -126,6 +133,42 @@ def train_command(
                 status, f"stopped early in {stage['seconds']}s (checkpoint kept; --resume)")
             console.print(f"{stage['model']}: {what} -> {stage.get('model_dir', '')}")
     console.print(f"{time.perf_counter() - t0:.1f}s")
+
+
+def resumed_params(wh: Any, cfg: Any, pipeline: str, method: str, run_id: str, given: dict[str, Any] | None,
+                   items: list[str], flag: str) -> dict[str, Any] | None:
+    """The params to resume run `run_id` with: those it was started with (its request.json), the per-command ones
+    (max_steps, device, workers) from this command as for any run. A --param may repeat a kept value; one that
+    differs is a one-line error naming the key, the run's value and the given one. A run with no record (started
+    before amrsim kept them) resumes with this command's params, as before."""
+    from amrsim.stages.train.common import COMMAND_PARAMS, REQUEST, run_dir, started_params
+
+    stored = started_params(wh, method, run_id)
+    if stored is None:
+        _check_params(method, cfg, pipeline, given)
+        return given
+    kept = {k: v for k, v in stored.items() if k not in COMMAND_PARAMS}
+    record = f"{run_dir(wh, method, run_id) / REQUEST} (the params run '{run_id}' was started with)"
+    entry = next((t.params for t in cfg.project.pipelines[pipeline].train if t.method == method), {})
+    own = {k: v for k, v in entry.items() if k in COMMAND_PARAMS}  # what this command's pipeline entry says
+    checked = _check_params(method, cfg, pipeline, given, base=(record, {**kept, **own}))
+    run = _check_params(method, cfg, pipeline, None, base=(record, kept)).model_dump(mode="json")
+    now = checked.model_dump(mode="json")
+    raw = {item.partition("=")[0].strip(): item.strip() for item in items}
+    for key in given or {}:
+        if key not in COMMAND_PARAMS and now.get(key) != run.get(key):
+            raise ConfigError(f"{flag}: run '{run_id}' was started with {key}={_shown(stored.get(key))}; --param "
+                              f"{raw.get(key, key)} differs (resume keeps a run's params; start a new run id to "
+                              "change them)")
+    console.print(f"{method} run {run_id}: resuming with the params it was started with")
+    return {**kept, **(given or {})}
+
+
+def _shown(value: Any) -> str:
+    """A param's value as it would be written after --param key= (YAML flow style)."""
+    import json
+
+    return value if isinstance(value, str) and value.strip() == value and value else json.dumps(value)
 
 
 def resume_note(wh: Any, method: str, run_id: str | None, since: float) -> str | None:

@@ -104,20 +104,38 @@ def freeze_except_last_layers(model: nn.Module, n: int) -> list[int]:
 
 class Teacher:
     """A frozen eval-mode copy of the starting model. Its embedding of a sentence never changes, so each is computed
-    once (a sentence recurs in its pair, in a negative and in every epoch)."""
+    once (a sentence recurs in its pair, in a negative and in every epoch).
 
-    def __init__(self, student: SentenceTransformer, device: str):
+    A sentence's embedding is computed in a batch fixed before training: `texts` (every sentence the run will ask
+    for) sorted by (length, text) and cut into batches of `batch_size`; asking for one computes its whole batch. A
+    transformer's output for a sentence depends, in the last bits, on the batch it runs in (the padded length, the
+    matmul's shape), so batching whatever a training step happens to miss made a resumed run's targets differ from
+    an uninterrupted one's (the cache starts empty at the resume point). A sentence outside `texts` runs alone."""
+
+    def __init__(self, student: SentenceTransformer, device: str, texts: Sequence[str] = (), batch_size: int = 64):
         self.model, self.device = copy.deepcopy(student).eval(), device
         for p in self.model.parameters():
             p.requires_grad = False
         self.cache: dict[str, torch.Tensor] = {}
+        ordered = sorted(dict.fromkeys(texts), key=lambda t: (len(t), t))
+        size = max(1, batch_size)
+        self.batches = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+        self.batch_of = {t: k for k, batch in enumerate(self.batches) for t in batch}
 
     def __call__(self, texts: list[str]) -> torch.Tensor:
         import torch
 
         missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if missing:
-            with torch.no_grad(), autocast(self.device):
-                emb = st_embed(self.model, missing, self.device)
-            self.cache.update(zip(missing, emb, strict=True))
+        for k in dict.fromkeys(self.batch_of[t] for t in missing if t in self.batch_of):
+            self._embed(self.batches[k])
+        for t in missing:
+            if t not in self.batch_of:
+                self._embed([t])
         return torch.stack([self.cache[t] for t in texts])
+
+    def _embed(self, texts: list[str]) -> None:
+        import torch
+
+        with torch.no_grad(), autocast(self.device):
+            emb = st_embed(self.model, texts, self.device)
+        self.cache.update(zip(texts, emb, strict=True))

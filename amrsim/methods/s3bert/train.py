@@ -40,8 +40,11 @@ class _Run:
     """The student, its teacher and the weighted objective; the best dev weights and the checkpoint's contents."""
 
     def __init__(self, model: SentenceTransformer, loss: DecompositionLoss, weights: tuple[float, float],
-                 consistency_scale: float, device: str, out_dir: Path):
-        self.model, self.teacher, self.loss, self.weights = model, Teacher(model, device), loss, weights
+                 consistency_scale: float, device: str, out_dir: Path, texts: Sequence[str], batch_size: int):
+        # the teacher's batches fixed by every sentence of the run (train and dev): a resumed run's targets are
+        # the uninterrupted run's bit for bit
+        self.model, self.loss, self.weights = model, loss, weights
+        self.teacher = Teacher(model, device, texts, batch_size)
         self.consistency_scale, self.device, self.out_dir = consistency_scale, device, out_dir
         self.best, self.best_scales = out_dir / "best.safetensors", out_dir / "best_scales.json"
 
@@ -144,7 +147,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     model = SentenceTransformer(model_path, device=device)
     layout = aspect_layout(int(model.get_embedding_dimension()), n_aspects, aspect_dim)
     run = _Run(model, DecompositionLoss(n_aspects, aspect_dim, similarity, device),
-               (decomposition_weight, consistency_weight), consistency_scale, device, out_dir)
+               (decomposition_weight, consistency_weight), consistency_scale, device, out_dir,
+               [*texts1, *texts2, *(() if dev is None else (*dev[0], *dev[1]))], batch_size)
     layer_ids = freeze_except_last_layers(model, trainable_layers)  # after the teacher's copy: all of it is frozen
     params = {"batch_size": batch_size, "lr": lr, "warmup": warmup, "epochs": epochs, "eval_every": eval_every,
               "trainable_layers": trainable_layers, "trainable_layer_ids": layer_ids, "n_aspects": n_aspects,

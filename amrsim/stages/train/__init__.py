@@ -16,7 +16,9 @@ from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
 from amrsim.stages.train.common import (
     check_run_name,
     finished_run_with,
+    forget_started_run,
     is_unfinished,
+    record_started_params,
     request_key,
     run_dir,
     write_request,
@@ -46,9 +48,19 @@ def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel
             if reuse and not is_unfinished(wh, method, run_id) else None
         if done is not None:  # same method, params and input table versions: nothing to train (incremental rerun)
             return done
-        own_tree(run_dir(wh, method, run_id))  # before any work: nothing planted that a save would write through
-        summary = STAGES[method].train(pipe, checked, run_id)
+        resuming = is_unfinished(wh, method, run_id)
+        out_dir = run_dir(wh, method, run_id)
+        own_tree(out_dir)  # before any work: nothing planted that a save would write through
+        recorded = not resuming and not (out_dir / "model.json").exists()
+        if recorded:  # a new run: the params it starts with, which a resume of it keeps
+            record_started_params(wh, method, run_id, checked)
+        try:
+            summary = STAGES[method].train(pipe, checked, run_id)
+        except BaseException:
+            if recorded:  # failed before its first checkpoint: nothing to resume, no run directory left for it
+                forget_started_run(wh, method, run_id)
+            raise
         if summary.get("status") == "ok":
-            write_request(wh, method, run_id, key, summary)
+            write_request(wh, method, run_id, key, summary, checked)
             refresh_cards(wh, summary.get("models") or [summary["model"]])
     return summary

@@ -126,7 +126,52 @@ def finished_run_with(wh: Warehouse, method: str, key: str, prefer: str | None =
     return None
 
 
-def write_request(wh: Warehouse, method: str, run_id: str, key: str, summary: dict[str, Any]) -> None:
-    path = run_dir(wh, method, run_id) / REQUEST
-    text = json.dumps({"key": key, "summary": redact_obj(summary)}, default=str) + "\n"
+def write_request(wh: Warehouse, method: str, run_id: str, key: str, summary: dict[str, Any],
+                  params: BaseModel | None = None) -> None:
+    """A finished run's request.json: its request key, its summary and (given `params`) the params it trained with."""
+    recorded = {"params": redact_obj(params.model_dump(mode="json"))} if params is not None else {}
+    _write_json(run_dir(wh, method, run_id) / REQUEST, {"key": key, "summary": redact_obj(summary), **recorded})
+
+
+# Params that say how one command runs, not what the run is: a resumed run takes them from its own command (the
+# pipeline entry, then --param), never from the run's record. max_steps is where this command stops (the stored one
+# would stop a resume where the first command did); device and workers are where it runs.
+COMMAND_PARAMS = frozenset({"max_steps", "device", "workers"})
+
+
+def record_started_params(wh: Warehouse, method: str, run_id: str, params: BaseModel) -> None:
+    """Record the params run `run_id` starts with (request.json, `params`): an interrupted run resumes with them."""
+    path = run_dir(wh, method, run_id)
+    path.mkdir(parents=True, exist_ok=True)
+    _write_json(path / REQUEST, {"params": redact_obj(params.model_dump(mode="json"))})
+
+
+def forget_started_run(wh: Warehouse, method: str, run_id: str) -> None:
+    """Undo `record_started_params` for a run that stopped before its first checkpoint (a config error, say): its
+    request.json, and its directory when that leaves it empty."""
+    path = run_dir(wh, method, run_id)
+    if any((path / c).exists() for c in ("checkpoint", "checkpoint.old", "model.json")):
+        return
+    (path / REQUEST).unlink(missing_ok=True)
+    try:
+        path.rmdir()
+    except OSError:  # other files (a log, a best model) stay, and so does the directory
+        pass
+
+
+def started_params(wh: Warehouse, method: str, run_id: str) -> dict[str, Any] | None:
+    """The params run `run_id` was started with (all of them, defaults included), as its request.json records them;
+    None for a run that has no record (started before amrsim recorded them)."""
+    try:
+        saved = json.loads((run_dir(wh, method, run_id) / REQUEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise WarehouseError(f"{run_dir(wh, method, run_id) / REQUEST}: unreadable ({e})") from None
+    params = saved.get("params") if isinstance(saved, dict) else None
+    return dict(params) if isinstance(params, dict) else None
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    text = json.dumps(doc, default=str) + "\n"
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
