@@ -139,13 +139,11 @@ def test_a_prefect_server_killed_mid_run_ends_the_run_at_once_with_one_line_and_
         tree = descendants(proc.pid)
         servers = [p for p in tree if SERVER_APP in _cmdline(p[0])]
         assert len(servers) == 1, sorted(_cmdline(p[0]) for p in tree)
-        t0 = time.monotonic()
         os.kill(servers[0][0], signal.SIGKILL)  # the OOM killer's way
-        try:
-            proc.wait(timeout=10)
+        try:  # a bound on behaviour, not a speed figure: the client's retries took ~145 s; a stop takes ~0.5 s
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            pytest.fail("still running 10 s after its Prefect server was killed")
-        elapsed = time.monotonic() - t0
+            pytest.fail("still running 60 s after its Prefect server was killed: retrying a dead server")
         stderr = proc.stderr.read()
     finally:
         if proc.poll() is None:
@@ -157,7 +155,6 @@ def test_a_prefect_server_killed_mid_run_ends_the_run_at_once_with_one_line_and_
     assert line.startswith("error: the temporary Prefect server (http://127.0.0.1:"), line
     assert "killed by SIGKILL" in line and str(tmp_path / "run" / "logs" / "prefect.log") in line, line
     assert "tables keep their last whole commit" in line and "computes only what is missing" in line, line
-    assert elapsed < 10, elapsed  # seconds, as a Ctrl-C, not Prefect's minutes of retries
     assert not any(alive(p) for p in tree)
     stored = Warehouse(tmp_path / "wh").read("synthetic", "amr_metrics")  # whole commits of 100 rows
     assert stored.height and stored.height % 100 == 0
