@@ -99,6 +99,6 @@ def english_translations(wh: Warehouse, dataset: str, frame: pl.DataFrame, specs
     missing = todo.filter(~pl.col("key").is_in(list(have))).unique("key", maintain_order=True)
     if missing.height:
         done = translate_frame(missing, {spec.id: spec for spec in specs.values()})
-        wh.upsert(dataset, "translations", done)
+        wh.upsert(dataset, "translations", done.drop(BATCH_BUDGET))  # (no stage here to record it in lineage)
         have.update({k: (t, e) for k, t, e in zip(done["key"], done["text"], done["error"], strict=True)})
     return {k: have[tk] for k, tk in zip(frame["key"], keys, strict=True)}

@@ -159,6 +159,8 @@ class Warehouse:
 
     # -- writing ------------------------------------------------------------------------------------------------
     def _conform(self, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
+        """The rows in the table's schema (its columns in order, cast to their types). A column the schema lacks is
+        an error, never dropped: a table's columns are its schema's and those declared for it (`amrsim.columns`)."""
         data = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
         schema = SCHEMAS.get(table)
         if schema is None:
@@ -169,6 +171,10 @@ class Warehouse:
         missing = [f.name for f in schema if f.name not in data.column_names]
         if missing:
             raise WarehouseError(f"rows for table '{table}' lack columns {missing}")
+        extra = [name for name in data.column_names if name not in schema.names]
+        if extra:
+            raise WarehouseError(f"rows for table '{table}' have columns its schema lacks: {extra} (nothing was "
+                                 f"written; a table's columns are its schema's and those declared for it)")
         data = data.select(schema.names).cast(schema)
         if "error" in data.column_names and data.column("error").null_count < data.num_rows:
             # a row's error message may quote a token from the environment or a URL: mask it before it is stored

@@ -101,6 +101,26 @@ def test_schema_is_enforced(wh):
         wh.upsert("d", "sentences", sentences(1).drop("lang"))
 
 
+def test_a_column_the_schema_lacks_is_refused_not_dropped(wh):
+    """Every write (upsert, sync, append) refuses rows with a column neither the table's schema nor a declaration
+    for it has, naming the table and the columns; nothing is written."""
+    from amrsim.metrics import metric_columns  # (importing metrics declares amr_metrics' aspect columns)
+
+    extra = sentences(2).with_columns(pl.lit(1.0).alias("vibes"), pl.lit("x").alias("mood"))
+    for write in (wh.upsert, wh.sync, wh.append):
+        with pytest.raises(WarehouseError, match=r"table 'sentences' have columns its schema lacks: \['vibes', "
+                                                 r"'mood'\]"):
+            write("d", "sentences", extra)
+    assert not wh.exists("d", "sentences")
+    row = {"key": "k", "pair_key": "p", "item_id": "1", "split": "test", "sentence1_key": "a", "sentence2_key": "b",
+           "score": 1.0, **dict.fromkeys(metric_columns(), 0.5), "options": "{}", "status": "ok",
+           "error": None, "seconds": 0.0, "graphs_md5": None, "bounded": None}
+    assert wh.append("d", "amr_metrics", pl.DataFrame([row])) == 1  # the declared aspect columns are its columns
+    with pytest.raises(WarehouseError, match=r"table 'amr_metrics' have columns its schema lacks: \['toy'\]"):
+        wh.append("d", "amr_metrics", pl.DataFrame([row | {"key": "k2", "toy": 0.5}]))
+    assert wh.read("d", "amr_metrics")["key"].to_list() == ["k"]
+
+
 @pytest.mark.parametrize("name", ["..", "../x", "a/b", ""])
 def test_names_cannot_escape_the_root(wh, name):
     with pytest.raises(WarehouseError):
