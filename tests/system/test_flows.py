@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,12 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
     html = report.read_text()
     assert "Leaderboard" in html and "STS sample_sts (cross, 3 pairs)" in html and html.count("data:image/png") >= 2
     assert (tmp_path / "run" / "prefect").is_dir(), "Prefect state lives under the run dir"
+    # the rows docs/benchmarks.md says a first `make run` computes are what it computes
+    computed = re.search(r"(\d+) rows computed", first.stdout.replace("\n", " "))
+    quoted = re.search(r"\| cold: [^|]*\| [\d.]+ \| (\d+) \|", (ROOT / "docs" / "benchmarks.md").read_text())
+    assert computed and quoted and int(quoted.group(1)) == int(computed.group(1)), (
+        f"docs/benchmarks.md quotes {quoted and quoted.group(1)} rows, the demo computes "
+        f"{computed and computed.group(1)}: rerun benchmarks/bench_demo_rerun.py and update the table")
 
     versions = {t: wh.version(*t) for t in wh.tables() if t[0] != "meta"}
     second = _amrsim(tmp_path, "run")
