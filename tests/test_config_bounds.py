@@ -77,19 +77,19 @@ pipelines:
     assert cfg.project.pipelines["b"].encode.batch_size == 4 and cfg.project.pipelines["a"].encode.batch_size == 8
 
 
-@pytest.mark.parametrize("key, yaml_value, shown", [
-    ("lang", "klingon", "'klingon'"),
-    ("lang2", "x-private", "'x-private'"),
-    ("translations", "{klingon: {sentence1: s1}}", "'klingon'"),
+@pytest.mark.parametrize("key, yaml_value, said", [
+    ("lang", "klingon", "'klingon' is not a language code"),
+    ("lang2", "x-private", "language code 'x-private' (private use) names no language"),
+    ("translations", "{klingon: {sentence1: s1}}", "'klingon' is not a language code"),
 ])
 def test_a_language_that_is_no_language_code_is_refused_naming_file_and_key(write_config, data_file, key, yaml_value,
-                                                                          shown):
+                                                                          said):
     path = write_config(PIPE.replace("kind: pairs}", f"kind: pairs, {key}: {yaml_value}}}"))
     with pytest.raises(ConfigError) as e:
         load_config(path)
     msg = str(e.value)
     assert msg.startswith(f"{path}: pipeline 'p', key 'datasets.d.{key}")
-    assert f"{shown} is not a language code" in msg and "\n" not in msg
+    assert said in msg and "\n" not in msg
 
 
 def test_region_tagged_languages_are_read_as_the_language_with_a_note(write_config, data_file, caplog):
