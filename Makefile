@@ -8,10 +8,10 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: run test test-fast lint bench clean
+.PHONY: run test test-fast test-long lint bench clean
 
 # the C extensions are built by the editable install: a changed .c file reinstalls
-$(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c amrsim/metrics/_wwlk_core.c amrsim/warehouse/_keys.c
+$(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c amrsim/amr/_smatch_encoding.h amrsim/metrics/_wwlk_core.c amrsim/warehouse/_keys.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# uv installs what pip would (same sources and caps: .ci/uv_pip_args.py reads pip's config) in seconds instead
 	# of minutes; pip itself where uv cannot be had or fails
@@ -26,13 +26,18 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra -n 2 --dist worksteal
+	$(BIN)/pytest -q -ra -n 2 --dist worksteal -m "not long"
 
 # Two test processes (pytest-xdist): the suite is mostly one-core work and waits on subprocesses (Prefect servers,
 # Ray, signalled runs), so two halve it on a 2-core machine. Tests share no paths or ports: each has its own tmp dir.
 # unit tests only: no Prefect, Ray, training or subprocess runs (the tests marked slow)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -ra -m "not slow"
+
+# the full-size variants `make test` runs on a sample (every shared graph, 10,000 sentences) and the tests that wait
+# out a library's own timeout (Ray's agents after a SIGKILL): minutes more
+test-long: $(STAMP)
+	$(BIN)/pytest -q -ra -n 2 --dist worksteal -m long
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_demo_rerun.py

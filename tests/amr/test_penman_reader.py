@@ -114,9 +114,13 @@ def shared_graphs() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_every_shared_graph_reads_as_penman():
+@pytest.mark.parametrize("every", [7, pytest.param(1, marks=pytest.mark.long)], ids=["every-7th", "all"])
+def test_every_shared_graph_reads_as_penman(every):
+    """`make test` reads every 7th graph of every corpus (about 8,000: each corpus, kind and size), `make test-long`
+    all of them."""
     texts = shared_graphs()
     assert len(texts) > 50_000
+    texts = texts[::every]
     errors = []
     encodings = FusedEncoding()
     for text in texts:
@@ -133,8 +137,10 @@ def test_every_shared_graph_reads_as_penman():
         # the string paths build the triples in C (read_smatch); the Python rules on penman's graph are the reference
         assert [smatch_triples(text, "smatch"), smatch_triples(text, "amr")] == ref[6][:2], text
         assert [read_triples(text, "smatch"), read_triples(text, "amr")] == ref[6][:2], text
-    assert errors == ["undefined variable a2", "undefined variable e"]  # BAMBOO para 2161; Little Prince's header
-    assert encodings.same_labels() and len(encodings.tables["amr"][0].ids) > 10_000
+    # BAMBOO para 2161; Little Prince's header
+    assert errors == ["undefined variable a2", "undefined variable e"] if every == 1 else \
+        set(errors) <= {"undefined variable a2", "undefined variable e"}
+    assert encodings.same_labels() and len(encodings.tables["amr"][0].ids) > 10_000 // every
 
 
 @pytest.mark.parametrize("text, message", [

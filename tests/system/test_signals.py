@@ -112,7 +112,8 @@ def test_sigterm_stops_local_ray_workers_too(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not parent_death_signal_supported(), reason="needs prctl(PR_SET_PDEATHSIG)")
-@pytest.mark.parametrize("ray", [False, True], ids=["in-process", "local-ray"])
+# local Ray: its agents outlive a SIGKILLed driver by about a minute of their own polling (make test-long)
+@pytest.mark.parametrize("ray", [False, pytest.param(True, marks=pytest.mark.long)], ids=["in-process", "local-ray"])
 def test_sigkill_of_the_cli_leaves_no_prefect_server_and_no_ray(tmp_path, ray):
     proc = _start_run(tmp_path, ray=ray)
     try:
