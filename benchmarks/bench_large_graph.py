@@ -31,7 +31,7 @@ def build_baseline(rev: str, tmp: Path) -> Path:
                                   check=True, capture_output=True, text=True).stdout)
     so = tmp / ("_smatch_core" + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-pthread", f"-I{sysconfig.get_paths()['include']}",
-                    f"-I{ROOT / 'amrsim' / 'metrics'}", str(src), "-o", str(so)], check=True)
+                    f"-I{ROOT / 'amrsim' / 'amr'}", str(src), "-o", str(so)], check=True)
     return so
 
 

@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../metrics/_smatch_encoding.h"
+#include "_smatch_encoding.h"
 
 #define MAX_DEPTH 100
 

@@ -507,7 +507,7 @@ done:
  * align_encoded(e1, e2, seed, restarts, node_budget, work_budget) -> (best, optimal, expanded, work)
  * pair_tables(e1, e2) -> (n1, n2, U, quads, conc1, conc2): the tables align() takes (what align_encoded searches). */
 
-#include "_smatch_encoding.h"
+#include "../amr/_smatch_encoding.h"
 
 /* node index of variable v, or -1 with KeyError (as the Python encoder's index[v]) */
 static long node_of(PyObject *index, PyObject *v) {
