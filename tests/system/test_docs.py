@@ -260,6 +260,29 @@ def test_data_block_runs(block, tmp_path):
     check_block(block, tmp_path)
 
 
+WAREHOUSE_BLOCKS = [b for b in CODE_BLOCKS if classify(b) == ("skip", "needs-warehouse")]
+
+
+@pytest.fixture(scope="module")
+def demo_directory(tmp_path_factory) -> Path:
+    """A reader's clone after `make run` (the demo pipeline into ./warehouse) and the MTEB export that
+    evaluation.md runs before reading it: where the `needs-warehouse` blocks are meant to run."""
+    work = tmp_path_factory.mktemp("demo")
+    (work / "pipelines.yaml").write_text((ROOT / "pipelines.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    for args in (["run"], ["results", "export", "--format", "mteb", "--out", "mteb-cache"]):
+        done = subprocess.run([sys.executable, "-m", "amrsim.cli", *args], cwd=work, env=block_env(work),
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, f"amrsim {' '.join(args)}: {done.stderr[-3000:]}"
+    return work
+
+
+@pytest.mark.slow
+@pytest.mark.long  # the demo pipeline first: `make test-long`
+@pytest.mark.parametrize("block", WAREHOUSE_BLOCKS, ids=lambda b: b.id)
+def test_warehouse_block_runs_after_the_demo(block, demo_directory):
+    check_block(block, demo_directory)
+
+
 @pytest.mark.parametrize("block", SKIPPED, ids=lambda b: b.id)
 def test_block_not_run(block):
     """Listed with its reason in `pytest -ra`: the blocks this suite does not run, and why."""
