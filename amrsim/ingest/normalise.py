@@ -192,7 +192,8 @@ class Normaliser:
                     key = content_key("failed", source_file, line, variant, texts)
                 else:
                     first_line_of_key[key] = line
-                status, error = (FAILED, "; ".join(v_reasons)) if v_reasons else (OK, None)
+                # a reason once, though both sentences of a row may give it (a row's unknown language)
+                status, error = (FAILED, "; ".join(dict.fromkeys(v_reasons))) if v_reasons else (OK, None)
                 sent_keys = {r: tables.sentence(v_langs[r], t) if status == OK else None for r, t in texts.items()}
                 graph_keys = {role: _add_provided_graph(tables, sent_keys[role], v_langs[role], text)
                               for role, text in graphs.items()} if status == OK else {}

@@ -138,3 +138,14 @@ def test_rfc_4180_quotes_and_backslashes_are_read_as_written(tmp_path):
     assert pairs["status"].to_list() == ["ok"] * 3
     assert pairs["sentence1"].to_list() == ['He said "hi" to me.', "C:\\dir\\", 'a \\"b']
     assert pairs["sentence2"][2] == 'He said \\"hi\\".'  # unquoted: a backslash and a quote are two characters
+
+
+def test_a_rows_language_that_names_none_is_its_reason_once(write_tsv):
+    """A `lang` cell applies to both sentences: its reason is given once, not once per sentence."""
+    path = write_tsv("lang.tsv", ["sentence1", "sentence2", "score", "lang"],
+                     [["A man plays.", "A man is playing.", "4.5", "und"], ["A dog.", "A cat.", "1.0", "en"]])
+    ds = DatasetConfig(path=str(path), kind="pairs", columns={"lang": "lang"})
+    pairs = read_dataset(ds, path)["pairs"].sort("source_line")
+    assert pairs["status"].to_list() == ["failed", "ok"]
+    assert pairs["error"][0] == ("language code 'und' (undetermined) names no language; give the text's language "
+                                 "(an ISO 639 code such as en, de, es, zh)")
