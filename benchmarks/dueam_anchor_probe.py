@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
-from amrsim.encoders import load_encoder
 from amrsim.evaluate.sts import cosine
 from amrsim.methods.dueam.model import Anchor, MuseAnchor, anchor_targets
+from amrsim.methods.loaders import load_encoder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "stsb_multi_mt"
 

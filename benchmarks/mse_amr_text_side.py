@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from amrsim.encoders import SentenceTransformerEncoder, load_encoder
+from amrsim.encoders import SentenceTransformerEncoder
 from amrsim.evaluate.bitext import (
     bucc_scores,
     read_bitext,
@@ -28,6 +28,7 @@ from amrsim.evaluate.bitext import (
     tatoeba_accuracy,
 )
 from amrsim.evaluate.sts import StsEvaluator
+from amrsim.methods.loaders import load_encoder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, load_encoder, model_id
+from amrsim.encoders import Encoder, TrainedLoader, load_encoder_with, model_id
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import FAILED, OK, Warehouse
@@ -61,7 +61,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     `encode_sentences(wh, dataset, frame) -> (vectors, errors)` (one that reads more than the text, e.g. a graph from
     the dataset's `amr` table) gets the batch's rows and fails single rows; others get the texts. `translate`
     (language -> TranslatorSpec) goes to such an encoder when it takes it: the models that put text of languages
-    without a parser into English. `loaders`: as `load_encoder`'s, for a trained run that is loaded only when
+    without a parser into English. `loaders`: as `load_encoder_with`'s, for a trained run that is loaded only when
     something is missing; `inputs`: what else the vectors read (part of their keys: a sentence whose graph changed
     is encoded again, its old vector removed). `on_plan(todo, already)` is called once
     the rows to embed are known."""
@@ -78,8 +78,8 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
         return 0, 0
     # length-sorted batches pad less
     todo = todo.with_columns(pl.col("text").str.len_chars().alias("_len")).sort("_len", maintain_order=True)
-    model = encoder or load_encoder(encoder_name, batch_size=batch_size, device=device, models_root=wh.models_root,
-                                     loaders=loaders)
+    model = encoder or load_encoder_with(encoder_name, batch_size=batch_size, device=device,
+                                          models_root=wh.models_root, loaders=loaders)
     computed = failed = 0
     per_call = max(batch_size, int(getattr(model, "call_batch", batch_size)))  # texts per encode() call
     by_row = getattr(model, "encode_sentences", None)

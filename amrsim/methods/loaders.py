@@ -9,8 +9,8 @@ from typing import Any, Protocol
 import polars as pl
 
 from amrsim.encoders import Encoder, TrainedLoader, TrainedModel, find_trained, is_trained_name
-from amrsim.encoders import load_encoder as load_named
 from amrsim.encoders.cache import embed_sentences as cached_embed
+from amrsim.encoders.load import load_encoder_with
 from amrsim.methods.meaning.encoder import load_trained as load_meaning
 from amrsim.methods.mse_amr.model import graph_inputs as mse_amr_inputs
 from amrsim.methods.mse_amr.model import load_trained as load_mse_amr
@@ -38,8 +38,9 @@ TRAINED_INPUTS: dict[str, TrainedInputs] = {"mse_amr": mse_amr_inputs}
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
                  models_root: Path | str | None = None) -> Encoder:
-    """`amrsim.encoders.load_encoder` with every method's trained-model loader."""
-    return load_named(name, batch_size, device, models_root, TRAINED_LOADERS)
+    """Any encoder by name, every method's trained runs included: `amrsim.encoders.load_encoder_with` with
+    `TRAINED_LOADERS`."""
+    return load_encoder_with(name, batch_size, device, models_root, loaders=TRAINED_LOADERS)
 
 
 def embed_sentences(*args: Any, **kwargs: Any) -> tuple[int, int]:

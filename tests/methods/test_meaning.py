@@ -391,8 +391,8 @@ pipelines:
 @pytest.fixture
 def project(tmp_path, write_config, write_tsv, monkeypatch):
     fake = FakeEncoder()
-    real = __import__("amrsim.encoders", fromlist=["_load_named"])._load_named
-    monkeypatch.setattr("amrsim.encoders._load_named",
+    real = __import__("amrsim.encoders.load", fromlist=["_load_named"])._load_named
+    monkeypatch.setattr("amrsim.encoders.load._load_named",
                         lambda name, *a: fake if name == "hf:fake-toy" else real(name, *a))
     (tmp_path / "bitext").mkdir()
     for lang, code in (("de", "deu"), ("fr", "fra")):  # fra is held out: the evaluated language
@@ -538,8 +538,8 @@ def genre_project(tmp_path, write_config, write_tsv, monkeypatch, train_gold) ->
     stsb_multi_mt) whose gold counts only the IMPORTANT concepts; training gold is `train_gold(s1, s2)`, dev gold
     the true overlap. Stage 2 trains long enough to move well away from stage 1."""
     fake = FakeEncoder()
-    real = __import__("amrsim.encoders", fromlist=["_load_named"])._load_named
-    monkeypatch.setattr("amrsim.encoders._load_named",
+    real = __import__("amrsim.encoders.load", fromlist=["_load_named"])._load_named
+    monkeypatch.setattr("amrsim.encoders.load._load_named",
                         lambda name, *a: fake if name == "hf:fake-toy" else real(name, *a))
     (tmp_path / "bitext").mkdir()
     for lang, code in (("de", "deu"), ("fr", "fra")):

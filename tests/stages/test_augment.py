@@ -15,7 +15,7 @@ from tests.helpers import CountingEncoder
 
 
 def test_augment_stage_writes_silver_pairs_without_gold_and_reruns_as_a_no_op(wh, write_tsv, monkeypatch):
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: CountingEncoder())
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: CountingEncoder())
     rows = [["a", "train", "5", "the cat sat", "the cat sat down"], ["b", "train", "1", "dogs bark", "the sun"],
             ["c", "train", "3", "a cat sits", "cats sat"], ["d", "test", "2", "held out text", "more held out"]]
     path = write_tsv("p.tsv", ["id", "split", "score", "sentence1", "sentence2"], rows)

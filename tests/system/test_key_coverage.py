@@ -48,7 +48,7 @@ def _sts(wh: Warehouse, dataset: str, encoder: str, lang_pairs: list[str]) -> tu
 @pytest.fixture
 def fake_encoder(monkeypatch):
     enc = CountingEncoder()
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: enc)
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: enc)
     return enc
 
 

@@ -69,7 +69,7 @@ def test_sts_stage_scores_monolingual_and_cross_lingual_and_reuses_results(wh, w
                        translations={"de": {"sentence1": "s1_de", "sentence2": "s2_de"}})
     ingest_tables(wh, "d", ds, path, "r0")
     enc = CountingEncoder()
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: enc)
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: enc)
     sts = StsEvalConfig(encoders=["minilm"], datasets=["d"], splits=["test"], lang_pairs=["en-en", "en-de"])
     run, results = sts_stage(wh, "p", sts, "r1")
     assert run.rows_computed == 2
@@ -148,7 +148,7 @@ def test_sts_stage_mixes_stored_and_new_results_from_an_older_table(wh, write_ts
                        columns={"id": "id", "sentence1": "s1", "sentence2": "s2"},
                        translations={"de": {"sentence1": "s1_de", "sentence2": "s2_de"}})
     ingest_tables(wh, "d", ds, path, "r0")
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: CountingEncoder())
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: CountingEncoder())
     sts_stage(wh, "p", StsEvalConfig(encoders=["minilm"], datasets=["d"], lang_pairs=["en-en"]), "r1")
     stored = wh.read("eval", "results")  # a table written before `task` was added to the schema
     shutil.rmtree(wh.table_path("eval", "results"))
@@ -196,7 +196,7 @@ def test_evaluate_sts_cli_shows_undefined_for_identical_sentences(tmp_path, monk
     path = tmp_path / "same_test.tsv"
     path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{s}\t{s}\t{i}\n" for i, s in enumerate(sentences)),
                     encoding="utf-8")
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: NoisyEncoder())
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: NoisyEncoder())
     result = CliRunner().invoke(app, ["evaluate", "sts", "--encoder", "minilm", "--file", str(path),
                                       "--config", str(_config(tmp_path))])
     assert result.exit_code == 0, result.output

@@ -128,7 +128,7 @@ def test_constant_predictions_are_undefined_not_zero_or_nan():
 @pytest.fixture
 def fake_encoder(monkeypatch):
     enc = CountingEncoder()
-    monkeypatch.setattr(cache, "load_encoder", lambda *a, **k: enc)
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: enc)
     return enc
 
 
