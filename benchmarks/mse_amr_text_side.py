@@ -20,14 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from amrsim.encoders import SentenceTransformerEncoder
-from amrsim.evaluate.bitext import (
-    bucc_scores,
-    read_bitext,
-    read_bucc_sentences,
-    read_gold_alignment,
-    tatoeba_accuracy,
-)
+from amrsim.evaluate.bitext import bucc_scores, tatoeba_accuracy
 from amrsim.evaluate.sts import StsEvaluator
+from amrsim.ingest.bitext import read_bitext, read_bucc_sentences, read_gold_alignment
 from amrsim.methods.loaders import load_encoder
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

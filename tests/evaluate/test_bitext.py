@@ -17,13 +17,10 @@ from amrsim.evaluate.bitext import (
     choose_threshold,
     margin_candidates,
     mine_f1,
-    read_bitext,
-    read_bitext_pair,
-    read_bucc_sentences,
-    read_gold_alignment,
     tatoeba_accuracy,
     tatoeba_scores,
 )
+from amrsim.ingest.bitext import read_bitext, read_bitext_pair, read_bucc_sentences, read_gold_alignment
 from tests.helpers import shared
 
 # ---------------------------------------------------------------------------------------------------------------

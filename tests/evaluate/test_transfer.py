@@ -13,15 +13,13 @@ from amrsim.evaluate.transfer import (
     TASKS,
     BadRow,
     TransferTask,
-    detect_columns,
     embed_pairs,
     evaluate_transfer,
-    load_task_file,
     pair_features,
-    read_transfer_file,
-    run_transfer,
     transfer_scores,
 )
+from amrsim.ingest.transfer import detect_columns, load_task_file, read_transfer_file
+from amrsim.stages.evaluate.transfer import run_transfer
 from tests.helpers import shared
 
 # ---------------------------------------------------------------- toy data

@@ -14,13 +14,10 @@ from amrsim.evaluate.bitext import (
     MODES,
     TATOEBA_METRICS,
     bucc_scores,
-    read_bitext,
-    read_bitext_pair,
-    read_bucc_sentences,
-    read_gold_alignment,
     tatoeba_scores,
 )
 from amrsim.files import file_digest
+from amrsim.ingest.bitext import read_bitext, read_bitext_pair, read_bucc_sentences, read_gold_alignment
 from amrsim.stages.evaluate.common import dataset_name, embed_texts, evaluated
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key

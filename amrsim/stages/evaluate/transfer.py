@@ -3,6 +3,8 @@ warehouse, results reused while the model and the files are unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +12,51 @@ import polars as pl
 
 from amrsim.encoders import model_id
 from amrsim.evaluate import Score
-from amrsim.evaluate.transfer import TASKS, BadRow, TransferTask, run_transfer
+from amrsim.evaluate.transfer import (
+    C_GRID,
+    TASKS,
+    BadRow,
+    TransferResult,
+    TransferTask,
+    check_labels,
+    evaluate_transfer,
+    task_features,
+    transfer_scores,
+)
 from amrsim.files import file_digest
+from amrsim.ingest.transfer import load_task_file
 from amrsim.stages.evaluate.common import dataset_name, embed_texts, evaluated
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
+
+
+@dataclass
+class TransferRun:
+    result: TransferResult
+    scores: list[Score]
+    bad_rows: dict[str, list[BadRow]]  # file path -> its rows left out
+
+
+def run_transfer(task: TransferTask, encode: Callable[[list[str]], np.ndarray], model: str, train: str | Path,
+                 devs: Mapping[str, str | Path], tests: Mapping[str, str | Path], dataset: str | None = None,
+                 seed: int = 0, c_grid: Sequence[float] = C_GRID, blas_threads: int | None = 1) -> TransferRun:
+    """Files to Scores: load and check every file (a dev/test label unseen in training fails naming that file),
+    encode, evaluate; the rows left out are returned per file for the caller to report."""
+    train_data = load_task_file(task, train, "en")
+    loaded = {"dev": {lang: load_task_file(task, p, lang) for lang, p in devs.items()},
+              "test": {lang: load_task_file(task, p, lang) for lang, p in tests.items()}}
+    paths = {"dev": devs, "test": tests}
+    for split, parts in loaded.items():
+        for lang, data in parts.items():
+            check_labels(data.labels, train_data.labels, paths[split][lang])
+    feats = {split: {lang: (task_features(task, encode, d), d.labels) for lang, d in parts.items()}
+             for split, parts in loaded.items()}
+    result = evaluate_transfer(task.name, (task_features(task, encode, train_data), train_data.labels),
+                               feats["dev"], feats["test"], seed=seed, c_grid=c_grid, blas_threads=blas_threads)
+    bad = {str(train): train_data.bad_rows}
+    for split, parts in loaded.items():
+        bad.update({str(paths[split][lang]): d.bad_rows for lang, d in parts.items()})
+    return TransferRun(result, transfer_scores(model, dataset or task.name, result), bad)
 
 
 def transfer_eval(wh: Warehouse, encoder: str, task_name: str, train: Path, devs: dict[str, Path],

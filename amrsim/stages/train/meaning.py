@@ -22,9 +22,9 @@ from amrsim.config import Pipeline
 from amrsim.encoders import model_id, resolve_device
 from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import ConfigError
-from amrsim.evaluate.bitext import read_bitext
 from amrsim.evaluate.ood import genre_of
 from amrsim.files import file_digest, file_format
+from amrsim.ingest.bitext import read_bitext
 from amrsim.ingest.readers import LINE, read_rows
 from amrsim.langs import normalise_lang
 from amrsim.methods.loaders import embed_sentences
