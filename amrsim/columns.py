@@ -1,6 +1,7 @@
 """Columns of a warehouse table declared by the package that computes them, which sits above the warehouse in the
 layers (so the warehouse cannot import it): the metrics registry declares `amr_metrics`' aspect columns here and the
-warehouse's schema of that table reads them here, so neither package imports the other."""
+warehouse's schema of that table reads them here, so neither package imports the other. Likewise the values of every
+table's `status` column (`OK`, `FAILED`), which the core's row builders write and the warehouse filters on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["declare_columns", "declared_columns"]
+__all__ = ["FAILED", "OK", "declare_columns", "declared_columns"]
+
+OK, FAILED = "ok", "failed"  # the values of every table's `status` column (a failed row's `error` says why)
 
 _DECLARED: dict[str, Callable[[], Sequence[pa.Field]]] = {}
 

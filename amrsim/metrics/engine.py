@@ -29,6 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from amrsim.amr.graph import AMRError, parse, smatch_triples
+from amrsim.columns import FAILED, OK
 from amrsim.metrics.aspects import (
     ALL_ASPECTS,
     ASPECTS,
@@ -43,7 +44,6 @@ from amrsim.metrics.smatch import align_many, align_texts, current_table, text_e
 from amrsim.metrics.vectors import load_node_vectors
 from amrsim.procs import die_with_parent
 from amrsim.warehouse.keys import content_key, text_keys
-from amrsim.warehouse.store import FAILED, OK
 
 # threadpoolctl and other amrsim modules are imported in the functions: keeps this module cheap, free of cycles
 

@@ -20,6 +20,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from amrsim.columns import FAILED as FAILED  # re-exported with OK: the values of every table's `status` column
+from amrsim.columns import OK
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.files import own_dir, write_failure_reason
 from amrsim.secrets import redact
@@ -28,7 +30,6 @@ from amrsim.warehouse.scan import keys_in
 from amrsim.warehouse.schemas import LATER_COLUMNS, SCHEMAS
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-OK, FAILED = "ok", "failed"  # the values of every table's `status` column (a failed row's `error` says why)
 # a reader decodes a whole Parquet row group at once: parquet-rs's default (1M rows) would make a streaming scan's
 # memory grow with the table up to a million rows; 64k rows keeps it at one small group
 WRITER = WriterProperties(max_row_group_size=64 * 1024)
