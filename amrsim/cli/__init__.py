@@ -43,7 +43,7 @@ def _options(version: Annotated[bool | None, typer.Option(
 
 # `--help` lists the commands in this order, then the groups
 app.command("report")(evaluate.report_command)
-app.command("train")(train.train_command)
+app.command("train", cls=train.TrainCommand)(train.train_command)
 app.command("explain")(train.explain_command)
 app.command("deploy")(deploy.deploy_command)
 app.command("score")(score.score_command)

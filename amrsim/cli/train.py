@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.logging import RichHandler
+from typer.core import TyperCommand
 
 from amrsim.cli.common import ConfigOpt, JsonOpt, emit_json, parse_overrides, warehouse_root
 from amrsim.cli.flow import VerboseOpt, flow_runtime
 from amrsim.console import console, frame_table, make_console, print_stage_notes, summary_table
 from amrsim.errors import ConfigError
+
+if TYPE_CHECKING:
+    import click
 
 # The config, the methods (torch) and the flows (Prefect) are imported inside the commands: `amrsim --help` does not
 # need them.
@@ -55,8 +59,26 @@ def _check_params(method: str, cfg: Any, pipeline: str, params: dict[str, Any] |
         raise ConfigError(f"{origin}: train {method} param '{key}', value {shown}: {msg}") from None
 
 
+def method_list(names: list[str]) -> str:
+    """'a, b or c'."""
+    return " or ".join(filter(None, [", ".join(names[:-1]), *names[-1:]]))
+
+
+class TrainCommand(TyperCommand):
+    """`amrsim train`: its METHOD help lists the registered methods (`amrsim.methods.METHODS`), read when the help is
+    shown, so the methods are not imported when `amrsim` starts."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from amrsim.methods import METHODS
+
+        for param in self.params:
+            if param.name == "method":
+                param.help = method_list(list(METHODS))  # type: ignore[attr-defined]
+        super().format_help(ctx, formatter)
+
+
 def train_command(
-    method: Annotated[str, typer.Argument(help="s3bert, mse_amr, pear, dueam or meaning")],
+    method: Annotated[str, typer.Argument(help="the training method (the list: amrsim train --help)")],
     pipeline: Annotated[str | None, typer.Option(
         help="pipeline whose data and params to use (default: the CPU recipe, the pipeline named like the method)")
     ] = None,

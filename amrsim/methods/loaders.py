@@ -1,39 +1,35 @@
-"""Any encoder by name, every method's trained runs included: the one registry of the methods whose trained model is
-not a plain sentence-transformers directory (S3BERT and DuEAM runs are; `amrsim.encoders` loads those itself)."""
+"""Any encoder by name, every method's trained runs included: `TRAINED_LOADERS`, the loaders of the run kinds whose
+model is not a plain sentence-transformers directory (S3BERT and DuEAM runs are; `amrsim.encoders` loads those
+itself), and `TRAINED_INPUTS`, built from the registered `MethodSpec`s."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, TrainedModel, find_trained, is_trained_name
+from amrsim.encoders import Encoder, TrainedLoader, find_trained, is_trained_name
 from amrsim.encoders.cache import embed_sentences as cached_embed
 from amrsim.encoders.load import load_encoder_with
-from amrsim.methods.meaning.encoder import load_trained as load_meaning
-from amrsim.methods.mse_amr.model import graph_inputs as mse_amr_inputs
-from amrsim.methods.mse_amr.model import load_trained as load_mse_amr
-from amrsim.methods.pear.model import load_fused as load_pear_fused
-from amrsim.methods.pear.model import load_trained as load_pear
+from amrsim.methods.registry import specs
+from amrsim.methods.spec import Derived, TrainedInputs
 
 __all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder", "vector_inputs"]
 
 
-TRAINED_LOADERS: dict[str, TrainedLoader] = {"mse_amr": load_mse_amr, "pear": load_pear, "pear_fused": load_pear_fused,
-                                             "meaning": load_meaning}
+def _loaders() -> dict[str, TrainedLoader]:
+    return {k: f for s in specs() for k, f in s.loaders().items()}
 
 
-class TrainedInputs(Protocol):
-    """What a trained run's vector of each sentence of `frame` (key, text) depends on besides the run and the text,
-    one string per row, found without loading the model: a run that reads more than the text (MSE-AMR: a graph)."""
-
-    def __call__(self, model: TrainedModel, wh: Any, dataset: str, frame: pl.DataFrame,
-                 translate: dict[str, Any] | None = None) -> list[str]: ...
+def _inputs() -> dict[str, TrainedInputs]:
+    return {s.name: s.inputs for s in specs() if s.inputs is not None}
 
 
+# run kind -> its loader (a method's own, and further kinds such as pear_fused)
+TRAINED_LOADERS: Derived[TrainedLoader] = Derived(_loaders)
 # what a method's vectors depend on besides its run and the text (part of their embedding keys)
-TRAINED_INPUTS: dict[str, TrainedInputs] = {"mse_amr": mse_amr_inputs}
+TRAINED_INPUTS: Derived[TrainedInputs] = Derived(_inputs)
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",

@@ -24,11 +24,24 @@ from amrsim.methods.mse_amr.model import (
     embed_combined,
     encode_with,
     extend_vocabulary,
+    graph_inputs,
     load_trained,
 )
 from amrsim.methods.mse_amr.params import Params
 from amrsim.methods.mse_amr.train import LoopOptions, TripleSteps, train_mse_amr
+from amrsim.methods.spec import CardFacts, MethodSpec
 
-__all__ = ["ENGLISH", "INTEGRATIONS", "POOLINGS", "ROLES", "AmrEncoder", "Graphs", "LoopOptions", "MseAmrEncoder",
-           "Params", "Triple", "TripleSteps", "combine", "embed_combined", "encode_with", "extend_vocabulary",
-           "graphs_of", "load_trained", "mixed_view", "sentence_graphs", "simcse_loss", "text_langs", "train_mse_amr"]
+__all__ = ["ENGLISH", "INTEGRATIONS", "POOLINGS", "ROLES", "SPEC", "AmrEncoder", "Graphs", "LoopOptions",
+           "MseAmrEncoder", "Params", "Triple", "TripleSteps", "combine", "embed_combined", "encode_with",
+           "extend_vocabulary", "graphs_of", "load_trained", "mixed_view", "sentence_graphs", "simcse_loss",
+           "text_langs", "train_mse_amr"]
+
+SPEC = MethodSpec(
+    "mse_amr", Params, train_mse_amr, CardFacts(
+        "MSE-AMR", 'Cai et al. 2022, "Retrofitting Multilingual Sentence Embeddings with Abstract Meaning '
+        'Representation"',
+        "A contrastive encoder of linearised AMR graphs (supervised SimCSE on NLI triples); the sentence embedding "
+        "joins the base encoder's normalised vector with the normalised graph vector.",
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr",
+                                "multilingual"), "amrsim train mse_amr"),
+    loader=load_trained, inputs=graph_inputs)  # its vectors read the sentence's graph

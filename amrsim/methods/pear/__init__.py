@@ -31,11 +31,27 @@ from amrsim.methods.pear.train import (
     train_epochs,
     warmup_steps,
 )
+from amrsim.methods.spec import CardFacts, MethodSpec, RunKind
 
 __all__ = [
-    "FUSED_METHOD", "BaseOffset", "CrossEncoderScorer", "Fusion", "Hyper", "Params", "PearCrossEncoder", "RunControl",
-    "SearchParams", "TrainedCrossEncoder", "TrainedFused", "base_cosines", "base_targets", "bce_loss", "both_orders",
-    "checkpoint_state", "fit_fusion", "fit_pear", "gold_scale_line", "length_batches", "load_fused", "load_trained",
-    "normalise_scores", "on_gold_scale", "param_groups", "save_fused", "save_run", "start_from_base", "train_epochs",
-    "warmup_steps",
+    "FUSED_METHOD", "SPEC", "BaseOffset", "CrossEncoderScorer", "Fusion", "Hyper", "Params", "PearCrossEncoder",
+    "RunControl", "SearchParams", "TrainedCrossEncoder", "TrainedFused", "base_cosines", "base_targets", "bce_loss",
+    "both_orders", "checkpoint_state", "fit_fusion", "fit_pear", "gold_scale_line", "length_batches", "load_fused",
+    "load_trained", "normalise_scores", "on_gold_scale", "param_groups", "save_fused", "save_run", "start_from_base",
+    "train_epochs", "warmup_steps",
 ]
+
+PAPER = "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)"
+SPEC = MethodSpec(
+    "pear", Params, fit_pear, CardFacts(
+        "PEAR", PAPER,
+        "A cross-encoder with a sigmoid head trained with BCE on relatedness, with bi-encoder kNN re-sampling and "
+        "weak labels; scores a sentence pair directly (no sentence embedding).",
+        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"), "amrsim train pear"),
+    loader=load_trained,
+    kinds=(RunKind(FUSED_METHOD, load_fused, CardFacts(
+        "PEAR fused with a bi-encoder", PAPER,
+        "PEAR's cross-encoder score and a bi-encoder's cosine, each z-scored, in a weighted sum (below); it scores "
+        "a sentence pair (no sentence embedding) and has no weights of its own.",
+        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"),
+        "amrsim train pear")),))

@@ -15,8 +15,19 @@ from amrsim.methods.s3bert.model import (
 )
 from amrsim.methods.s3bert.params import Params
 from amrsim.methods.s3bert.train import train_s3bert
+from amrsim.methods.spec import CardFacts, MethodSpec
 from amrsim.methods.training import NonFiniteLossError
 
-__all__ = ["RESIDUAL", "S3BERT_ASPECTS", "DecompositionLoss", "NonFiniteLossError", "Params", "aspect_layout",
+__all__ = ["SPEC", "RESIDUAL", "S3BERT_ASPECTS", "DecompositionLoss", "NonFiniteLossError", "Params", "aspect_layout",
            "consistency_loss", "contributions", "explain", "layout_from_meta", "normalise_targets", "partners",
            "train_s3bert", "with_negatives"]
+
+SPEC = MethodSpec(
+    "s3bert", Params, train_s3bert, CardFacts(
+        "S3BERT", 'Opitz & Frank 2022, "SBERT studies Meaning Representations: Decomposing Sentence Embeddings into '
+        'Explainable Semantic Features"',
+        "An SBERT embedding decomposed into AMR-aspect sub-embeddings (concepts, frames, negation, ...) plus a "
+        "residual, trained to predict fine-grained AMR metric scores with a consistency loss against a frozen "
+        "teacher; the cosine of each slice explains a similarity aspect by aspect.",
+        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr"),
+        "amrsim train s3bert"))

@@ -29,6 +29,7 @@ from amrsim.errors import InputError
 from amrsim.evaluate.mteb_tasks import subset_for, task_of_dataset
 from amrsim.files import atomic_write
 from amrsim.langs import normalise_lang
+from amrsim.methods import CARDS, CardFacts
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
 
@@ -41,57 +42,9 @@ CARD = "README.md"
 FUSED = "pear_fused"
 
 
-@dataclass(frozen=True)
-class MethodInfo:
-    title: str
-    paper: str
-    summary: str
-    pipeline_tag: str
-    tags: tuple[str, ...]
-    command: str  # how a run of the method is made
-
-
-PEAR_PAPER = "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)"
-METHODS: dict[str, MethodInfo] = {
-    "s3bert": MethodInfo(
-        "S3BERT", 'Opitz & Frank 2022, "SBERT studies Meaning Representations: Decomposing Sentence Embeddings into '
-        'Explainable Semantic Features"',
-        "An SBERT embedding decomposed into AMR-aspect sub-embeddings (concepts, frames, negation, ...) plus a "
-        "residual, trained to predict fine-grained AMR metric scores with a consistency loss against a frozen "
-        "teacher; the cosine of each slice explains a similarity aspect by aspect.",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr"),
-        "amrsim train s3bert"),
-    "dueam": MethodInfo(
-        "DuEAM", 'Goswami et al. 2021, "Cross-lingual Sentence Embedding using Multi-Task Learning"',
-        "A dual encoder: an anchor's Word Mover's Distance on frozen token embeddings teaches a sentence encoder "
-        "(L = L_A - lambda * L_B).",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "cross-lingual"),
-        "amrsim train dueam"),
-    "pear": MethodInfo(
-        "PEAR", PEAR_PAPER,
-        "A cross-encoder with a sigmoid head trained with BCE on relatedness, with bi-encoder kNN re-sampling and "
-        "weak labels; scores a sentence pair directly (no sentence embedding).",
-        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"), "amrsim train pear"),
-    FUSED: MethodInfo(
-        "PEAR fused with a bi-encoder", PEAR_PAPER,
-        "PEAR's cross-encoder score and a bi-encoder's cosine, each z-scored, in a weighted sum (below); it scores "
-        "a sentence pair (no sentence embedding) and has no weights of its own.",
-        "text-ranking", ("sentence-transformers", "cross-encoder", "text-ranking", "relatedness"),
-        "amrsim train pear"),
-    "meaning": MethodInfo(
-        "Meaning embeddings", "Tiyajamorn et al. 2021 (stage 1) and McCain et al. (stage 2)",
-        "Stage 1 splits a frozen multilingual embedding into a meaning part and a language part on parallel data; "
-        "stage 2 tunes an MLP on human STS scores.",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "multilingual"),
-        "amrsim train meaning"),
-    "mse_amr": MethodInfo(
-        "MSE-AMR", 'Cai et al. 2022, "Retrofitting Multilingual Sentence Embeddings with Abstract Meaning '
-        'Representation"',
-        "A contrastive encoder of linearised AMR graphs (supervised SimCSE on NLI triples); the sentence embedding "
-        "joins the base encoder's normalised vector with the normalised graph vector.",
-        "sentence-similarity", ("sentence-transformers", "sentence-similarity", "feature-extraction", "amr",
-                                "multilingual"), "amrsim train mse_amr"),
-}
+MethodInfo = CardFacts  # what a card states about the run's method
+# run kind -> its card facts, built from the registered MethodSpecs (PEAR's spec also declares pear_fused's)
+METHODS = CARDS
 
 # amrsim result task -> (Hub task id, task name); the Hub has no bitext-mining task: retrieval by cosine similarity
 TASKS = {"sts": ("sentence-similarity", "Semantic Textual Similarity"),

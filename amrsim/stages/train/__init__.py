@@ -1,16 +1,20 @@
 """Training in the pipeline: one module per method (`stages/train/<name>.py`: read the pinned warehouse tables,
 call the method's core in `amrsim.methods.<name>`, write `warehouse/models/<name>/<run_id>/`), `common.py` (run
-directories, lineage, incremental reruns); model cards are `amrsim.stages.evaluate.card`'s."""
+directories, lineage, incremental reruns); model cards are `amrsim.stages.evaluate.card`'s. `STAGES` (method ->
+its stage) is built from the registered `MethodSpec`s: a spec's own `stage`, else the stage module of this package
+that declares the method (`LAYER_STAGES`: the methods package sits below this layer and cannot name it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
 
 from amrsim.config import Pipeline
 from amrsim.files import own_tree
-from amrsim.methods import method_params
+from amrsim.methods import Derived, Stage, method_params, method_spec, specs
 from amrsim.stages.evaluate.card import refresh_cards
 from amrsim.stages.train import dueam, meaning, mse_amr, pear, s3bert
 from amrsim.stages.train.common import (
@@ -26,10 +30,30 @@ from amrsim.stages.train.common import (
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.lock import run_lock
 
-# method name -> its stage module (`train(pipe, params, run_id) -> summary`)
-STAGES = {"s3bert": s3bert, "mse_amr": mse_amr, "dueam": dueam, "pear": pear, "meaning": meaning}
+# the stage modules of this layer (`train(pipe, params, run_id) -> summary`), by the method each declares (`METHOD`);
+# a method whose spec brings its own `stage` (one outside amrsim) needs no entry
+LAYER_STAGES: dict[str, ModuleType] = {m.METHOD: m for m in (s3bert, mse_amr, dueam, pear, meaning)}
 
-__all__ = ["STAGES", "train_method"]
+__all__ = ["LAYER_STAGES", "STAGES", "stage_of", "train_method"]
+
+
+def stage_of(method: str) -> Stage:
+    """The stage that trains `method` in the pipeline (`train(pipe, params, run_id) -> summary`)."""
+    spec = method_spec(method)
+    if spec.stage is not None:
+        return spec.stage
+    if spec.name not in LAYER_STAGES:
+        raise KeyError(f"training method '{method}' has no pipeline stage: give its MethodSpec a `stage`, or add its "
+                       f"module in amrsim/stages/train/ to LAYER_STAGES")
+    return LAYER_STAGES[spec.name].train  # read when called: a test may replace a module's `train`
+
+
+def _stages() -> dict[str, Stage]:
+    return {s.name: stage_of(s.name) for s in specs()}
+
+
+# method name -> its stage, for every registered method (built from the specs each time it is read)
+STAGES: Mapping[str, Stage] = Derived(_stages)
 
 
 def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel | None, run_id: str,
@@ -55,7 +79,7 @@ def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel
         if recorded:  # a new run: the params it starts with, which a resume of it keeps
             record_started_params(wh, method, run_id, checked)
         try:
-            summary = STAGES[method].train(pipe, checked, run_id)
+            summary = stage_of(method)(pipe, checked, run_id)
         except BaseException:
             if recorded:  # failed before its first checkpoint: nothing to resume, no run directory left for it
                 forget_started_run(wh, method, run_id)

@@ -42,6 +42,8 @@ __all__ = ["Params", "train"]
 
 log = logging.getLogger(__name__)
 
+METHOD = "meaning"  # the method whose stage this is (amrsim.stages.train.LAYER_STAGES)
+
 HELD_OUT = "language held out (exclude_langs)"
 NOT_LISTED = "language not in langs"
 EMPTY_TEXT = "empty sentence"

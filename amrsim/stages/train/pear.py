@@ -48,6 +48,8 @@ from amrsim.warehouse.store import OK
 
 log = logging.getLogger(__name__)
 
+METHOD = "pear"  # the method whose stage this is (amrsim.stages.train.LAYER_STAGES)
+
 TRIALS_DATASET, TRIALS_TABLE = "meta", "optuna_trials"
 SAMPLED_OUT = "over max_pairs (sampled out)"
 

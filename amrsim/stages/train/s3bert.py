@@ -30,6 +30,8 @@ from amrsim.warehouse.store import OK
 
 log = logging.getLogger(__name__)
 
+METHOD = "s3bert"  # the method whose stage this is (amrsim.stages.train.LAYER_STAGES)
+
 # the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each
 ASPECT_OF_COLUMN = {"smatch_f1": "smatch"}
 SAMPLED_OUT = "over max_pairs (sampled out)"
