@@ -22,7 +22,7 @@ from amrsim.cli.common import (
     warehouse_root,
 )
 from amrsim.console import console, frame_table
-from amrsim.errors import AmrsimError, ConfigError, InputError, WarehouseError
+from amrsim.errors import AmrsimError, ConfigError, WarehouseError
 from amrsim.files import TABLE_FORMATS, file_format, header_columns
 
 # The config, the warehouse (polars), the encoders (torch) and the evaluations are imported inside the commands:
@@ -52,24 +52,6 @@ def sentence_langs(value: str) -> tuple[str, str]:
         raise ConfigError(f"--lang '{value}': not a language code; use e.g. en, de, or es-en (sentence 1 Spanish, "
                           f"sentence 2 English)")
     return code, code
-
-
-def _check_row_langs(file: Path, ds) -> None:
-    """A lang/lang1/lang2 value that is not a language code stops the evaluation before anything is written,
-    naming the row (an empty value means the --lang default)."""
-    from amrsim.ingest.normalise import normalise_lang
-    from amrsim.ingest.readers import LINE, iter_rows
-
-    columns = [c for c in ("lang", "lang1", "lang2") if c in ds.columns]
-    if not columns:
-        return
-    for chunk in iter_rows(file, ds.resolved_format(), columns):
-        for row in chunk.iter_rows(named=True):
-            for column in columns:
-                value = (row[column] or "").strip()
-                if value and normalise_lang(value) is None:
-                    raise InputError(str(file), f"column {column}: '{value[:40]}' is not a language code",
-                                     line=row[LINE])
 
 
 def _pick(header: list[str], given: str | None, candidates: tuple[str, ...]) -> str:
@@ -143,12 +125,10 @@ def evaluate_sts_cmd(
         json_: JsonOpt = False) -> None:
     """Spearman and Pearson (x100) of cosine similarity vs gold, monolingual and cross-lingual; embeddings cached.
     A cross-encoder (pear:...) scores each pair directly."""
-    from amrsim.config import DatasetConfig, StsEvalConfig, one_off_dataset, validation_line
+    from amrsim.config import StsEvalConfig, validation_line
     from amrsim.langs import lang_code
-    from amrsim.stages.evaluate import results_table, sts_stage
-    from amrsim.stages.ingest import ingest_tables
+    from amrsim.stages.evaluate import ingest_one_off, one_off_pairs, results_table, sts_stage
     from amrsim.warehouse.lineage import new_run_id
-    from amrsim.warehouse.sources import CLI
 
     fmt = file_format(input_path(file, "--file"))
     if fmt is None:
@@ -170,20 +150,13 @@ def evaluate_sts_cmd(
     columns = {"sentence1": _pick(header, sentence1_col, _S1), "sentence2": _pick(header, sentence2_col, _S2),
                "score": _pick(header, score_col, _SCORE)}
     columns |= {c: c for c in ("lang", "lang1", "lang2") if c in header}  # per-row languages
-    translations = {tl: {"path": str(p.resolve())} for tl, p in _lang_files(translation, "--translation").items()}
-    stem = file.name.split(".")[0].lower()
-    split = split or next((s for s in ("train", "dev", "test") if re.search(rf"(^|[_.-]){s}($|[_.-])", stem)), "all")
-    # never a pipeline's dataset name: the two would re-ingest over each other (docs/pipeline.md, dataset names)
-    name = dataset or one_off_dataset(file, {tl: Path(m["path"]) for tl, m in translations.items()})
-    try:
-        ds = DatasetConfig(path=str(file), kind="pairs", lang=lang1, lang2=lang2 if lang2 != lang1 else None,
-                           columns=columns, split=split, translations=translations)
+    translations = _lang_files(translation, "--translation")
+    try:  # the file as a dataset of its own (name, split from its name), never a pipeline's
+        name, split, ds = one_off_pairs(file, columns, lang1, lang2, translations, split, dataset)
     except ValueError as e:
         raise ConfigError(f"--file {file}: {validation_line(e)}") from None
-    _check_row_langs(file, ds)
     run_id = new_run_id()
-    ingest_tables(wh, name, ds, file.resolve(), run_id, pipeline="cli", origin=CLI,
-                  hint="choose another --dataset, or leave it out: a file then gets a dataset of its own")
+    ingest_one_off(wh, name, ds, file, run_id)
     pairs = (given_pairs if given_pairs else
              [*_file_lang_pairs(wh, name, split), *(p for tl in translations for p in (f"{tl}-{tl}", f"{lang1}-{tl}"))])
     try:
