@@ -13,10 +13,11 @@ export TOKENIZERS_PARALLELISM ?= false
 # the C extensions are built by the editable install: a changed .c file reinstalls
 $(STAMP): pyproject.toml amrsim/metrics/_smatch_core.c amrsim/amr/_penman_reader.c amrsim/amr/_smatch_encoding.h amrsim/metrics/_wwlk_core.c amrsim/warehouse/_keys.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv installs what pip would (same sources and caps: .ci/uv_pip_args.py reads pip's config) in seconds instead
-	# of minutes; pip itself where uv cannot be had or fails
+	# uv installs what pip would (same sources and caps: .ci/uv_pip_args.py reads pip's config) in about a minute
+	# instead of three, compiling the bytecode as pip does (else each module is compiled at its first import, by the
+	# tests); pip itself where uv cannot be had or fails
 	( $(BIN)/pip install -q --disable-pip-version-check uv && \
-	  $(BIN)/uv pip install -q --python $(BIN)/python $$($(BIN)/python .ci/uv_pip_args.py) -e '.[dev]' ) || \
+	  $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python $$($(BIN)/python .ci/uv_pip_args.py) -e '.[dev]' ) || \
 	  $(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
