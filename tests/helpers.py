@@ -187,17 +187,10 @@ def load_outside_amrsim(kind: str, path: Path, inputs: list, tmp: Path) -> tuple
     """Load `path` in a fresh Python process that imports only sentence-transformers (`SentenceTransformer` for
     kind "bi", `CrossEncoder` for "cross") and run it on `inputs` (texts, or [text1, text2] pairs). Returns the
     vectors or scores and the amrsim modules that process ended up importing."""
-    import os
-    import subprocess
-    import sys
-
-    import numpy as np
+    from tests.fresh_python import fresh_python
 
     out = tmp / f"outside-{kind}.npy"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, kind, str(path), json.dumps(inputs), str(out)],
-                          capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
+    done = fresh_python(LOAD_SCRIPT, kind, str(path), json.dumps(inputs), str(out), cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     return np.load(out), json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -5,10 +5,7 @@ run as it stands in a fresh process, gives amrsim's vectors and scores."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -34,6 +31,7 @@ from amrsim.stages.evaluate.results import score_rows
 from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
 from amrsim.warehouse import Warehouse
+from tests.fresh_python import fresh_python
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 from tests.stages.train.test_s3bert import CONFIG as S3BERT_CONFIG
 
@@ -81,10 +79,7 @@ def run_snippet(card_text: str, run: Path, models_root: Path, tmp: Path) -> tupl
     code = code.replace(placeholder, json.dumps(str(run))).replace('"path/to/warehouse/models"',
                                                                    json.dumps(str(models_root)))
     out = tmp / "snippet.npy"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
-    done = subprocess.run([sys.executable, "-c", code + RUNNER, str(out)], capture_output=True, text=True, env=env,
-                          cwd=tmp, timeout=600)
+    done = fresh_python(code + RUNNER, str(out), cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     return np.load(out), report["inputs"], report["amrsim"]
