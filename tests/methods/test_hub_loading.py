@@ -7,15 +7,13 @@ lies at the run root, as Hub tools expect."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from amrsim.methods.loaders import load_encoder
+from tests.fresh_python import fresh_python
 from tests.helpers import tiny_sentence_transformer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
@@ -51,10 +49,7 @@ def load_in_fresh_process(kind: str, path: Path, inputs: list, tmp: Path, trust:
     the error, whether amrsim ended up imported (by sentence-transformers, through trust_remote_code)."""
     out = tmp / f"fresh-{kind}-{int(trust)}.npy"
     out.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, kind, str(path), json.dumps(inputs), "1" if trust
-                           else "0", str(out)], capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
+    done = fresh_python(LOAD_SCRIPT, kind, str(path), json.dumps(inputs), "1" if trust else "0", str(out), cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["imported_before"] == []
