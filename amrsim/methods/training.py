@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import logging
+import math
 import os
 import pickle
 import random
@@ -17,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
@@ -52,10 +53,12 @@ class MethodParams(BaseModel):
 
 
 class TrainingArgs(MethodParams):
-    """The hyperparameters every method has. A method's `Params` subclasses it and sets its own defaults in
-    `DEFAULTS` (the field, its type and its bounds stay declared once, here)."""
+    """The hyperparameters every method has; the `Trainer` is built from them whole. A method's `Params` subclasses
+    it and sets its own defaults in `DEFAULTS` (the field, its type and its bounds stay declared once, here);
+    `DECAY_EVERY_PARAMETER` True puts weight decay on biases and norms too (the shared rule spares them)."""
 
     DEFAULTS: ClassVar[dict[str, Any]] = {}
+    DECAY_EVERY_PARAMETER: ClassVar[bool] = False
 
     batch_size: StrictInt = Field(default=32, ge=2)
     lr: StrictFloat = Field(default=2e-5, gt=0)
@@ -64,8 +67,30 @@ class TrainingArgs(MethodParams):
     max_steps: StrictInt | None = Field(default=None, ge=1)  # stop early, checkpointed (the same run id resumes)
     weight_decay: StrictFloat = Field(default=0.0, ge=0)
     max_grad_norm: StrictFloat = Field(default=1.0, ge=0)  # 0: gradients not clipped
+    # linear warmup from 0: whole steps (an integer >= 0) or a fraction (in [0, 1)) of the run's steps, rounded up
+    warmup: Annotated[int, Field(strict=True, ge=0)] | Annotated[float, Field(strict=True, ge=0, lt=1)] = 0
+    lr_schedule: Literal["linear", "constant"] = "linear"  # after warmup: down to 0 at the last step, or constant
+    # each step's batch in this many chunks, their gradients summed (less memory, the same step)
+    grad_accumulation_steps: StrictInt = Field(default=1, ge=1)
     seed: StrictInt = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @model_validator(mode="after")
+    def _chunks(self) -> Self:
+        if self.grad_accumulation_steps > self.batch_size:
+            raise ValueError(f"grad_accumulation_steps {self.grad_accumulation_steps} is over batch_size "
+                             f"{self.batch_size}: a step's batch cannot be cut into more chunks than it has rows")
+        return self
+
+    @classmethod
+    def given(cls, args: MethodParams | None = None, **settings: Any) -> Self:
+        """`cls` from the fields it shares with `args` (e.g. a method's pipeline params), `settings` in their place;
+        the bounds are checked here, once."""
+        return cls(**{**(args.model_dump(include=set(cls.model_fields)) if args else {}), **settings})
+
+    def warmup_steps(self, total: int) -> int:
+        """The warmup in optimizer steps for a run of `total` steps."""
+        return math.ceil(total * self.warmup) if isinstance(self.warmup, float) else self.warmup
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -85,13 +110,14 @@ def batches(n: int, batch_size: int) -> Iterator[slice]:
         yield slice(start, start + batch_size)
 
 
-def linear_warmup(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor: 0 -> 1 over `warmup` steps, then linearly to 0 at `total` (sentence-transformers' WarmupLinear)."""
+def linear_warmup(warmup: int, total: int, decay: bool = True) -> Callable[[int], float]:
+    """LR factor: 0 -> 1 over `warmup` steps, then linearly to 0 at `total` (sentence-transformers' WarmupLinear);
+    without `decay`, 1 after the warmup."""
 
     def factor(step: int) -> float:
         if step < warmup:
             return step / max(1, warmup)
-        return max(0.0, (total - step) / max(1, total - warmup))
+        return max(0.0, (total - step) / max(1, total - warmup)) if decay else 1.0
 
     return factor
 
@@ -380,40 +406,104 @@ class Checkpoints:
     restore: Callable[[Mapping[str, Any]], None] = lambda train_state: None
 
 
+def param_groups(part: Any, weight_decay: float, lr: float | None = None,
+                 decay_every: bool = False) -> list[dict[str, Any]]:
+    """AdamW groups of `part` (a module's trainable parameters, or parameters): the decayed ones, then biases and
+    normalisation weights (every parameter under 2 dimensions) with weight decay 0 (`decay_every`: one group, all
+    decayed); each group lists `names` (the module's names, else positions) and, when given, its `lr`."""
+    named = ([(n, p) for n, p in part.named_parameters() if p.requires_grad] if hasattr(part, "named_parameters")
+             else [(str(i), p) for i, p in enumerate(part)])
+    split = [named] if decay_every else [[(n, p) for n, p in named if p.ndim >= 2],
+                                         [(n, p) for n, p in named if p.ndim < 2]]
+    return [{"params": [p for _, p in g], "names": [n for n, _ in g], "weight_decay": decay,
+             **({} if lr is None else {"lr": lr})} for g, decay in zip(split, (weight_decay, 0.0), strict=False)]
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a `Trainer` trains besides the rest: a module's trainable parameters (or the parameters given) at `lr`
+    (None: the args' lr); `name` says whose gradients in errors."""
+
+    of: Any
+    lr: float | None = None
+    name: str = ""
+
+
+@dataclass
+class TrainResult:
+    """What `Trainer.fit` did: the step reached and whether the run is complete, the history, the best dev score
+    and its step, the untrained model's score, and the step a resumed run started from (None: a fresh run)."""
+
+    steps: int
+    total_steps: int
+    completed: bool
+    history: list[dict[str, Any]]
+    best_score: float | None
+    best_step: int | None
+    initial_score: float | None
+    resumed_from: int | None
+
+
 @dataclass
 class Trainer:
-    """The one training loop of every method: batch `rows(step)`, named `losses(rows)` (the first, or
-    `objective(losses)`, optimised; a task that accumulates its own gradients returns a detached loss), a NaN/inf
-    loss or gradient norm stops with NonFiniteLossError naming the step and the rows, gradients clipped to
-    `max_grad_norm` (0: not clipped), optimizer and scheduler stepped. Every `eval_every` steps (default: once an
-    epoch) and at the last step: the mean losses since the last report, the `evaluator`'s dev score, `keep_best()`
-    when it is the best so far, a history entry (`entry(step, means, score)`) and, with `checkpoints`, a checkpoint
-    (also every `checkpoint_every` steps). `max_steps` stops early; with `checkpoints`, as an interruption would:
-    checkpointed with the loss sums since the last report, no extra dev score; a resumed run (same `run_key`)
-    continues exactly where the checkpoint was, to the weights and history of an uninterrupted run."""
+    """The one training loop of every method, built from its `TrainingArgs` whole: AdamW over `trains` (modules,
+    parameters or `Part`s) with the shared weight-decay rule (`param_groups`), the warmup and LR schedule, gradient
+    accumulation (each step's rows in `grad_accumulation_steps` chunks, or chunks of `micro_batch` rows, each
+    chunk's loss weighted by its share of the rows), clipping to `max_grad_norm` (all together, or each `Part` on
+    its own with `clip_apart`), `epochs`, `max_steps` and `eval_every`. Batch `rows(step)`, named `losses(rows)` (the
+    first, or `objective(losses)`, optimised); a NaN/inf loss or gradient norm stops with NonFiniteLossError naming
+    the step and the rows. Every `eval_every` steps (default: once an epoch) and at the last step: the mean losses
+    since the last report, the `evaluator`'s dev score, `keep_best()` when it is the best so far, a history entry
+    (`entry(step, means, score)`) and, with `checkpoints`, a checkpoint (also every `checkpoint_every` steps).
+    `max_steps` stops early; with `checkpoints`, as an interruption would: checkpointed with the loss sums since the
+    last report, no extra dev score; a resumed run (same `run_key`) continues exactly where the checkpoint was, to
+    the weights and history of an uninterrupted run. `step_losses`: each step's loss kept in `state["losses"]`."""
 
     method: str
-    optimizer: Any
-    parameters: Sequence[Any]
+    args: TrainingArgs
+    trains: Sequence[Any]
     steps_per_epoch: int
-    epochs: int
     rows: Callable[[int], np.ndarray]
     losses: Callable[[np.ndarray], Mapping[str, torch.Tensor]]
-    scheduler: Any = None
     objective: Callable[[Mapping[str, torch.Tensor]], torch.Tensor] | None = None
-    max_steps: int | None = None
-    eval_every: int | None = None
     checkpoint_every: int | None = None
     evaluator: Evaluator | None = None
     score_at_start: bool = True  # False: no dev score of the untrained model (`initial_score` stays None)
     keep_best: Callable[[], None] | None = None
     entry: Callable[[int, dict[str, float], float | None], dict[str, Any]] | None = None
-    max_grad_norm: float = 0.0
     weigh_by_rows: bool = False  # report means weighted by batch size (else the mean over steps)
     checkpoints: Checkpoints | None = None
     row_ids: Callable[[np.ndarray], Iterable[int]] = lambda rows: rows
+    rows_are: str = "batch rows (indices into the training pairs)"
+    micro_batch: int | None = None
+    clip_apart: bool = False
+    step_losses: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     resumed_from: int | None = None
+
+    def __post_init__(self) -> None:
+        import torch
+
+        parts = [t if isinstance(t, Part) else Part(t) for t in self.trains]
+        groups = [g for p in parts for g in param_groups(p.of, self.args.weight_decay, p.lr,
+                                                         type(self.args).DECAY_EVERY_PARAMETER)]
+        self.optimizer = torch.optim.AdamW([{k: v for k, v in g.items() if k != "names"} for g in groups],
+                                           lr=self.args.lr)
+        # clipped in the parts' own order
+        self.clipped = [(p.name, [q for g in param_groups(p.of, 0.0, decay_every=True) for q in g["params"]])
+                        for p in parts]
+        if not self.clip_apart:
+            self.clipped = [("", [q for _, params in self.clipped for q in params])]
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_warmup(
+            self.args.warmup_steps(self.total_steps), self.total_steps, self.args.lr_schedule == "linear"))
+
+    @property
+    def epochs(self) -> int:
+        return self.args.epochs
+
+    @property
+    def max_steps(self) -> int | None:
+        return self.args.max_steps
 
     @property
     def total_steps(self) -> int:
@@ -451,14 +541,12 @@ class Trainer:
     def evaluate(self) -> float | None:
         return None if self.evaluator is None else self.evaluator()
 
-    def fit(self) -> Trainer:
-        """Train from the current step to `stop_at`; returns self (`state` holds the history and the best)."""
-        import torch
-
+    def fit(self) -> TrainResult:
+        """Train from the current step to `stop_at` (`state` holds the history and the best)."""
         self.start()
         if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None and self.score_at_start:
             self.state["initial_score"] = self.evaluate()
-        eval_every = self.eval_every or self.steps_per_epoch
+        eval_every = self.args.eval_every or self.steps_per_epoch
         # the loss sums since the last report: a checkpoint between reports keeps them, so a resumed run reports
         # the same means an uninterrupted one does
         window = self.state.pop("window", None) or {"sums": {}, "count": 0}
@@ -467,29 +555,15 @@ class Trainer:
         step = int(self.state["step"])
         while step < self.stop_at:
             rows = self.rows(step)
-            self.optimizer.zero_grad(set_to_none=True)
-            parts = self.losses(rows)
-            loss = self.objective(parts) if self.objective is not None else next(iter(parts.values()))
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(self.method, f"loss is {float(loss.detach())}", step + 1,
-                                         self.row_ids(rows))
-            if loss.requires_grad:
-                loss.backward()
-            if self.max_grad_norm > 0:
-                norm = torch.nn.utils.clip_grad_norm_(list(self.parameters), self.max_grad_norm)
-                if not torch.isfinite(norm):
-                    raise NonFiniteLossError(self.method, f"gradient norm is {float(norm.detach())}", step + 1,
-                                             self.row_ids(rows))
-            self.optimizer.step()
-            if self.scheduler is not None:
-                self.scheduler.step()
+            values = self.train_step(step, rows)
             step += 1
             weight = len(rows) if self.weigh_by_rows else 1
-            values = dict(parts) if self.objective is None else {**parts, "total": loss}
             for name, value in values.items():
-                sums[name] = sums.get(name, 0.0) + float(value.detach()) * weight
+                sums[name] = sums.get(name, 0.0) + value * weight
             count += weight
             self.state["step"] = step
+            if self.step_losses:
+                self.state.setdefault("losses", []).append(values["total" if self.objective else next(iter(values))])
             # with checkpoints, max_steps stops as an interruption would: no dev score an uninterrupted run would not
             # take (the best model and the history stay the same); without, it is where the run ends
             last = step == self.total_steps or (step == self.stop_at and self.checkpoints is None)
@@ -498,7 +572,40 @@ class Trainer:
                 sums, count = {}, 0
             elif step == self.stop_at or (self.checkpoint_every and step % self.checkpoint_every == 0):
                 self.save(window={"sums": sums, "count": count})  # between reports: the window's sums kept
-        return self
+        return TrainResult(step, self.total_steps, self.completed, self.state["history"], self.state["best_score"],
+                           self.state["best_step"], self.state["initial_score"], self.resumed_from)
+
+    def train_step(self, step: int, rows: np.ndarray) -> dict[str, float]:
+        """One optimizer step on `rows`, chunk by chunk (gradient accumulation); returns each loss's value."""
+        import torch
+
+        size = self.micro_batch or -(-self.args.batch_size // self.args.grad_accumulation_steps)
+        chunks = [rows] if len(rows) <= size else [rows[i:i + size] for i in range(0, len(rows), size)]
+        self.optimizer.zero_grad(set_to_none=True)
+        values: dict[str, float] = {}
+        for i, chunk in enumerate(chunks):
+            share = 1.0 if len(chunks) == 1 else len(chunk) / len(rows)
+            parts = self.losses(chunk)
+            loss = self.objective(parts) if self.objective is not None else next(iter(parts.values()))
+            if not torch.isfinite(loss):
+                where = "" if len(chunks) == 1 and self.micro_batch is None else (
+                    f" (epoch {step // self.steps_per_epoch + 1}), micro-batch {i + 1} of {len(chunks)}")
+                raise NonFiniteLossError(self.method, f"loss is {float(loss.detach())}", step + 1,
+                                         self.row_ids(chunk), where=where, rows_are=self.rows_are)
+            if loss.requires_grad:
+                (loss if share == 1.0 else loss * share).backward()
+            for name, value in (dict(parts) if self.objective is None else {**parts, "total": loss}).items():
+                values[name] = values.get(name, 0.0) + float(value.detach()) * share
+        if self.args.max_grad_norm > 0:
+            for name, params in self.clipped:
+                norm = torch.nn.utils.clip_grad_norm_(params, self.args.max_grad_norm)
+                if not torch.isfinite(norm):
+                    raise NonFiniteLossError(self.method, f"{name + ' ' if name else ''}gradient norm is "
+                                             f"{float(norm.detach())}", step + 1, self.row_ids(rows),
+                                             rows_are=self.rows_are)
+        self.optimizer.step()
+        self.scheduler.step()
+        return values
 
     def report(self, step: int, means: dict[str, float]) -> None:
         """Evaluate, keep the best, add a history entry, checkpoint."""

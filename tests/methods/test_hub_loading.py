@@ -161,11 +161,12 @@ def test_meaning_run_loads_with_trust_remote_code_and_saves_a_copy_that_loads(ba
 
 @pytest.fixture(scope="module")
 def pear_network(base):
-    from amrsim.methods.pear import Hyper, PearCrossEncoder, train_epochs
+    from amrsim.methods.pear import Params, PearCrossEncoder, train_epochs
 
     model = PearCrossEncoder(str(base), device="cpu")
     t1, t2 = TEXTS * 3, list(reversed(TEXTS)) * 3
-    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), Hyper(lr=1e-3, batch_size=4), epochs=1)
+    hp = Params(datasets=["toy"], lr=1e-3, batch_size=4)
+    train_epochs(model, t1, t2, rng.random(len(t1)).astype(np.float32), hp, epochs=1)
     return model
 
 

@@ -23,7 +23,7 @@ from amrsim.methods.loaders import load_encoder
 from amrsim.methods.pear import (
     BaseOffset,
     CrossEncoderScorer,
-    Hyper,
+    Params,
     PearCrossEncoder,
     RunControl,
     base_cosines,
@@ -35,11 +35,9 @@ from amrsim.methods.pear import (
     length_batches,
     normalise_scores,
     on_gold_scale,
-    param_groups,
     start_from_base,
-    warmup_steps,
 )
-from amrsim.methods.training import linear_warmup
+from amrsim.methods.training import linear_warmup, param_groups
 from amrsim.stages.evaluate import is_cross_encoder
 from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
@@ -59,6 +57,11 @@ GERMAN = ["die", "katze", "hund", "läuft", "schläft"]
 def tiny_bert(tmp_path_factory) -> str:
     """A randomly initialised 2-layer BERT (hidden 32) with a word-level WordPiece vocab, as a transformers dir."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), ["the", *COLOURS, *ANIMALS, *VERBS, *GERMAN])
+
+
+def hyper(**settings) -> Params:
+    """PEAR's params for a call of the core (the datasets are the stage's business)."""
+    return Params(datasets=["toy"], **settings)
 
 
 def toy(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
@@ -121,8 +124,8 @@ def test_no_weight_decay_on_bias_and_layernorm(tiny_bert):
 
 def test_warmup_is_ten_percent_then_linear_decay():
     total = 100
-    warmup = warmup_steps(total)
-    assert warmup == 10 and warmup_steps(7) == 1  # 10%, rounded up
+    warmup = hyper().warmup_steps(total)
+    assert warmup == 10 and hyper().warmup_steps(7) == 1  # 10%, rounded up
     factor = linear_warmup(warmup, total)
     assert [factor(s) for s in (0, 5, 10, 55, 100)] == pytest.approx([0.0, 0.5, 1.0, 0.5, 0.0])
     # as the optimizer sees it
@@ -194,17 +197,17 @@ def test_resampling_labels_with_the_weak_model_and_adds_silver_pairs(tiny_bert):
         return s, s[::-1], labels
 
     target = normalise_scores(y, 0, 5)
-    model, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, e_weak=1, k=2, batch_size=4),
+    model, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, e_weak=1, k=2, batch_size=4),
                            augment=augment, device="cpu")
     assert len(calls) == 1 and calls[0][0] is model and calls[0][1] == 2  # the cross-encoder after E_weak epochs
     assert info["silver_pairs"] == 2 and info["train_rows"] == 14
     assert [h["phase"] for h in info["history"]] == ["weak", "main"]
     assert info["history"][1]["steps"] == 4  # ceil(14 / 4): silver pairs are trained on
     calls.clear()
-    _, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, e_weak=0, k=1, batch_size=4),
+    _, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, e_weak=0, k=1, batch_size=4),
                        augment=augment, device="cpu")
     assert calls == [(None, 1)]  # E_weak = 0: no cross-encoder yet, the augmenter falls back to the bi-encoder
-    _, info = fit_pear(tiny_bert, t1, t2, target, Hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment,
+    _, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment,
                        device="cpu")
     assert info["silver_pairs"] == 0 and len(calls) == 1  # k = 0: no re-sampling
 
@@ -219,7 +222,7 @@ def test_both_orders_trains_every_gold_and_silver_pair_swapped(tiny_bert):
         return ["the red cat runs", "the blue dog"], ["the blue dog", "the cat"], np.array([0.4, 0.6])
 
     _, info = fit_pear(tiny_bert, g1, g2, normalise_scores(gy, 0, 5),
-                       Hyper(lr=1e-3, epochs=1, e_weak=1, k=1, batch_size=4, both_orders=True),
+                       hyper(lr=1e-3, epochs=1, e_weak=1, k=1, batch_size=4, both_orders=True),
                        augment=augment, device="cpu")
     assert info["gold_pairs"] == 12 and info["silver_pairs"] == 2 and info["train_rows"] == 28
     assert [h["steps"] for h in info["history"]] == [6, 7]  # ceil(24 / 4) weak, ceil(28 / 4) main
@@ -237,7 +240,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_same_weights(tiny_bert
         return s, s[::-1], model.predict(s, s[::-1])
 
     def fit(name, max_steps=None):
-        return fit_pear(tiny_bert, t1, t2, normalise_scores(y, 0, 5), Hyper(lr=1e-3, epochs=2, e_weak=1, k=1,
+        return fit_pear(tiny_bert, t1, t2, normalise_scores(y, 0, 5), hyper(lr=1e-3, epochs=2, e_weak=1, k=1,
                         batch_size=4), augment=augment, device="cpu", control=RunControl(tmp_path / name, max_steps))
 
     torch.manual_seed(0)  # the new head's initial weights

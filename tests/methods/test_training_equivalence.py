@@ -20,11 +20,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from amrsim.methods import meaning
+from amrsim.methods import meaning, pear
 from amrsim.methods.dueam import train_dueam
 from amrsim.methods.meaning.train import train_stage1, train_stage2
 from amrsim.methods.mse_amr import Params, encode_with, train_mse_amr
-from amrsim.methods.pear import Hyper, fit_pear
 from amrsim.methods.s3bert import train_s3bert
 from tests import helpers
 from tests.helpers import TEST_DATA, TINY_WORDS, tiny_bert, tiny_sentence_transformer
@@ -115,8 +114,8 @@ def test_pear(tmp_path):
         s1, s2 = t1[:k], t2[::-1][:k]
         return s1, s2, model.predict(s1, s2) if model is not None else np.full(k, 0.5, np.float32)
 
-    hp = Hyper(e_weak=1, k=4, epochs=1, lr=1e-3, batch_size=8, both_orders=True)
-    model, info = fit_pear(base, t1, t2, gold, hp, augment=augment, seed=6, device="cpu", max_length=16)
+    hp = pear.Params(datasets=["toy"], e_weak=1, k=4, epochs=1, lr=1e-3, batch_size=8, both_orders=True)
+    model, info = pear.fit_pear(base, t1, t2, gold, hp, augment=augment, seed=6, device="cpu", max_length=16)
     assert info["silver_pairs"] == 4
     scores = model.predict(t1[:4], t2[:4])
     check("pear", dict(model.model.state_dict()), [*history_numbers(info["history"]), *scores.tolist()])

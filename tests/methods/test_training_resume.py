@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, load_model, save_model
 
 from amrsim.evaluate import DevScore
-from amrsim.methods.training import Checkpoints, Trainer, seeded_batches
+from amrsim.methods.training import Checkpoints, Trainer, TrainingArgs, seeded_batches
 from tests.methods.test_dueam import tiny_bert, toy_pairs  # noqa: F401 - the tiny model fixture
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,8 +26,8 @@ def fit(out_dir, max_steps=None, reseed=None):
     steps at which the dev score was taken."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Dropout(0.3), torch.nn.Linear(8, 1))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / 20)
+    args = TrainingArgs(lr=0.05, batch_size=8, epochs=4, eval_every=4, max_steps=max_steps, weight_decay=0.01,
+                        max_grad_norm=0.0, warmup=2)
     if reseed is not None:  # a new process starts from another RNG state: the checkpoint's must be put back
         torch.manual_seed(reseed)
     scored_at: list[int] = []
@@ -46,8 +46,7 @@ def fit(out_dir, max_steps=None, reseed=None):
 
     checkpoints = Checkpoints(out_dir, {"seed": 0}, lambda d: save_model(model, str(d / "w.safetensors")),
                               lambda d: load_model(model, str(d / "w.safetensors")))
-    trainer = Trainer("toy", optimizer, list(model.parameters()), 3, 4, seeded_batches(0, 24, 8), losses,
-                      scheduler=scheduler, max_steps=max_steps, eval_every=4,
+    trainer = Trainer("toy", args, [model], 3, seeded_batches(0, 24, 8), losses,
                       evaluator=DevScore(dev, greater_is_better=False), checkpoints=checkpoints)
     trainer.fit()
     save_model(model, str(out_dir / "final.safetensors"))

@@ -11,7 +11,7 @@ from amrsim.methods.training import TrainingArgs
 
 
 class Hyper(TrainingArgs):
-    DEFAULTS: ClassVar[dict[str, Any]] = {"batch_size": 64, "eval_every": 1000, "weight_decay": 0.01}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"batch_size": 64, "eval_every": 1000, "weight_decay": 0.01, "warmup": 100}
 
     anchor_layer: StrictInt = -1  # hidden layer of the anchor's token embeddings (-1: last, 0: input embeddings)
     wmd_weights: Literal["uniform", "norm"] = "uniform"
@@ -19,7 +19,6 @@ class Hyper(TrainingArgs):
     normalize: bool = True  # unit learner embeddings: ||s' - t'|| in [0, 2]
     lam: StrictFloat = Field(default=0.003, ge=0)  # weight of L_B (the paper: 0.003)
     max_length: StrictInt = Field(default=128, ge=4)
-    warmup: StrictInt = Field(default=100, ge=0)
     train_embedding: bool = True  # learner muse: False freezes its 128,010 x 512 token table (the rest trains)
 
 

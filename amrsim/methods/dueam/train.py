@@ -20,7 +20,6 @@ from amrsim.methods.training import (
     autocast,
     batches,
     finish_encoder_run,
-    linear_warmup,
     load_sentence_encoder,
     open_checkpoint,
     refuse_finished_run,
@@ -97,16 +96,6 @@ class Learner:
         load_model(self.model, str(directory / STUDENT), device=self.device)
 
 
-def adamw(model: SentenceTransformer, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """AdamW, biases and norms without weight decay."""
-    import torch
-
-    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    plain = {name for name, _ in named if "bias" in name or "norm" in name.lower()}
-    return torch.optim.AdamW([{"params": [p for n, p in named if n not in plain], "weight_decay": weight_decay},
-                              {"params": [p for n, p in named if n in plain], "weight_decay": 0.0}], lr=lr)
-
-
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path,
                 hp: Hyper | None = None, *, dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None = None,
                 anchor_texts1: Sequence[str] | None = None, anchor_texts2: Sequence[str] | None = None,
@@ -119,7 +108,7 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     `out_dir/encoder/` and `out_dir/model.json`, then removes the checkpoint."""
     import torch
 
-    hp = Hyper(**{**(hp.model_dump(include=set(Hyper.model_fields)) if hp else {}), **settings})
+    hp = Hyper.given(hp, **settings)
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
     if len(texts1) != len(texts2):
@@ -149,13 +138,10 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     torch.manual_seed(hp.seed)
     model = load_sentence_encoder(learner_path, hp.normalize, hp.max_length, device, hp.train_embedding)
     learner = Learner(model, texts1, texts2, dist, keep, hp.lam, device)
-    optimizer, per_epoch = adamw(learner.model, hp.lr, hp.weight_decay), -(-n // hp.batch_size)
     best_path = out_dir / "best.safetensors"
     trainer = Trainer(
-        "DuEAM", optimizer, [p for p in learner.model.parameters() if p.requires_grad], per_epoch, hp.epochs,
-        seeded_batches(hp.seed, n, hp.batch_size), learner.losses,
-        scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(hp.warmup, per_epoch * hp.epochs)),
-        max_steps=hp.max_steps, eval_every=hp.eval_every, max_grad_norm=hp.max_grad_norm,
+        "DuEAM", hp, [learner.model], -(-n // hp.batch_size), seeded_batches(hp.seed, n, hp.batch_size),
+        learner.losses,
         evaluator=StsEvaluator(dev[0], dev[1], np.asarray(dev[2], dtype=np.float64), learner.encode) if dev else None,
         keep_best=lambda: learner.save(best_path), row_ids=lambda rows: keep[rows],
         entry=lambda step, means, score: {"step": step, **means, **({"dev_spearman": score} if dev else {})},
@@ -165,18 +151,18 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
     out_dir.mkdir(parents=True, exist_ok=True)
     trainer.state["anchor"] = anchor_info
     learner.model.train()
-    state = trainer.fit().state
+    result = trainer.fit()
     summary: dict[str, Any] = {
-        "completed": trainer.completed, "steps": state["step"], "total_steps": trainer.total_steps,
-        "resumed_from": trainer.resumed_from, "best_dev": state["best_score"], "best_step": state["best_step"],
-        "initial_dev": state["initial_score"],
-        "final_loss": state["history"][-1].get("loss") if state["history"] else None,
+        "completed": result.completed, "steps": result.steps, "total_steps": result.total_steps,
+        "resumed_from": result.resumed_from, "best_dev": result.best_score, "best_step": result.best_step,
+        "initial_dev": result.initial_score,
+        "final_loss": result.history[-1].get("loss") if result.history else None,
         "train_pairs": n, "skipped": anchor_info["skipped"], "anchor": anchor_info}
-    if not trainer.completed:
+    if not result.completed:
         return summary
     meta = {"anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(learner.model), "loss": LOSS,
             "params": params, "seed": hp.seed, "device": device,
-            "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": state["history"],
+            "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": result.history,
             **(extra_meta or {})}
     encoder_dir = finish_encoder_run(out_dir, "dueam", learner.model, best_path if dev else None, meta)
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}

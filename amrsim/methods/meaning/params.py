@@ -16,7 +16,10 @@ LANG_PAIR = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)?-[A-Za-z]+(?:-[A-Za-z]+)?$")
 
 
 class Hyper(TrainingArgs):
-    DEFAULTS: ClassVar[dict[str, Any]] = {"epochs": 5, "batch_size": 256, "lr": 1e-3, "max_grad_norm": 0.0}
+    # the recipe's optimizer: weight decay on every parameter, a constant learning rate
+    DEFAULTS: ClassVar[dict[str, Any]] = {"epochs": 5, "batch_size": 256, "lr": 1e-3, "max_grad_norm": 0.0,
+                                          "lr_schedule": "constant"}
+    DECAY_EVERY_PARAMETER: ClassVar[bool] = True
 
     head: Literal["linear", "mlp"] = "linear"
     hidden: StrictInt | None = Field(default=None, ge=1)  # mlp heads: hidden units (default: the embedding dim)
@@ -54,6 +57,12 @@ class Hyper(TrainingArgs):
                 "dev_fraction": self.dev_fraction, "seed": self.seed, "train_encoder": self.train_encoder,
                 **({"encoder_lr": self.encoder_lr, "encoder_train_embedding": self.encoder_train_embedding}
                    if self.train_encoder else {})}
+
+    def stage2_args(self) -> Hyper:
+        """What stage 2 trains with: its `sts_*` settings in place of the shared ones, no clipping or warmup."""
+        return self.model_copy(update={"batch_size": self.sts_batch_size, "lr": self.sts_lr, "epochs": self.sts_epochs,
+                                       "weight_decay": self.sts_weight_decay, "max_grad_norm": 0.0, "warmup": 0,
+                                       "max_steps": None, "eval_every": None})
 
     def stage2_meta(self) -> dict[str, Any]:
         """What model.json's `stage2` records (with the weights file)."""

@@ -16,7 +16,7 @@ from amrsim.evaluate.bitext import tatoeba_accuracy
 from amrsim.methods.meaning.loss import SameLanguage, derangement, stage1_losses, sts_loss
 from amrsim.methods.meaning.model import MeaningModel, StsHead, apply_module, cosines, meaning_of, spearman
 from amrsim.methods.meaning.params import LOSSES, Hyper
-from amrsim.methods.training import Trainer, st_embed
+from amrsim.methods.training import Part, Trainer, st_embed
 
 
 def epoch_batches(rng: np.random.Generator, n: int, batch_size: int,
@@ -167,10 +167,10 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
     losses = Stage1Losses(model, vectors, langs, hp, device, encoder, texts)
     steps, rows = epoch_batches(rng, len(train_pairs), hp.batch_size, min_rows=2)
     best, devs = BestWeights(model, encoder), []
-    groups = [{"params": list(model.parameters()), "lr": hp.lr}]
+    trains = [Part(model, hp.lr)]
     if encoder is not None:
         encoder.to(device).train()
-        groups.append({"params": [p for p in encoder.parameters() if p.requires_grad], "lr": hp.encoder_lr or hp.lr})
+        trains.append(Part(encoder, hp.encoder_lr or hp.lr))
 
     def dev_total() -> float:
         devs.append(losses.dev(dev_pairs))
@@ -185,21 +185,17 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
             best.score, best.step = means["total"], step
         return out
 
-    trainer = Trainer("meaning stage 1", torch.optim.AdamW(groups, lr=hp.lr, weight_decay=hp.weight_decay),
-                      [p for g in groups for p in g["params"]], steps, hp.epochs, rows,
-                      lambda r: losses(train_pairs[r], rng),
-                      objective=losses.total, max_steps=hp.max_steps, eval_every=hp.eval_every,
-                      evaluator=DevScore(dev_total, greater_is_better=False) if n_dev else None, keep_best=best.keep,
-                      entry=entry, max_grad_norm=hp.max_grad_norm, weigh_by_rows=True,
-                      row_ids=lambda r: order[n_dev:][r]).fit()
+    result = Trainer("meaning stage 1", hp, trains, steps, rows, lambda r: losses(train_pairs[r], rng),
+                     objective=losses.total,
+                     evaluator=DevScore(dev_total, greater_is_better=False) if n_dev else None, keep_best=best.keep,
+                     entry=entry, weigh_by_rows=True, row_ids=lambda r: order[n_dev:][r]).fit()
     best.restore()
     model = model.cpu().eval()
     if encoder is not None:
         encoder.eval()
-    best_step, best_loss = (trainer.state["best_step"], trainer.state["best_score"]) if n_dev else (best.step,
-                                                                                                    best.score)
+    best_step, best_loss = (result.best_step, result.best_score) if n_dev else (best.step, best.score)
     metrics = {"train_pairs": len(train_pairs), "dev_pairs": n_dev, "best_epoch": -(-best_step // steps),
-               "best_loss": best_loss, "initial_dev": devs[0] if devs else None, "history": trainer.state["history"]}
+               "best_loss": best_loss, "initial_dev": devs[0] if devs else None, "history": result.history}
     if n_dev >= 2:
         a, b = vectors[dev_pairs[:, 0]], vectors[dev_pairs[:, 1]]
         metrics["dev_retrieval"] = {"encoder": retrieval_accuracy(a, b)}
@@ -255,13 +251,11 @@ def train_stage2(u: np.ndarray, v: np.ndarray, gold: np.ndarray,
         return {"epoch": -(-step // steps), "train_loss": means["sts"],
                 **({"dev_spearman": score} if dev is not None else {})}
 
-    trainer = Trainer("meaning stage 2", torch.optim.AdamW(head.parameters(), lr=hp.sts_lr,
-                                                           weight_decay=hp.sts_weight_decay),
-                      list(head.parameters()), steps, hp.sts_epochs, rows, losses, keep_best=best.keep, entry=entry,
-                      evaluator=None if dev is None else DevScore(dev_spearman), weigh_by_rows=True).fit()
+    result = Trainer("meaning stage 2", hp.stage2_args(), [head], steps, rows, losses, keep_best=best.keep,
+                     entry=entry, evaluator=None if dev is None else DevScore(dev_spearman), weigh_by_rows=True).fit()
     best.restore()  # none kept (no dev, or no defined Spearman): the last epoch
-    history, best_step = trainer.state["history"], trainer.state["best_step"]
+    history, best_step = result.history, result.best_step
     return head.cpu().eval(), {"train_pairs": len(u),
                                "best_epoch": history[-1]["epoch"] if best_step is None else -(-best_step // steps),
-                               "best_dev_spearman": trainer.state["best_score"],
-                               "initial_dev_spearman": trainer.state["initial_score"], "history": history}
+                               "best_dev_spearman": result.best_score,
+                               "initial_dev_spearman": result.initial_score, "history": history}

@@ -31,7 +31,6 @@ class Params(TrainingArgs):
     p_graph: StrictFloat = Field(default=0.5, ge=0, le=1)
     temperature: StrictFloat = Field(default=0.05, gt=0)
     symmetric_loss: bool = True
-    warmup_ratio: StrictFloat = Field(default=0.0, ge=0, lt=1)
     # the base sentence encoder trains too (muse through its PyTorch port, or a sentence-transformers model):
     # supervised SimCSE on the triples' texts, each sentence in a language drawn from those it has text in
     train_base: bool = False

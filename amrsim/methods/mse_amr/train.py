@@ -9,7 +9,7 @@ import logging
 import math
 import random
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +28,10 @@ from amrsim.methods.training import (
     CHECKPOINT,
     MODEL_JSON,
     Checkpoints,
-    NonFiniteLossError,
+    Part,
     Trainer,
     autocast,
     base_model_path,
-    linear_warmup,
     load_sentence_encoder,
     open_checkpoint,
     recover_dir,
@@ -55,7 +54,6 @@ log = logging.getLogger(__name__)
 class LoopOptions:
     """Settings of `train_mse_amr` that are not pipeline params: for experiments and tests."""
 
-    grad_accum: int | None = None  # micro-batches a step (default: ceil(batch_size / micro_batch))
     lang_weights: Sequence[float] | None = None  # sampling weights of `langs` in `mixed_view`
     checkpoint_every: int | None = None  # default: params.eval_every
     length_chunk: int | None = 32  # texts run through the model in length-sorted chunks (None: one padded batch)
@@ -63,38 +61,42 @@ class LoopOptions:
 
 # the settings a checkpoint must agree on to be resumed (with the data, the languages and the micro-batch)
 SETTINGS = {"lr", "batch_size", "max_length", "epochs", "min_count", "p_graph", "temperature", "symmetric_loss",
-            "pooling", "warmup_ratio", "weight_decay", "max_grad_norm", "train_base", "base_lr",
+            "pooling", "warmup", "weight_decay", "max_grad_norm", "train_base", "base_lr",
             "base_train_embedding"}
 TEXT_ENCODER = "text_encoder"  # train_base: the trained base, a sentence-transformers directory of the run
 BASE_WEIGHTS = "text_encoder.safetensors"  # train_base: the base's weights in the checkpoint and the best model
 
 
 class TripleSteps:
-    """A step of MSE-AMR for `Trainer`: `rows(step)` its triples (each epoch's seeded order), then (`__call__`) one
-    `mixed_view` of each drawn from (seed, step), and the loss computed and back-propagated micro-batch by
-    micro-batch, each weighted by its share of the step: an anchor is contrasted with its micro-batch's
-    2 x micro-batch candidates. Returns the step's loss, detached (the gradients are already accumulated); `losses`
-    keeps each step's.
+    """A step of MSE-AMR for `Trainer`: `rows(step)` its triples (each epoch's seeded order) and one `mixed_view` of
+    each, drawn from (seed, step); the Trainer runs them micro-batch by micro-batch (`micro`, gradient
+    accumulation), each weighted by its share of the step: an anchor is contrasted with its micro-batch's
+    2 x micro-batch candidates (`__call__`: their loss).
 
     With a `base` (train_base): the same micro-batches also train the base sentence encoder with the same loss on
     text views (`text_view`, drawn from (seed, step) apart from the graph views, so those stay what a frozen-base
-    run draws); the step's loss is the sum, and each model's gradients are clipped on their own."""
+    run draws); the loss is the sum, and each model's gradients are clipped on their own."""
 
     def __init__(self, model: Any, tokenizer: Any, triples: Sequence[Triple], langs: Sequence[str], params: Params,
                  loop: LoopOptions, device: torch.device, base: Any = None, text_langs: Sequence[str] = ()):
         self.model, self.tokenizer, self.triples, self.langs = model, tokenizer, triples, langs
         self.params, self.loop, self.device = params, loop, device
         self.base, self.text_langs = base, tuple(text_langs)
-        self.micro = micro_batch(params, loop)
+        self.micro = micro_batch(params)
         self.lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
         self.steps_per_epoch = math.ceil(len(triples) / params.batch_size)
         self.batches = seeded_batches(params.seed, len(triples), params.batch_size)
-        self.step = 0
-        self.losses: list[float] = []
+        self.views: dict[int, tuple[dict[str, str], dict[str, str] | None]] = {}
 
     def rows(self, step: int) -> np.ndarray:
-        self.step = step
-        return self.batches(step)
+        """The step's triples; their views (and text views) drawn."""
+        rows, p = self.batches(step), self.params
+        rng = random.Random(f"mse_amr:{p.seed}:{step}")
+        views = [mixed_view(self.triples[i], self.langs, rng, p.p_graph, lang_weights=self.lang_weights) for i in rows]
+        text_rng = random.Random(f"mse_amr-text:{p.seed}:{step}")
+        texts = [self.text_view(self.triples[i], text_rng) if self.base is not None else None for i in rows]
+        self.views = {int(i): (v, t) for i, v, t in zip(rows, views, texts, strict=True)}
+        return rows
 
     def save_encoder(self, path: Path) -> None:
         """The AMR encoder and its tokenizer in `path`."""
@@ -136,70 +138,27 @@ class TripleSteps:
             return embed_by_length(self.model, self.tokenizer, texts, p.pooling, p.max_length, self.device, chunk)
 
     def __call__(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
-        import torch
-
-        p, idx = self.params, [int(i) for i in rows]
-        rng = random.Random(f"mse_amr:{p.seed}:{self.step}")
-        views = [mixed_view(self.triples[i], self.langs, rng, p.p_graph, lang_weights=self.lang_weights) for i in idx]
-        text_rng = random.Random(f"mse_amr-text:{p.seed}:{self.step}")
-        texts = [self.text_view(self.triples[i], text_rng) for i in idx] if self.base is not None else []
-        step_loss = text_loss = 0.0
-        for start in range(0, len(idx), self.micro):
-            chunk = views[start:start + self.micro]
-            k = len(chunk)
-            emb = self.embed([v[role] for role in ROLES for v in chunk])  # anchors, positives, hard negatives
-            step_loss += self._backward(emb, k, len(idx), idx, start)
-            if texts:
-                with autocast(self.device.type):
-                    emb = st_embed(self.base, [v[role] for role in ROLES for v in texts[start:start + k]],
-                                   str(self.device))
-                text_loss += self._backward(emb, k, len(idx), idx, start, " (base encoder)")
+        """The contrastive loss of a micro-batch (anchors, positives, hard negatives), and its base's."""
+        views = [self.views[int(i)] for i in rows]
+        loss = self._loss(self.embed([v[role] for role in ROLES for v, _ in views]), len(rows))
         if self.base is None:
-            self.losses.append(step_loss)
-            return {"loss": torch.tensor(step_loss)}
-        for name, model in (("AMR encoder", self.model), ("base encoder", self.base)):
-            self._clip(name, model, idx)
-        self.losses.append(step_loss + text_loss)
-        return {"loss": torch.tensor(step_loss + text_loss), "graph_loss": torch.tensor(step_loss),
-                "text_loss": torch.tensor(text_loss)}
+            return {"loss": loss}
+        with autocast(self.device.type):
+            emb = st_embed(self.base, [t[role] for role in ROLES for _, t in views], str(self.device))
+        text_loss = self._loss(emb, len(rows))
+        return {"loss": loss + text_loss, "graph_loss": loss, "text_loss": text_loss}
 
-    def _backward(self, emb: torch.Tensor, k: int, n: int, idx: list[int], start: int, what: str = "") -> float:
-        """The contrastive loss of one micro-batch's (anchors, positives, negatives) rows, back-propagated with its
-        share `k / n` of the step; returns that share of the loss."""
-        import torch
-
-        p = self.params
+    def _loss(self, emb: torch.Tensor, k: int) -> torch.Tensor:
         anchor, positive, negative = emb.float().split(k)
-        loss = simcse_loss(anchor, positive, negative, p.temperature, symmetric=p.symmetric_loss)
-        if not torch.isfinite(loss).item():
-            raise NonFiniteLossError(
-                "MSE-AMR", f"loss{what} is {loss.item()}", self.step + 1, sorted(idx[start:start + k]),
-                where=f" (epoch {self.step // self.steps_per_epoch + 1}), micro-batch {start // self.micro + 1} "
-                      f"of {math.ceil(n / self.micro)}", rows_are="indices of its triples")
-        (loss * (k / n)).backward()
-        return loss.item() * k / n
-
-    def _clip(self, name: str, model: Any, idx: list[int]) -> None:
-        """Each model's gradients clipped to `max_grad_norm` on their own (the Trainer clips them together)."""
-        import torch
-
-        if self.params.max_grad_norm <= 0:
-            return
-        norm = torch.nn.utils.clip_grad_norm_([q for q in model.parameters() if q.requires_grad],
-                                              self.params.max_grad_norm)
-        if not torch.isfinite(norm):
-            raise NonFiniteLossError("MSE-AMR", f"{name} gradient norm is {float(norm)}", self.step + 1, sorted(idx),
-                                     rows_are="indices of its triples")
+        return simcse_loss(anchor, positive, negative, self.params.temperature, symmetric=self.params.symmetric_loss)
 
 
-def micro_batch(params: Params, loop: LoopOptions) -> int:
-    """Triples a micro-batch: batch_size / grad_accum when that is given, else micro_batch (at most batch_size)."""
-    if loop.grad_accum is None:
-        return min(params.micro_batch, params.batch_size)
-    if not 1 <= loop.grad_accum <= params.batch_size:
-        raise ValueError(f"train_mse_amr: grad_accum {loop.grad_accum} must be between 1 and batch_size "
-                         f"{params.batch_size}")
-    return math.ceil(params.batch_size / loop.grad_accum)
+def micro_batch(params: Params) -> int:
+    """Triples a micro-batch: batch_size / grad_accumulation_steps when that is over 1, else micro_batch (at most
+    batch_size)."""
+    if params.grad_accumulation_steps > 1:
+        return math.ceil(params.batch_size / params.grad_accumulation_steps)
+    return min(params.micro_batch, params.batch_size)
 
 
 def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params, *,
@@ -225,7 +184,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     langs = tuple(langs if langs is not None else params.langs or (ENGLISH,))
     if not triples or not langs:
         raise ValueError(f"train_mse_amr: {'no triples' if not triples else 'langs is empty'}")
-    micro = micro_batch(params, loop)
+    micro = micro_batch(params)
     encoder_path = base_model_path(params.encoder)
     out_dir = Path(out_dir)
     own_tree(out_dir)  # no link or special file that the savers would write through
@@ -253,7 +212,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     checkpoints = Checkpoints(out_dir, run_key, lambda ckpt: steps.save(ckpt / "model"),
                               lambda ckpt: steps.read_base(ckpt / "model"), resume)
     trainer = _trainer(steps, checkpoints, dev_eval, best_dir).start()
-    steps.losses = trainer.state.setdefault("losses", [])
+    trainer.state.setdefault("losses", [])
     trainer.state["added_tokens"] = added
     trainer.fit()
     step, history = int(trainer.state["step"]), trainer.state["history"]
@@ -267,14 +226,9 @@ def _trainer(steps: TripleSteps, checkpoints: Checkpoints, dev_eval: Callable[[A
     import torch
 
     model, params = steps.model, steps.params
-    groups = _param_groups(model.parameters(), params.lr, params.weight_decay)
+    trains = [Part(model, params.lr, "AMR encoder")]
     if steps.base is not None:
-        groups += _param_groups((q for q in steps.base.parameters() if q.requires_grad), params.base_lr or params.lr,
-                                params.weight_decay)
-    optimizer = torch.optim.AdamW(groups, lr=params.lr)
-    total_steps = steps.steps_per_epoch * params.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, linear_warmup(int(params.warmup_ratio * total_steps), total_steps))
+        trains.append(Part(steps.base, params.base_lr or params.lr, "base encoder"))
 
     def score() -> float:
         trained = [m for m in (model, steps.base) if m is not None]
@@ -288,12 +242,11 @@ def _trainer(steps: TripleSteps, checkpoints: Checkpoints, dev_eval: Callable[[A
         return math.nan if value is None else float(value)  # NaN: never the best
 
     return Trainer(
-        "MSE-AMR", optimizer, list(model.parameters()), steps.steps_per_epoch, params.epochs, steps.rows, steps,
-        scheduler=scheduler, max_steps=params.max_steps, eval_every=params.eval_every,
+        "MSE-AMR", params, trains, steps.steps_per_epoch, steps.rows, steps,
         checkpoint_every=steps.loop.checkpoint_every or params.eval_every,
-        max_grad_norm=params.max_grad_norm if steps.base is None else 0.0,  # else TripleSteps clips each model
         evaluator=DevScore(score) if dev_eval is not None else None, score_at_start=False,
-        keep_best=lambda: swap_dir(best_dir, steps.save), checkpoints=checkpoints)
+        keep_best=lambda: swap_dir(best_dir, steps.save), checkpoints=checkpoints, row_ids=sorted,
+        rows_are="indices of its triples", micro_batch=steps.micro, clip_apart=True, step_losses=True)
 
 
 def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, encoder_path: str,
@@ -337,13 +290,6 @@ def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, enc
     return {"run_dir": str(out_dir), "model_json": str(out_dir / MODEL_JSON), "steps": step,
             "total_steps": trainer.total_steps, "completed": trainer.completed, "resumed_from": trainer.resumed_from,
             "losses": losses, "best_dev": best_dev, "best_step": best_step, "added_tokens": added}
-
-
-def _param_groups(parameters: Iterable[Any], lr: float, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: no decay on biases and LayerNorm (vectors), as the HF Trainer."""
-    params = list(parameters)
-    return [{"params": [q for q in params if q.ndim >= 2], "weight_decay": weight_decay, "lr": lr},
-            {"params": [q for q in params if q.ndim < 2], "weight_decay": 0.0, "lr": lr}]
 
 
 def _base_path(name: str) -> str:

@@ -20,25 +20,23 @@ from amrsim.methods.pear.model import (
     save_run,
     start_from_base,
 )
-from amrsim.methods.pear.params import Hyper, Params, SearchParams
+from amrsim.methods.pear.params import Params, SearchParams
 from amrsim.methods.pear.train import (
     RunControl,
     both_orders,
     checkpoint_state,
     fit_pear,
     length_batches,
-    param_groups,
     train_epochs,
-    warmup_steps,
 )
 from amrsim.methods.spec import CardFacts, MethodSpec, RunKind
 
 __all__ = [
-    "FUSED_METHOD", "SPEC", "BaseOffset", "CrossEncoderScorer", "Fusion", "Hyper", "Params", "PearCrossEncoder",
+    "FUSED_METHOD", "SPEC", "BaseOffset", "CrossEncoderScorer", "Fusion", "Params", "PearCrossEncoder",
     "RunControl", "SearchParams", "TrainedCrossEncoder", "TrainedFused", "base_cosines", "base_targets", "bce_loss",
     "both_orders", "checkpoint_state", "fit_fusion", "fit_pear", "gold_scale_line", "length_batches", "load_fused",
-    "load_trained", "normalise_scores", "on_gold_scale", "param_groups", "save_fused", "save_run", "start_from_base",
-    "train_epochs", "warmup_steps",
+    "load_trained", "normalise_scores", "on_gold_scale", "save_fused", "save_run", "start_from_base",
+    "train_epochs",
 ]
 
 PAPER = "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)"

@@ -1,8 +1,8 @@
-"""PEAR's pipeline parameters (`train: - method: pear  params: {...}`) and `Hyper`, one training configuration."""
+"""PEAR's pipeline parameters (`train: - method: pear  params: {...}`): one training configuration, its data and
+its Optuna search."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
@@ -10,23 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model
 from amrsim.evaluate.ood import SPLITS, split_sources
 from amrsim.methods.training import TrainingArgs
 
-
-@dataclass(frozen=True)
-class Hyper:
-    """One PEAR configuration: the Optuna search space's five dimensions plus the fixed settings."""
-
-    lr: float = 5e-5
-    epochs: int = 3  # E: epochs on gold (+ silver) pairs
-    e_weak: int = 0  # E_weak: epochs on gold before the cross-encoder labels the kNN pairs
-    k: int = 0  # kNN neighbours per sentence (0: no re-sampling)
-    max_grad_norm: float = 1.0
-    batch_size: int = 32
-    weight_decay: float = 0.01  # none on biases and LayerNorm
-    warmup_ratio: float = 0.1
-    both_orders: bool = False  # train on (a, b) and (b, a): a cross-encoder reads one order, similarity has none
-
-
 SEARCHED = ("lr", "k", "epochs", "e_weak", "max_grad_norm")  # the dimensions of the paper's search space
+# one training configuration, as a run's model.json records it (`warmup` as `warmup_ratio`)
+RECIPE = ("lr", "epochs", "e_weak", "k", "max_grad_norm", "batch_size", "weight_decay", "warmup", "both_orders")
 
 
 class SearchParams(BaseModel):
@@ -58,7 +44,7 @@ class SearchParams(BaseModel):
 
 class Params(TrainingArgs):
     # no dev checkpoint selection (the last weights are the model): eval_every is the steps between loss reports
-    DEFAULTS: ClassVar[dict[str, Any]] = {"lr": 5e-5, "epochs": 3, "weight_decay": 0.01}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"lr": 5e-5, "epochs": 3, "weight_decay": 0.01, "warmup": 0.1}
 
     datasets: list[str] = []  # pairs datasets with gold scores (required unless ood_split)
     # train on one split of the out-of-distribution protocol (e.g. loo-forums): its derived dataset's train and dev
@@ -89,7 +75,7 @@ class Params(TrainingArgs):
     langs: list[str] = ["en"]  # pairs whose two sentences are in these languages
     mode: Literal["all", "per_language"] = "all"
     base_model: str = "minilm"  # the packaged all-MiniLM-L6-v2 transformer, or hf:<hub id or path>
-    e_weak: StrictInt = Field(default=0, ge=0)  # E_weak
+    e_weak: StrictInt = Field(default=0, ge=0)  # E_weak: epochs on gold before the cross-encoder labels kNN pairs
     k: StrictInt = Field(default=0, ge=0)  # kNN neighbours per sentence; 0: no re-sampling
     max_length: StrictInt = Field(default=128, ge=8)
     both_orders: bool = False  # train every pair in both sentence orders (twice the steps)
@@ -130,8 +116,11 @@ class Params(TrainingArgs):
         return self.model_copy(update={"datasets": [dataset], "train_split": "train", "dev_datasets": [dataset],
                                        "dev_split": "dev"})
 
-    def hyper(self, **searched: Any) -> Hyper:
-        """This configuration (with `searched` values, an Optuna trial's, in place of the configured ones)."""
-        return Hyper(**{"lr": self.lr, "epochs": self.epochs, "e_weak": self.e_weak, "k": self.k,
-                        "max_grad_norm": self.max_grad_norm, "batch_size": self.batch_size,
-                        "weight_decay": self.weight_decay, "both_orders": self.both_orders, **searched})
+    def hyper(self, **searched: Any) -> Params:
+        """These params with `searched` values (an Optuna trial's, drawn in the search's checked ranges) in place of
+        the configured ones."""
+        return self.model_copy(update=searched)
+
+    def recipe(self) -> dict[str, Any]:
+        """The training configuration a run records."""
+        return {"warmup_ratio" if k == "warmup" else k: getattr(self, k) for k in RECIPE}

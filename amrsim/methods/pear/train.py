@@ -7,7 +7,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,31 +15,16 @@ import numpy as np
 
 from amrsim.methods.pear.loss import bce_loss
 from amrsim.methods.pear.model import MAX_LENGTH, BaseOffset, PearCrossEncoder, start_from_base
-from amrsim.methods.pear.params import Hyper
-from amrsim.methods.training import CHECKPOINT, STATE_JSON, Checkpoints, Trainer, linear_warmup, recover_dir
+from amrsim.methods.pear.params import Params
+from amrsim.methods.training import CHECKPOINT, STATE_JSON, Checkpoints, Trainer, TrainResult, recover_dir
 
 if TYPE_CHECKING:
     import torch
 
-NO_DECAY = ("bias", "layernorm", "layer_norm", "ln_")
 BUCKET_BATCHES = 50  # batches per length bucket: shuffled pairs, sorted by length within each bucket
 WEIGHTS = "model.safetensors"
 
 Augmenter = Callable[[PearCrossEncoder | None, int], tuple[list[str], list[str], np.ndarray]]
-
-
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: decayed weights, then biases and LayerNorm with weight decay 0; each group lists `names`."""
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    plain = {n for n, _ in named if any(part in n.lower() for part in NO_DECAY)}
-    groups = [[(n, p) for n, p in named if n not in plain], [(n, p) for n, p in named if n in plain]]
-    return [{"params": [p for _, p in g], "names": [n for n, _ in g], "weight_decay": decay}
-            for g, decay in zip(groups, (weight_decay, 0.0), strict=True)]
-
-
-def warmup_steps(total: int, ratio: float = 0.1) -> int:
-    """Warmup length: `ratio` of the run's optimizer steps, rounded up (PEAR: 10%)."""
-    return math.ceil(total * ratio)
 
 
 def both_orders(texts1: Sequence[str], texts2: Sequence[str],
@@ -126,9 +111,9 @@ class Phase:
 
 
 def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
-                 hp: Hyper, *, epochs: int, seed: int = 0, phase: str = "train", control: RunControl | None = None,
+                 hp: Params, *, epochs: int, seed: int = 0, phase: str = "train", control: RunControl | None = None,
                  run_key: Mapping[str, Any] | None = None, max_steps: int | None = None, resume: bool = True,
-                 extra: Mapping[str, Any] | None = None) -> Trainer | None:
+                 extra: Mapping[str, Any] | None = None) -> TrainResult | None:
     """`epochs` passes with a fresh AdamW and warmup-linear schedule (as each `fit` of the paper's code), a history
     entry per epoch; with `control`, checkpointed (settings `run_key`, state `extra`). None when `epochs` < 1."""
     import torch
@@ -138,9 +123,6 @@ def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequenc
     if epochs < 1:
         return None
     data = Phase(model, texts1, texts2, y, hp.batch_size, seed)
-    total = epochs * data.steps_per_epoch
-    groups = [{k: v for k, v in g.items() if k != "names"} for g in param_groups(model.model, hp.weight_decay)]
-    optimizer = torch.optim.AdamW(groups, lr=hp.lr)
     key = {**(run_key or {}), "phase": phase, "train": hashlib.sha256(json.dumps(
         [list(texts1), list(texts2), y.tolist()], ensure_ascii=False).encode("utf-8")).hexdigest()[:16]}
     checkpoints = None if control is None else Checkpoints(
@@ -152,22 +134,20 @@ def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequenc
         return {"phase": phase, "epoch": math.ceil(step / data.steps_per_epoch), "steps": step - done,
                 "loss": means["loss"]}
 
-    trainer = Trainer("PEAR", optimizer, [p for p in model.model.parameters() if p.requires_grad],
-                      data.steps_per_epoch, epochs, data.rows, data.losses,
-                      scheduler=torch.optim.lr_scheduler.LambdaLR(
-                          optimizer, linear_warmup(warmup_steps(total, hp.warmup_ratio), total)),
-                      max_steps=max_steps, eval_every=control.eval_every if control else None, entry=entry,
-                      max_grad_norm=hp.max_grad_norm, checkpoints=checkpoints)
+    args = hp.model_copy(update={"epochs": epochs, "max_steps": max_steps,
+                                 "eval_every": control.eval_every if control else None})
+    trainer = Trainer("PEAR", args, [model.model], data.steps_per_epoch, data.rows, data.losses, entry=entry,
+                      checkpoints=checkpoints)
     torch.manual_seed(seed)
     if trainer.start().resumed_from is None:
         trainer.state["extra"] = dict(extra or {})
     model.model.train()
-    trainer.fit()
+    result = trainer.fit()
     model.model.eval()
-    return trainer
+    return result
 
 
-def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, hp: Hyper, *,
+def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, hp: Params, *,
              augment: Augmenter | None = None, seed: int = 0, device: str = "auto", max_length: int = MAX_LENGTH,
              offset: BaseOffset | None = None,
              control: RunControl | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
@@ -181,7 +161,7 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
         start_from_base(model, offset)
     orders = both_orders if hp.both_orders else (lambda a, b, t: (list(a), list(b), np.asarray(t, np.float32)))
     t1, t2, all_y = orders(texts1, texts2, y)
-    key = {"base": base, "seed": seed, "max_length": max_length, "residual": offset and offset.record(), **asdict(hp)}
+    key = {"base": base, "seed": seed, "max_length": max_length, "residual": offset and offset.record(), **hp.recipe()}
     saved = None if control is None else checkpoint_state(control.out_dir)
     in_main = saved is not None and saved["run"].get("phase") == "main"
     carry, budget = dict(control.carry) if control else {}, control.max_steps if control else None
@@ -192,11 +172,11 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
     else:
         weak = train_epochs(model, t1, t2, all_y, hp, epochs=hp.e_weak, seed=seed, phase="weak", control=control,
                             run_key=key, max_steps=budget, extra=carry)
-        history = [] if weak is None else weak.state["history"]
+        history = [] if weak is None else weak.history
         if weak is not None:
             info["resumed_from"] = weak.resumed_from
             if not weak.completed or (budget is not None and budget <= weak_steps):
-                return model, {**info, "history": history, "completed": False, "steps": weak.state["step"]}
+                return model, {**info, "history": history, "completed": False, "steps": weak.steps}
         s1, s2, sy = augment(model if hp.e_weak > 0 else None, hp.k) if hp.k > 0 and augment else ([], [], [])
         silver = [list(s1), list(s2), np.asarray(sy, np.float32).tolist()]
     s1, s2, sy = orders(*silver[:2], np.asarray(silver[2], np.float32))
@@ -205,8 +185,8 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
                         run_key=key, max_steps=None if budget is None else budget - weak_steps, resume=in_main,
                         extra={**carry, "weak_history": history, "silver": silver})
     if main is not None:
-        history = history + main.state["history"]
-        info["completed"], info["steps"] = main.completed, weak_steps + main.state["step"]
+        history = history + main.history
+        info["completed"], info["steps"] = main.completed, weak_steps + main.steps
         if main.resumed_from is not None:
             info["resumed_from"] = weak_steps + main.resumed_from
     return model, {**info, "history": history, "silver_pairs": len(silver[0]), "train_rows": len(all_y)}

@@ -13,14 +13,14 @@ from amrsim.methods.s3bert.model import (
     explain,
     layout_from_meta,
 )
-from amrsim.methods.s3bert.params import Params
+from amrsim.methods.s3bert.params import Hyper, Params
 from amrsim.methods.s3bert.train import train_s3bert
 from amrsim.methods.spec import CardFacts, MethodSpec
 from amrsim.methods.training import NonFiniteLossError
 
-__all__ = ["SPEC", "RESIDUAL", "S3BERT_ASPECTS", "DecompositionLoss", "NonFiniteLossError", "Params", "aspect_layout",
-           "consistency_loss", "contributions", "explain", "layout_from_meta", "normalise_targets", "partners",
-           "train_s3bert", "with_negatives"]
+__all__ = ["SPEC", "RESIDUAL", "S3BERT_ASPECTS", "DecompositionLoss", "Hyper", "NonFiniteLossError", "Params",
+           "aspect_layout", "consistency_loss", "contributions", "explain", "layout_from_meta", "normalise_targets",
+           "partners", "train_s3bert", "with_negatives"]
 
 SPEC = MethodSpec(
     "s3bert", Params, train_s3bert, CardFacts(

@@ -16,13 +16,13 @@ from amrsim.files import atomic_json
 from amrsim.methods.s3bert.data import check_split, fingerprint
 from amrsim.methods.s3bert.loss import CONSISTENCY_SCALE, DecompositionLoss, consistency_loss
 from amrsim.methods.s3bert.model import Teacher, aspect_layout, freeze_except_last_layers, saved_layout
+from amrsim.methods.s3bert.params import Hyper
 from amrsim.methods.training import (
     Checkpoints,
     Trainer,
     autocast,
     batches,
     finish_encoder_run,
-    linear_warmup,
     refuse_finished_run,
     seeded_batches,
     st_embed,
@@ -85,18 +85,6 @@ class _Run:
                            lambda d: load_model(self.model, str(d / STUDENT), device=self.device), resume,
                            tensors=lambda: {"scales": self.loss.scales.detach().cpu()}, restore=restore)
 
-    def optimizer(self, lr: float, weight_decay: float) -> tuple[torch.optim.Optimizer, list[torch.Tensor]]:
-        """AdamW, weight decay as sentence-transformers' fit (none on biases, norms and the aspect scales); and the
-        parameters it trains."""
-        import torch
-
-        trainable = [(name, p) for name, p in self.model.named_parameters() if p.requires_grad]
-        no_decay = [p for name, p in trainable if "bias" in name or "norm" in name.lower()]
-        decay = [p for name, p in trainable if not ("bias" in name or "norm" in name.lower())]
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                       {"params": [*no_decay, self.loss.scales], "weight_decay": 0.0}], lr=lr)
-        return optimizer, [p for _, p in trainable] + [self.loss.scales]
-
     def start(self, trainer: Trainer) -> None:
         """Resume, or start fresh without an earlier attempt's best weights. (Checkpoints from before the shared
         Trainer name the best and initial dev losses `best_dev_loss`, `initial_dev_loss`.)"""
@@ -120,13 +108,10 @@ class _Run:
 
 
 def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
-                 dev: Pairs | None, out_dir: Path, *, batch_size: int = 64, lr: float = 2e-5, warmup: int = 100,
-                 epochs: int = 2, eval_every: int | None = 1000, trainable_layers: int = 2, seed: int = 0,
-                 device: str = "auto", max_steps: int | None = None, resume: bool = True, n_aspects: int = 15,
-                 aspect_dim: int = 16, decomposition_weight: float = 1.0, consistency_weight: float = 1.0,
-                 consistency_scale: float = CONSISTENCY_SCALE, similarity: str = "cosine", weight_decay: float = 0.01,
-                 max_grad_norm: float = 1.0, extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Train S3BERT from a sentence-transformers model on (texts1, texts2, targets (n, n_aspects) in [0, 1]).
+                 dev: Pairs | None, out_dir: Path, hp: Hyper | None = None, *, resume: bool = True,
+                 extra_meta: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
+    """Train S3BERT from a sentence-transformers model on (texts1, texts2, targets (n, n_aspects) in [0, 1]), with
+    `hp` (or any params holding its fields) and/or `Hyper` fields as keywords.
 
     Every `eval_every` steps (None: once an epoch) and at the end: the dev loss keeps the best weights, and a
     checkpoint that a later call resumes from when `resume` (same data and settings, else an error). `max_steps`
@@ -135,53 +120,48 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
     import torch
     from sentence_transformers import SentenceTransformer
 
+    hp = Hyper.given(hp, **settings)
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
-    if (batch_size < 1 or epochs < 1 or (eval_every is not None and eval_every < 1) or warmup < 0
-            or (max_steps is not None and max_steps < 1)):
-        raise ValueError("S3BERT: batch_size, epochs, eval_every (and max_steps when given) must be >= 1, warmup >= 0")
-    y = check_split("training pairs", texts1, texts2, targets, n_aspects)
-    dev = (dev[0], dev[1], check_split("dev pairs", *dev, n_aspects)) if dev is not None else None
-    device = resolve_device(device)
+    y = check_split("training pairs", texts1, texts2, targets, hp.n_aspects)
+    dev = (dev[0], dev[1], check_split("dev pairs", *dev, hp.n_aspects)) if dev is not None else None
+    device = resolve_device(hp.device)
 
     model = SentenceTransformer(model_path, device=device)
-    layout = aspect_layout(int(model.get_embedding_dimension()), n_aspects, aspect_dim)
-    run = _Run(model, DecompositionLoss(n_aspects, aspect_dim, similarity, device),
-               (decomposition_weight, consistency_weight), consistency_scale, device, out_dir,
-               [*texts1, *texts2, *(() if dev is None else (*dev[0], *dev[1]))], batch_size)
-    layer_ids = freeze_except_last_layers(model, trainable_layers)  # after the teacher's copy: all of it is frozen
-    params = {"batch_size": batch_size, "lr": lr, "warmup": warmup, "epochs": epochs, "eval_every": eval_every,
-              "trainable_layers": trainable_layers, "trainable_layer_ids": layer_ids, "n_aspects": n_aspects,
-              "aspect_dim": aspect_dim, "decomposition_weight": decomposition_weight,
-              "consistency_weight": consistency_weight, "consistency_scale": consistency_scale,
-              "similarity": similarity, "weight_decay": weight_decay, "max_grad_norm": max_grad_norm}
-    run_key = {"base": model_path, "seed": seed, "train": fingerprint(texts1, texts2, y),
+    layout = aspect_layout(int(model.get_embedding_dimension()), hp.n_aspects, hp.aspect_dim)
+    run = _Run(model, DecompositionLoss(hp.n_aspects, hp.aspect_dim, hp.similarity, device),
+               (1.0, hp.consistency_weight), CONSISTENCY_SCALE, device, out_dir,
+               [*texts1, *texts2, *(() if dev is None else (*dev[0], *dev[1]))], hp.batch_size)
+    layer_ids = freeze_except_last_layers(model, hp.trainable_layers)  # after the teacher's copy: all frozen
+    params = {**{k: getattr(hp, k) for k in ("batch_size", "lr", "warmup", "epochs", "eval_every", "trainable_layers")},
+              "trainable_layer_ids": layer_ids, "n_aspects": hp.n_aspects, "aspect_dim": hp.aspect_dim,
+              "decomposition_weight": 1.0, "consistency_weight": hp.consistency_weight,
+              "consistency_scale": CONSISTENCY_SCALE, "similarity": hp.similarity, "weight_decay": hp.weight_decay,
+              "max_grad_norm": hp.max_grad_norm}
+    run_key = {"base": model_path, "seed": hp.seed, "train": fingerprint(texts1, texts2, y),
                "dev": fingerprint(*dev) if dev is not None else None,
                **{k: v for k, v in params.items() if k != "eval_every"}}
-    optimizer, trained = run.optimizer(lr, weight_decay)
-    steps_per_epoch = -(-len(y) // batch_size)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup, epochs * steps_per_epoch))
-    torch.manual_seed(seed)
+    torch.manual_seed(hp.seed)
     trainer = Trainer(
-        "S3BERT", optimizer, trained, steps_per_epoch, epochs, seeded_batches(seed, len(y), batch_size),
+        "S3BERT", hp, [[p for p in model.parameters() if p.requires_grad] + [run.loss.scales]],
+        -(-len(y) // hp.batch_size), seeded_batches(hp.seed, len(y), hp.batch_size),
         lambda rows: {"loss": run.batch_loss([texts1[i] for i in rows], [texts2[i] for i in rows], y[rows])},
-        scheduler=scheduler, max_steps=max_steps, eval_every=eval_every, max_grad_norm=max_grad_norm,
-        evaluator=None if dev is None else DevScore(lambda: run.dev_loss(dev, batch_size), greater_is_better=False),
+        evaluator=None if dev is None else DevScore(lambda: run.dev_loss(dev, hp.batch_size), greater_is_better=False),
         keep_best=run.keep_best, checkpoints=run.checkpoints(run_key, resume),
         entry=lambda step, means, score: {"step": step, "train_loss": means["loss"],
                                           **({} if dev is None else {"dev_loss": score})})
     run.start(trainer)
-    state = trainer.fit().state
-    summary: dict[str, Any] = {"completed": trainer.completed, "steps": state["step"],
-                               "total_steps": trainer.total_steps, "resumed_from": trainer.resumed_from,
-                               "best_dev_loss": state["best_score"], "best_step": state["best_step"],
-                               "initial_dev_loss": state["initial_score"],
-                               "final_train_loss": state["history"][-1]["train_loss"] if state["history"] else None,
+    result = trainer.fit()
+    summary: dict[str, Any] = {"completed": result.completed, "steps": result.steps,
+                               "total_steps": result.total_steps, "resumed_from": result.resumed_from,
+                               "best_dev_loss": result.best_score, "best_step": result.best_step,
+                               "initial_dev_loss": result.initial_score,
+                               "final_train_loss": result.history[-1]["train_loss"] if result.history else None,
                                "train_pairs": len(y), "dev_pairs": 0 if dev is None else len(dev[2])}
-    if not trainer.completed:
+    if not result.completed:
         return summary
     encoder_dir = run.finish(layout, dev is not None, {
-        "base": model_path, "params": params, "seed": seed, "device": device,
-        "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": state["history"],
+        "base": model_path, "params": params, "seed": hp.seed, "device": device,
+        "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": result.history,
         **(extra_meta or {})})
     return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,7 @@ from amrsim.methods.pear import (
     save_fused,
     save_run,
 )
-from amrsim.methods.pear.params import SEARCHED, Hyper, Params
+from amrsim.methods.pear.params import SEARCHED, Params
 from amrsim.methods.training import NonFiniteLossError, base_model_path
 from amrsim.stages.evaluate.ood import derive_split
 from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
@@ -204,7 +203,7 @@ class KnnSilver:
         return t1, t2, np.clip(np.asarray(labels, dtype=np.float32), 0.0, 1.0)
 
 
-def _fit(params: Params, gold: pl.DataFrame, hp: Hyper, seed: int, models_root: Path | None = None,
+def _fit(params: Params, gold: pl.DataFrame, hp: Params, seed: int, models_root: Path | None = None,
          distill: pl.DataFrame | None = None,
          control: RunControl | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
     """The cross-encoder on `gold` (kNN silver from its sentences) and `distill`'s pairs, trained as gold pairs."""
@@ -332,7 +331,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
 
 
 def _hyper(wh: Warehouse, pipe: Pipeline, params: Params, langs: list[str], gold: pl.DataFrame, dev: pl.DataFrame,
-           out_dir: Path) -> tuple[Hyper, dict[str, Any] | None]:
+           out_dir: Path) -> tuple[Params, dict[str, Any] | None]:
     """The configured hyperparameters or the search's best (a run resuming its checkpoint: what its search chose)."""
     if params.search is None:
         return params.hyper(), None
@@ -380,14 +379,14 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
         else pl.DataFrame()
     hp, search = _hyper(wh, pipe, params, langs, gold, dev, out_dir)
     t0 = time.perf_counter()
-    log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp)
+    log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp.recipe())
     distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root)
                           if params.distill_datasets else (None, None))
-    control = RunControl(out_dir, params.max_steps, params.eval_every, {"hyper": asdict(hp), "search": search})
+    control = RunControl(out_dir, params.max_steps, params.eval_every, {"hyper": hp.recipe(), "search": search})
     model, fit = _fit(params, gold, hp, params.seed, wh.models_root, distill, control)
     train_seconds = time.perf_counter() - t0
     out["details"] = {**({"search": search["message"]} if search else {}), "silver_pairs": fit.get("silver_pairs"),
-                      "params": asdict(hp), **({"resumed_from": fit["resumed_from"]} if fit["resumed_from"] else {})}
+                      "params": hp.recipe(), **({"resumed_from": fit["resumed_from"]} if fit["resumed_from"] else {})}
     if not fit["completed"]:  # stopped by max_steps: the checkpoint is kept, the same run id resumes
         out["details"]["stopped_at_step"] = fit["steps"]
         return out
@@ -403,7 +402,7 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
     metrics = {"dev_spearman": dev_rho, "gold_pairs": fit["gold_pairs"], "silver_pairs": fit["silver_pairs"],
                "train_rows": fit["train_rows"], "train_seconds": round(train_seconds, 1),
                "final_loss": fit["history"][-1]["loss"] if fit["history"] else None}
-    save_run(model, out_dir, {"base_model": params.base_model, "params": asdict(hp), "seed": params.seed,
+    save_run(model, out_dir, {"base_model": params.base_model, "params": hp.recipe(), "seed": params.seed,
                               "symmetric": params.symmetric, "device": model.device, "biencoder": params.biencoder,
                               "metrics": metrics, "history": fit["history"], "search": search, "data": data,
                               "base_target": fit.get("base_target"), "distill": distilled,

@@ -35,9 +35,6 @@ METHOD = "s3bert"  # the method whose stage this is (amrsim.stages.train.LAYER_S
 # the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each
 ASPECT_OF_COLUMN = {"smatch_f1": "smatch"}
 SAMPLED_OUT = "over max_pairs (sampled out)"
-# the Params keys that are train_s3bert's arguments
-TRAIN_ARGS = {"batch_size", "lr", "warmup", "epochs", "eval_every", "max_steps", "trainable_layers", "n_aspects",
-              "aspect_dim", "similarity", "consistency_weight", "weight_decay", "max_grad_norm", "seed", "device"}
 
 
 def required_columns(n_aspects: int) -> list[str]:
@@ -166,8 +163,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         log.info("s3bert: %d training rows (%d positive pairs), %d dev rows; left out %s", len(y), positives,
                  len(dev[2]) if dev else 0, skipped)
         result = train_s3bert(base_model_path(params.base_model), t1, t2, y, dev, out_dir,
-                              **params.model_dump(include=TRAIN_ARGS),
-                              extra_meta={"base_model": params.base_model, "data": data})
+                              params, extra_meta={"base_model": params.base_model, "data": data})
         run.rows_out = len(y) if result["completed"] else 0
     return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,
                          result["completed"], model_dir=str(out_dir), steps=result["steps"],
