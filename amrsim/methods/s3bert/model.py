@@ -90,8 +90,6 @@ def contributions(emb1: np.ndarray, emb2: np.ndarray, layout: Mapping[str, tuple
 def freeze_except_last_layers(model: nn.Module, n: int) -> list[int]:
     """requires_grad only for parameters of the last `n` numbered transformer layers (embeddings, pooler and any
     other module stay frozen, as the reference does); returns the trainable layer ids."""
-    if n < 1:
-        raise ValueError(f"trainable_layers must be >= 1, got {n}")
     ids = sorted({int(m.group(1)) for name, _ in model.named_parameters() if (m := _LAYER.search(name))})
     if not ids:
         raise ValueError("no numbered transformer layers (*.layer.N.*) found in the model to unfreeze")

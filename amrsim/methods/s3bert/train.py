@@ -39,13 +39,12 @@ Pairs = tuple[Sequence[str], Sequence[str], np.ndarray]
 class _Run:
     """The student, its teacher and the weighted objective; the best dev weights and the checkpoint's contents."""
 
-    def __init__(self, model: SentenceTransformer, loss: DecompositionLoss, weights: tuple[float, float],
-                 consistency_scale: float, device: str, out_dir: Path, texts: Sequence[str], batch_size: int):
+    def __init__(self, model: SentenceTransformer, loss: DecompositionLoss, consistency_weight: float, device: str,
+                 out_dir: Path, texts: Sequence[str], batch_size: int):
         # the teacher's batches fixed by every sentence of the run (train and dev): a resumed run's targets are
         # the uninterrupted run's bit for bit
-        self.model, self.loss, self.weights = model, loss, weights
-        self.teacher = Teacher(model, device, texts, batch_size)
-        self.consistency_scale, self.device, self.out_dir = consistency_scale, device, out_dir
+        self.model, self.loss, self.consistency_weight = model, loss, consistency_weight
+        self.teacher, self.device, self.out_dir = Teacher(model, device, texts, batch_size), device, out_dir
         self.best, self.best_scales = out_dir / "best.safetensors", out_dir / "best_scales.json"
 
     def batch_loss(self, texts1: list[str], texts2: list[str], targets: np.ndarray) -> torch.Tensor:
@@ -55,8 +54,8 @@ class _Run:
             u, v = st_embed(self.model, texts1, self.device), st_embed(self.model, texts2, self.device)
         teacher_u, teacher_v = self.teacher(texts1), self.teacher(texts2)
         y = torch.as_tensor(targets, device=self.device)
-        return (self.weights[0] * self.loss(u, v, y)
-                + self.weights[1] * consistency_loss(u, teacher_u, v, teacher_v, scale=self.consistency_scale))
+        return self.loss(u, v, y) + self.consistency_weight * consistency_loss(u, teacher_u, v, teacher_v,
+                                                                               scale=CONSISTENCY_SCALE)
 
     def dev_loss(self, dev: Pairs, batch_size: int) -> float:
         import torch
@@ -129,9 +128,8 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
 
     model = SentenceTransformer(model_path, device=device)
     layout = aspect_layout(int(model.get_embedding_dimension()), hp.n_aspects, hp.aspect_dim)
-    run = _Run(model, DecompositionLoss(hp.n_aspects, hp.aspect_dim, hp.similarity, device),
-               (1.0, hp.consistency_weight), CONSISTENCY_SCALE, device, out_dir,
-               [*texts1, *texts2, *(() if dev is None else (*dev[0], *dev[1]))], hp.batch_size)
+    run = _Run(model, DecompositionLoss(hp.n_aspects, hp.aspect_dim, hp.similarity, device), hp.consistency_weight,
+               device, out_dir, [*texts1, *texts2, *(() if dev is None else (*dev[0], *dev[1]))], hp.batch_size)
     layer_ids = freeze_except_last_layers(model, hp.trainable_layers)  # after the teacher's copy: all frozen
     params = {**{k: getattr(hp, k) for k in ("batch_size", "lr", "warmup", "epochs", "eval_every", "trainable_layers")},
               "trainable_layer_ids": layer_ids, "n_aspects": hp.n_aspects, "aspect_dim": hp.aspect_dim,
