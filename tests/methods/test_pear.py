@@ -241,7 +241,8 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_same_weights(tiny_bert
 
     def fit(name, max_steps=None):
         return fit_pear(tiny_bert, t1, t2, normalise_scores(y, 0, 5), hyper(lr=1e-3, epochs=2, e_weak=1, k=1,
-                        batch_size=4), augment=augment, device="cpu", control=RunControl(tmp_path / name, max_steps))
+                        batch_size=4, max_steps=max_steps), augment=augment, device="cpu",
+                        control=RunControl(tmp_path / name))
 
     torch.manual_seed(0)  # the new head's initial weights
     whole, info = fit("whole")

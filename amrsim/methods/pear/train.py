@@ -69,12 +69,10 @@ def checkpoint_state(out_dir: Path) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class RunControl:
-    """A final training's checkpoints (`out_dir/checkpoint/`, resumed when there), `max_steps` over both phases,
-    `eval_every` steps between loss reports (default: once an epoch) and what to `carry` in the checkpoint."""
+    """A final training's checkpoints (`out_dir/checkpoint/`, resumed when there) and what to `carry` in them; such
+    a run (not a search trial) also takes its params' `max_steps` (over both phases) and `eval_every`."""
 
     out_dir: Path
-    max_steps: int | None = None
-    eval_every: int | None = None
     carry: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -135,7 +133,7 @@ def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequenc
                 "loss": means["loss"]}
 
     args = hp.model_copy(update={"epochs": epochs, "max_steps": max_steps,
-                                 "eval_every": control.eval_every if control else None})
+                                 "eval_every": hp.eval_every if control else None})
     trainer = Trainer("PEAR", args, [model.model], data.steps_per_epoch, data.rows, data.losses, entry=entry,
                       checkpoints=checkpoints)
     torch.manual_seed(seed)
@@ -164,7 +162,7 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
     key = {"base": base, "seed": seed, "max_length": max_length, "residual": offset and offset.record(), **hp.recipe()}
     saved = None if control is None else checkpoint_state(control.out_dir)
     in_main = saved is not None and saved["run"].get("phase") == "main"
-    carry, budget = dict(control.carry) if control else {}, control.max_steps if control else None
+    carry, budget = dict(control.carry) if control else {}, hp.max_steps if control else None
     weak_steps = hp.e_weak * math.ceil(len(all_y) / hp.batch_size)
     info: dict[str, Any] = {"gold_pairs": len(y), "completed": True, "steps": weak_steps, "resumed_from": None}
     if in_main:

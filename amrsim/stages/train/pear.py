@@ -382,7 +382,7 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
     log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp.recipe())
     distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root)
                           if params.distill_datasets else (None, None))
-    control = RunControl(out_dir, params.max_steps, params.eval_every, {"hyper": hp.recipe(), "search": search})
+    control = RunControl(out_dir, {"hyper": hp.recipe(), "search": search})
     model, fit = _fit(params, gold, hp, params.seed, wh.models_root, distill, control)
     train_seconds = time.perf_counter() - t0
     out["details"] = {**({"search": search["message"]} if search else {}), "silver_pairs": fit.get("silver_pairs"),
