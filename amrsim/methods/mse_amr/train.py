@@ -214,10 +214,9 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     trainer = _trainer(steps, checkpoints, dev_eval, best_dir).start()
     trainer.state.setdefault("losses", [])
     trainer.state["added_tokens"] = added
-    trainer.fit()
-    step, history = int(trainer.state["step"]), trainer.state["history"]
-    if dev_eval is not None and trainer.completed and (not history or history[-1]["step"] != step):
-        trainer.report(step, {})  # a resumed run that had nothing left to train, checkpointed after its last score
+    result = trainer.fit()
+    if dev_eval is not None and result.completed and (not result.history or result.history[-1]["step"] != result.steps):
+        trainer.report(result.steps, {})  # a resumed run with nothing left to train, checkpointed after its last score
     return _finish(out_dir, steps, trainer, added, encoder_path, dict(extra_meta or {}))
 
 
