@@ -7,7 +7,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
@@ -31,10 +30,47 @@ def shared(*parts: str) -> Path:
     return path
 
 
-def cli_env(tmp_path: Path) -> dict[str, str]:
-    """Environment for an `amrsim` subprocess: Prefect state under tmp_path/run, offline hub, this checkout."""
-    return {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+def cli_env(tmp_path: Path, own_server: bool = False) -> dict[str, str]:
+    """Environment for an `amrsim` subprocess: Prefect state under tmp_path/run, offline hub, this checkout. Flows
+    report to this test process's one loopback Prefect server (`shared_prefect_server`), as they would to a user's
+    configured server; `own_server`: the command starts its own temporary server, as it does for a user with none
+    configured (tests of that server's start, stop and death, and of the demo a user first runs)."""
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "run" / "prefect"), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    if own_server:
+        env.pop("PREFECT_API_URL", None)
+    else:
+        env["PREFECT_API_URL"] = shared_prefect_server()
+    return env
+
+
+_SHARED_SERVER: list = []
+
+
+def shared_prefect_server() -> str:
+    """The API URL of one Prefect server for this test process, started at first use (amrsim's own temporary server,
+    its state in a temporary directory), ended with the process. Starting one per flow run cost each run ~10 s of CPU
+    (Prefect's server imports and database migrations) on a 2-core machine."""
+    if not _SHARED_SERVER:
+        import atexit
+        import tempfile
+
+        from flows.runtime import TemporaryServer
+
+        home = Path(tempfile.mkdtemp(prefix="amrsim-test-prefect-"))
+        log = (home / "server.log").open("ab")
+        saved = dict(os.environ)
+        try:  # the server's environment; this process's own is left as it was
+            os.environ["PREFECT_HOME"] = str(home)
+            server = TemporaryServer(log, startup_timeout=120)
+            server.start()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        server.wait_ready()
+        atexit.register(server.stop)
+        _SHARED_SERVER.append(server)
+    return _SHARED_SERVER[0].api_url
 
 
 # words of the tiny translation models' corpora: English, and German for the X -> English models
@@ -111,8 +147,9 @@ def build_tiny_bert(root: Path, words: Sequence[str], seed: int = 0) -> str:
 def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`amrsim ARGS` as a real process in `cwd` (exit code, stdout and stderr as a user sees them); wide output so
     table cells are not wrapped."""
-    return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**cli_env(cwd), "COLUMNS": "200"}, timeout=timeout)
+    from tests.forked import amrsim_cli
+
+    return amrsim_cli(*args, cwd=cwd, env={**cli_env(cwd), "COLUMNS": "200"}, timeout=timeout)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -187,7 +224,7 @@ def load_outside_amrsim(kind: str, path: Path, inputs: list, tmp: Path) -> tuple
     """Load `path` in a fresh Python process that imports only sentence-transformers (`SentenceTransformer` for
     kind "bi", `CrossEncoder` for "cross") and run it on `inputs` (texts, or [text1, text2] pairs). Returns the
     vectors or scores and the amrsim modules that process ended up importing."""
-    from tests.fresh_python import fresh_python
+    from tests.forked import fresh_python
 
     out = tmp / f"outside-{kind}.npy"
     done = fresh_python(LOAD_SCRIPT, kind, str(path), json.dumps(inputs), str(out), cwd=tmp)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fresh_python import fresh_python
+from tests.forked import fresh_python
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from amrsim.methods.loaders import load_encoder
-from tests.fresh_python import fresh_python
+from tests.forked import fresh_python
 from tests.helpers import tiny_sentence_transformer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]

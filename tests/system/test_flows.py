@@ -18,9 +18,9 @@ from amrsim.warehouse import Warehouse
 from tests.helpers import ROOT, cli_env
 
 
-def _amrsim(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+def _amrsim(tmp_path, *args: str, own_server: bool = False) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=cli_env(tmp_path), timeout=900)
+                          cwd=tmp_path, env=cli_env(tmp_path, own_server), timeout=900)
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def demo_config(tmp_path):
 
 @pytest.mark.slow
 def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_config):
-    first = _amrsim(tmp_path, "run")
+    first = _amrsim(tmp_path, "run", own_server=True)  # as a user's first `make run`: its own temporary server
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     wh = Warehouse(tmp_path / "wh")
     pairs = wh.read("sample_sts", "pairs")
@@ -73,7 +73,7 @@ def test_demo_flow_end_to_end_then_a_rerun_computes_nothing(tmp_path, demo_confi
         f"{computed and computed.group(1)}: rerun benchmarks/bench_demo_rerun.py and update the table")
 
     versions = {t: wh.version(*t) for t in wh.tables() if t[0] != "meta"}
-    second = _amrsim(tmp_path, "run")
+    second = _amrsim(tmp_path, "run", own_server=True)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "0 rows computed" in second.stdout
     assert {t: wh.version(*t) for t in wh.tables() if t[0] != "meta"} == versions

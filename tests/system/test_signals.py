@@ -36,7 +36,8 @@ def _start_run(tmp_path: Path, ray: bool = False) -> subprocess.Popen[str]:
     if ray:
         text += "    ray: {enabled: true, num_cpus: 1}\n"
     (tmp_path / "pipelines.yaml").write_text(text)
-    return subprocess.Popen([sys.executable, "-m", "amrsim.cli", "run"], cwd=tmp_path, env=cli_env(tmp_path),
+    return subprocess.Popen([sys.executable, "-m", "amrsim.cli", "run"], cwd=tmp_path,
+                            env=cli_env(tmp_path, own_server=True),  # its own temporary server is stopped too
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -231,7 +232,8 @@ def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefe
     (tmp_path / "pairs.tsv").write_text(header + good + "p2\ttest\t2.0\tonly three fields\n")
     (tmp_path / "pipelines.yaml").write_text(pipeline_yaml(tmp_path / "pairs.tsv"))
     cmd = [sys.executable, "-m", "amrsim.cli", "run"]
-    out = subprocess.run(cmd, cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=600)
+    env = cli_env(tmp_path, own_server=True)
+    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     log = tmp_path / "run" / "logs" / "prefect.log"
     assert out.returncode == 2, out.stderr[-3000:]
     lines = out.stderr.strip().splitlines()
@@ -240,8 +242,7 @@ def test_an_error_under_run_prints_one_line_naming_the_log_and_the_log_has_prefe
     assert f"Prefect's log: {log}" in lines[0]
     assert "Traceback (most recent call last)" in log.read_text() and "pairs.tsv:3" in log.read_text()
 
-    verbose = subprocess.run([*cmd, "--verbose"], cwd=tmp_path, env=cli_env(tmp_path), capture_output=True,
-                             text=True, timeout=600)
+    verbose = subprocess.run([*cmd, "--verbose"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert verbose.returncode == 2 and "Traceback (most recent call last)" in verbose.stderr
     assert "pairs.tsv:3" in verbose.stderr
 

@@ -31,7 +31,7 @@ from amrsim.stages.evaluate.results import score_rows
 from amrsim.stages.ingest import ingest_stage
 from amrsim.stages.train import train_method
 from amrsim.warehouse import Warehouse
-from tests.fresh_python import fresh_python
+from tests.forked import fresh_python
 from tests.helpers import sentence_transformer_run, tiny_sentence_transformer
 from tests.stages.train.test_s3bert import CONFIG as S3BERT_CONFIG
 
