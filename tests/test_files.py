@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 
 import polars as pl
 import pytest
 
 from amrsim.files import file_digest, file_format, header_columns
 from amrsim.warehouse.keys import file_stat_digest
-from tests.helpers import ROOT
+from tests.forked import amrsim_cli
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -68,9 +66,7 @@ def test_evaluate_sts_reads_a_gzipped_files_header(tmp_path):
         f.write("sentence_A\tsentence_B\trelatedness_score\n")
         for i in range(4):
             f.write(f"A cat sits number {i}.\tA cat is sitting, number {i}.\t{i + 1}\n")
-    proc = subprocess.run([sys.executable, "-m", "amrsim.cli", "evaluate", "sts", "--encoder", "muse",
-                           "--file", str(tmp_path / "sick.tsv.gz")],  # no pipelines.yaml in tmp_path: ./warehouse
-                          capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                          env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    proc = amrsim_cli("evaluate", "sts", "--encoder", "muse", "--file", str(tmp_path / "sick.tsv.gz"),
+                      cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})  # no pipelines.yaml in tmp_path: ./warehouse
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "STS (x100) sick.tsv.gz" in proc.stdout

@@ -15,6 +15,7 @@ from amrsim.amr.backends import ParseResult
 from amrsim.config import DatasetConfig, ParseConfig, TranslateConfig, load_config
 from amrsim.errors import ConfigError
 from amrsim.stages.ingest import ingest_tables
+from tests.forked import amrsim_cli
 from tests.helpers import ROOT
 
 HEADER = ["id", "split", "score", "sentence1", "sentence2", "sentence1_de", "sentence2_de", "sentence1_fr",
@@ -190,9 +191,8 @@ def test_bench_commands_check_mechanics_on_cpu_and_refuse_a_missing_gpu():
     import torch
 
     for what in ("translate", "parse"):
-        cmd = [sys.executable, "-m", "amrsim.cli", "bench", what, "--device", "cpu", "--tiny", "--sentences", "4",
-               "--batch-size", "2", "--out-tokens", "3", "--num-beams", "2"]
-        done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+        done = amrsim_cli("bench", what, "--device", "cpu", "--tiny", "--sentences", "4", "--batch-size", "2",
+                          "--out-tokens", "3", "--num-beams", "2", cwd=ROOT, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout[done.stdout.index("{"):])
     if not torch.cuda.is_available():

@@ -150,7 +150,7 @@ def test_two_concurrent_runs_store_every_key_once_and_the_metrics_of_one_run(tmp
     cmd = [sys.executable, "-m", "amrsim.cli", "run"]
     procs = []
     for i in range(2):  # each its own Prefect home: two temporary servers, as two users on one warehouse
-        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(tmp_path / f"user{i}"), text=True,
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(tmp_path / f"user{i}", own_server=True), text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     for proc, out in zip(procs, outputs, strict=True):

@@ -15,12 +15,15 @@ import pytest
 
 from amrsim.config import RayConfig
 from amrsim.warehouse import Warehouse
+from tests.forked import amrsim_cli
 from tests.helpers import ROOT, cli_env
 
 
 def _amrsim(tmp_path, *args: str, own_server: bool = False) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True,
-                          cwd=tmp_path, env=cli_env(tmp_path, own_server), timeout=900)
+    if own_server:  # a new process, as a user starts it
+        return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env=cli_env(tmp_path, own_server), timeout=900)
+    return amrsim_cli(*args, cwd=tmp_path, env=cli_env(tmp_path), timeout=900)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import numpy as np
 import polars as pl
@@ -16,6 +15,7 @@ from amrsim.evaluate.sts import correlations, cosine
 from amrsim.stages import sts_stage
 from amrsim.stages.ingest import ingest_tables
 from amrsim.warehouse import content_key
+from tests.forked import amrsim_cli
 from tests.helpers import ROOT, CountingEncoder, shared
 
 
@@ -87,8 +87,7 @@ def test_sts_stage_scores_monolingual_and_cross_lingual_and_reuses_results(wh, w
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    return amrsim_cli(*args, cwd=ROOT)
 
 
 @pytest.mark.integration

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import polars as pl
@@ -20,7 +19,8 @@ from amrsim.evaluate.sts import correlations, cosine
 from amrsim.methods.loaders import load_encoder
 from amrsim.stages.evaluate import aspects_eval, bitext_eval, transfer_eval, write_report
 from amrsim.stages.evaluate.results import score_rows
-from tests.helpers import ROOT, CountingEncoder, run_cli
+from tests.forked import amrsim_cli
+from tests.helpers import CountingEncoder, run_cli
 
 # --- encoders -------------------------------------------------------------------------------------------------
 
@@ -233,8 +233,7 @@ pipelines:
 
 
 def _cli(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amrsim.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "300"})
+    return amrsim_cli(*args, cwd=cwd, env={"PATH": "/usr/bin:/bin", "COLUMNS": "300"})
 
 
 @pytest.mark.slow
