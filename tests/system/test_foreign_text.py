@@ -221,18 +221,16 @@ def test_changing_the_model_recomputes_that_language_only(wh, german, de_en, de_
 @pytest.mark.slow
 def test_parse_command_translates_then_parses(tmp_path, de_en):
     import json
-    import subprocess
-    import sys
 
+    from tests.forked import amrsim_cli
     from tests.helpers import ROOT, cli_env
 
     src = tmp_path / "de.txt"
     src.write_text("Der Hund läuft.\n\nDie Katze schläft im Garten.\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    cmd = [sys.executable, "-m", "amrsim.cli", "parse", "--lang", "de", "--file", str(src), "--out", str(out)]
+    cmd = ["parse", "--lang", "de", "--file", str(src), "--out", str(out)]
     env = {**cli_env(tmp_path), "COLUMNS": "300"}  # typer's error box wraps at the terminal width
-    done = subprocess.run([*cmd, "--translate", de_en, "--device", "cpu"], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
+    done = amrsim_cli(*cmd, "--translate", de_en, "--device", "cpu", cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["snt"] for r in rows] == ["Der Hund läuft.", "", "Die Katze schläft im Garten."]
@@ -241,26 +239,22 @@ def test_parse_command_translates_then_parses(tmp_path, de_en):
     assert all(r["translation_model"] == de_en for r in rows)
     assert rows[0]["english"] and rows[0]["english"] != rows[0]["snt"] and rows[0]["amr"].startswith("(")
     # without a model: the error says how to get one; a model that does not load is named
-    no_model = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    no_model = amrsim_cli(*cmd, cwd=ROOT, env=env, timeout=120)
     assert no_model.returncode == 2 and "--translate Helsinki-NLP/opus-mt-de-en" in no_model.stderr
     missing = tmp_path / "no" / "such" / "model"
-    bad = subprocess.run([*cmd, "--translate", str(missing)], capture_output=True, text=True, cwd=ROOT, env=env,
-                         timeout=120)
+    bad = amrsim_cli(*cmd, "--translate", str(missing), cwd=ROOT, env=env, timeout=120)
     assert bad.returncode == 2 and str(missing) in bad.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 3  # the earlier output is left whole
 
 
 def _sts_cli(tmp_path, *args: str):
-    import subprocess
-    import sys
-
+    from tests.forked import amrsim_cli
     from tests.helpers import ROOT, cli_env
 
     cfg = tmp_path / "pipelines.yaml"
     cfg.write_text("warehouse: wh\npipelines: {demo: {}}\n", encoding="utf-8")
-    return subprocess.run([sys.executable, "-m", "amrsim.cli", "evaluate", "sts", "--config", str(cfg), *args],
-                          capture_output=True, text=True, cwd=ROOT, env={**cli_env(tmp_path), "COLUMNS": "300"},
-                          timeout=600)
+    return amrsim_cli("evaluate", "sts", "--config", str(cfg), *args, cwd=ROOT,
+                      env={**cli_env(tmp_path), "COLUMNS": "300"})
 
 
 AR = [("القط ينام", "القطة نائمة", "4.5"), ("الولد يقرأ كتابا", "الطفل يقرأ", "3.5"),
