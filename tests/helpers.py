@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import subprocess
+import threading
 import warnings
 from collections.abc import Sequence
 from datetime import datetime
@@ -45,32 +46,53 @@ def cli_env(tmp_path: Path, own_server: bool = False) -> dict[str, str]:
 
 
 _SHARED_SERVER: list = []
+_SHARED_SERVER_LOCK = threading.Lock()
 
 
 def shared_prefect_server() -> str:
     """The API URL of one Prefect server for this test process, started at first use (amrsim's own temporary server,
     its state in a temporary directory), ended with the process. Starting one per flow run cost each run ~10 s of CPU
     (Prefect's server imports and database migrations) on a 2-core machine."""
-    if not _SHARED_SERVER:
-        import atexit
-        import tempfile
-
-        from flows.runtime import TemporaryServer
-
-        home = Path(tempfile.mkdtemp(prefix="amrsim-test-prefect-"))
-        log = (home / "server.log").open("ab")
-        saved = dict(os.environ)
-        try:  # the server's environment; this process's own is left as it was
-            os.environ["PREFECT_HOME"] = str(home)
-            server = TemporaryServer(log, startup_timeout=120)
-            server.start()
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-        server.wait_ready()
-        atexit.register(server.stop)
-        _SHARED_SERVER.append(server)
+    with _SHARED_SERVER_LOCK:
+        if not _SHARED_SERVER:
+            _SHARED_SERVER.append(_start_shared_server())
     return _SHARED_SERVER[0].api_url
+
+
+def _start_shared_server():
+    import atexit
+    import tempfile
+
+    from flows.runtime import TemporaryServer
+
+    home = Path(tempfile.mkdtemp(prefix="amrsim-test-prefect-"))
+    started: list = []
+    ready = threading.Event()
+
+    def keeper() -> None:
+        # the server's parent-death signal follows the thread that started it: this one lives as long as the process
+        try:
+            saved = dict(os.environ)
+            try:  # the server's environment; this process's own is left as it was
+                os.environ["PREFECT_HOME"] = str(home)
+                server = TemporaryServer((home / "server.log").open("ab"), startup_timeout=120)
+                server.start()
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            server.wait_ready()
+            started.append(server)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            started.append(e)
+        ready.set()
+        threading.Event().wait()
+
+    threading.Thread(target=keeper, daemon=True, name="amrsim-test-prefect-server").start()
+    ready.wait()
+    if isinstance(started[0], BaseException):
+        raise started[0]
+    atexit.register(started[0].stop)
+    return started[0]
 
 
 # words of the tiny translation models' corpora: English, and German for the X -> English models
