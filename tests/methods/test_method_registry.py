@@ -54,15 +54,14 @@ TOY_PACKAGE = '''
 """A toy method: one Adam step pulling each pair's embeddings together; its run is a sentence-transformers
 directory, loaded through its own loader; its stage reads the pinned `pairs` table."""
 
-import time
 from typing import Any
 
 import polars as pl
 
 from amrsim.methods import CardFacts, MethodSpec, TrainingArgs
 from amrsim.methods.training import finish_encoder_run
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
-from amrsim.warehouse import OK, Warehouse
+from amrsim.stages.train.common import TrainingStage
+from amrsim.warehouse import OK
 
 LOADED = []  # names the loader loaded
 
@@ -97,18 +96,15 @@ def load_toy(model, name, batch_size, device, models_root, load):
 
 
 def stage(pipe, params: Params, run_id: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
-    with training_run(wh, pipe.name, "toy", run_id, params) as run:
-        versions = table_versions(wh, params.datasets, ["pairs"])
-        run.input_versions = versions
-        rows = pl.concat([wh.read(d, "pairs", version=versions[f"{d}.pairs"]) for d in params.datasets])
+    run = TrainingStage(pipe, "toy", run_id)  # the skeleton every stage shares: the toy supplies what differs
+    with run.record(params, params.datasets, ["pairs"]) as versions:
+        rows = pl.concat([run.wh.read(d, "pairs", version=versions[f"{d}.pairs"]) for d in params.datasets])
         rows = rows.filter(pl.col("status") == OK)
-        out_dir = run_dir(wh, "toy", run_id)
-        train_toy(params.base_model, rows["sentence1"].to_list(), rows["sentence2"].to_list(), out_dir, params,
+        train_toy(params.base_model, rows["sentence1"].to_list(), rows["sentence2"].to_list(), run.out_dir, params,
                   {"table_versions": versions, "params": params.model_dump(mode="json")})
-        run.rows_in = run.rows_computed = run.rows_out = rows.height
-    return train_summary("toy", run_id, rows.height, rows.height, 0, started, True, model_dir=str(out_dir))
+        run.count(rows.height, rows.height, 0)
+        run.completed = True
+    return run.summary()
 
 
 SPEC = MethodSpec("toy", Params, train_toy, CardFacts(

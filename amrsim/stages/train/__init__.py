@@ -1,8 +1,9 @@
-"""Training in the pipeline: one module per method (`stages/train/<name>.py`: read the pinned warehouse tables,
-call the method's core in `amrsim.methods.<name>`, write `warehouse/models/<name>/<run_id>/`), `common.py` (run
-directories, lineage, incremental reruns); model cards are `amrsim.stages.evaluate.card`'s. `STAGES` (method ->
-its stage) is built from the registered `MethodSpec`s: a spec's own `stage`, else the stage module of this package
-that declares the method (`LAYER_STAGES`: the methods package sits below this layer and cannot name it)."""
+"""Training in the pipeline: one module per method (`stages/train/<name>.py`: read the pinned warehouse tables, call
+the method's core in `amrsim.methods.<name>`, write `warehouse/models/<name>/<run_id>/`) on `common.py`'s skeleton
+`TrainingStage` (`common.py` also: run directories, lineage, incremental reruns); model cards are
+`amrsim.stages.evaluate.card`'s. `STAGES` (method -> its stage) is built from the registered `MethodSpec`s: a spec's
+own `stage`, else the stage module of this package that declares the method (`LAYER_STAGES`: the methods package sits
+below this layer and cannot name it)."""
 
 from __future__ import annotations
 

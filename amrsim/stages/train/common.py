@@ -5,23 +5,27 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 from pydantic import BaseModel
 
+from amrsim.config import Pipeline
 from amrsim.encoders import resolves_inside
-from amrsim.errors import WarehouseError
+from amrsim.errors import ConfigError, WarehouseError
 from amrsim.files import atomic_json, atomic_write
 from amrsim.secrets import redact_obj
-from amrsim.warehouse import Warehouse
+from amrsim.warehouse import OK, Warehouse
 from amrsim.warehouse.keys import config_hash, content_key
 from amrsim.warehouse.lineage import StageRun, record_stage
 
 METHOD_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 # run ids become directories under warehouse/models/<method>/: no '/', no '..', nothing hidden
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+SAMPLED_OUT = "over max_pairs (sampled out)"  # rows left out by a `max_pairs` sample: a choice, not a failure
 
 
 def check_run_name(method: str, run_id: str) -> None:
@@ -47,6 +51,35 @@ def table_versions(wh: Warehouse, datasets: Iterable[str], tables: Iterable[str]
     """`<dataset>.<table>` -> Delta version read: pins a model to the exact data it saw (recorded in model.json)."""
     tables = list(tables)
     return {f"{d}.{t}": wh.version(d, t) for d in datasets for t in tables if wh.exists(d, t)}
+
+
+def read_pinned(wh: Warehouse, versions: dict[str, int | None], dataset: str, table: str,
+                split: str | None = None) -> pl.DataFrame:
+    """`dataset.table` at the version the run pinned (`versions`; else the latest), the rows of `split` (None: all)."""
+    frame = wh.read(dataset, table, version=versions.get(f"{dataset}.{table}"))
+    return frame.filter(pl.col("split") == split) if split else frame
+
+
+def score_range(pipe: Pipeline, dataset: str, pairs: Callable[[], pl.DataFrame], error: str) -> tuple[float, float]:
+    """A dataset's gold range: its `score_range` in the config, else the least and greatest score of its ok pairs
+    (`pairs()`, read only then); a ConfigError saying `error` where they give no range."""
+    ds = pipe.spec.datasets.get(dataset)
+    if ds is not None and ds.score_range is not None:
+        return float(ds.score_range[0]), float(ds.score_range[1])
+    scores = pairs().filter(pl.col("status") == OK)["score"].drop_nulls()
+    if scores.len() < 2 or scores.min() == scores.max():
+        raise ConfigError(error)
+    return float(scores.min()), float(scores.max())  # type: ignore[arg-type]
+
+
+def sampled(frame: pl.DataFrame, cap: int | None, seed: int, left_out: dict[str, int] | None = None,
+            reason: str = SAMPLED_OUT) -> pl.DataFrame:
+    """`frame`, or a seeded sample of `cap` of its rows; the rows left out are counted under `reason` in `left_out`."""
+    if cap is None or frame.height <= cap:
+        return frame
+    if left_out is not None:
+        left_out[reason] = left_out.get(reason, 0) + frame.height - cap
+    return frame.sample(cap, seed=seed, shuffle=True)
 
 
 def _interrupted(path: Path) -> bool:
@@ -101,6 +134,52 @@ def training_run(wh: Warehouse, pipeline: str, method: str, run_id: str, params:
     check_run_name(method, run_id)  # before any lineage row or file is written
     return record_stage(wh, StageRun(run_id=run_id, pipeline=pipeline, stage=f"train:{method}", dataset="models",
                                      config_hash=config_hash(params.model_dump(mode="json"))))
+
+
+class TrainingStage:
+    """The skeleton of a method's stage (`train(pipe, params, run_id) -> summary`): the timer, the warehouse, the run
+    directory (`out_dir`), the lineage record (`record`) and the summary. A stage checks its config, reads and trains
+    inside `record`, and says what it read (`versions`), counted (`count`) and how far its core got (`done`)."""
+
+    def __init__(self, pipe: Pipeline, method: str, run_id: str) -> None:
+        self.started, self.pipe, self.method, self.run_id = time.perf_counter(), pipe, method, run_id
+        self.wh = Warehouse(pipe.warehouse_root)
+        self.out_dir = self.wh.models_root / method / run_id  # checked by `record`
+        self.versions: dict[str, int | None] = {}  # the table versions read (lineage's input_versions)
+        self.rows_in = self.rows_used = self.failed = 0
+        self.rows_out: int | None = None  # None: rows_used once completed, else 0
+        self.completed = False
+        self.core: dict[str, Any] = {}  # the core's steps, total_steps and resumed_from (`done`), for the summary
+
+    @contextmanager
+    def record(self, params: BaseModel, datasets: Iterable[str] = (), tables: Iterable[str] = ()
+               ) -> Iterator[dict[str, int | None]]:
+        """The run's lineage (its versions and counts, also when it raises); yields the versions of `tables` of
+        `datasets`, pinned."""
+        with training_run(self.wh, self.pipe.name, self.method, self.run_id, params) as run:
+            try:
+                self.out_dir = run_dir(self.wh, self.method, self.run_id)
+                self.versions = table_versions(self.wh, datasets, tables)
+                yield self.versions
+            finally:
+                run.input_versions = self.versions
+                run.rows_in, run.rows_computed, run.rows_failed = self.rows_in, self.rows_used, self.failed
+                run.rows_out = self.rows_out if self.rows_out is not None else self.rows_used if self.completed else 0
+
+    def count(self, rows_in: int, rows_used: int, failed: int) -> None:
+        """Rows read, trained on (lineage's rows_computed) and left out for a failure."""
+        self.rows_in, self.rows_used, self.failed = rows_in, rows_used, failed
+
+    def done(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The core's result, returned: whether it completed; its steps, total_steps and resumed_from."""
+        self.completed = result["completed"]
+        self.core = {k: result[k] for k in ("steps", "total_steps", "resumed_from")}
+        return result
+
+    def summary(self, **extra: Any) -> dict[str, Any]:
+        """`train_summary`: model_dir and the core's steps, then `extra` (which may replace them)."""
+        return train_summary(self.method, self.run_id, self.rows_in, self.rows_used, self.failed, self.started,
+                             self.completed, **{"model_dir": str(self.out_dir), **self.core, **extra})
 
 
 REQUEST = "request.json"  # what a finished run was asked to do: its key, for incremental reruns

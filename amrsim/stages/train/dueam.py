@@ -5,7 +5,6 @@ then `amrsim.methods.dueam.train_dueam` into `warehouse/models/dueam/<run id>/` 
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from typing import Any
 
@@ -16,14 +15,13 @@ from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
 from amrsim.methods.dueam import MUSE, NLIItem, Params, TrainPair, construct_pairs, train_dueam
 from amrsim.methods.training import base_model_path
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
+from amrsim.stages.train.common import SAMPLED_OUT, TrainingStage, read_pinned, table_versions
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
 log = logging.getLogger(__name__)
 
 METHOD = "dueam"
-SAMPLED_OUT = "over max_pairs (sampled out)"
 ENGLISH_ONLY = ("all-MiniLM-L6-v2 (the packaged `minilm`) is an English model: other languages are split into "
                 "English word pieces, so anchor WMDs and the learner are English-only in substance")
 # each kind's text columns: the premise, then its hypotheses
@@ -72,13 +70,10 @@ def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions
     rows_read = 0
     for ds, kind in kinds.items():
         table = "triples" if kind == "triples" else "pairs"
-        version = versions.get(f"{ds}.{table}")
-        if version is None and not wh.exists(ds, table):
+        if versions.get(f"{ds}.{table}") is None and not wh.exists(ds, table):
             raise ConfigError(f"dueam: dataset '{ds}' has no {table} table; ingest it first (the train flow's refresh "
                               f"does)")
-        frame = wh.read(ds, table, version=version)
-        if split:
-            frame = frame.filter(pl.col("split") == split)
+        frame = read_pinned(wh, versions, ds, table, split)
         rows_read += frame.height
         failed = frame.filter(pl.col("status") != OK).height
         if failed:
@@ -112,9 +107,7 @@ def dev_pairs(wh: Warehouse, params: Params, versions: dict[str, int | None]
     """(texts1, texts2, gold) of the dev pairs in `dev_lang_pair`, and counts."""
     ds = params.dev_dataset
     assert ds is not None
-    pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
-    if params.dev_split:
-        pairs = pairs.filter(pl.col("split") == params.dev_split)
+    pairs = read_pinned(wh, versions, ds, "pairs", params.dev_split)
     l1, _, l2 = params.dev_lang_pair.partition("-")
     usable = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == l1) & (pl.col("lang2") == (l2 or l1))
                           & pl.col("score").is_not_null())
@@ -160,31 +153,23 @@ def run_meta(pipe: Pipeline, params: Params, versions: dict[str, int | None], it
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
+    stage = TrainingStage(pipe, METHOD, run_id)
     kinds = check_config(pipe, params)
-    with training_run(wh, pipe.name, METHOD, run_id, params) as run:
-        versions = {**table_versions(wh, params.datasets, ["triples", "pairs", "parallel", "translations"]),
-                    **(table_versions(wh, [params.dev_dataset], ["pairs"]) if params.dev_dataset else {})}
-        run.input_versions = versions
-        items, left_out, rows_read = load_items(wh, kinds, params.split, versions)
+    with stage.record(params, params.datasets, ["triples", "pairs", "parallel", "translations"]) as versions:
+        if params.dev_dataset:
+            stage.versions |= table_versions(stage.wh, [params.dev_dataset], ["pairs"])
+        items, left_out, rows_read = load_items(stage.wh, kinds, params.split, versions)
         pairs, built = sample_pairs(items, params, left_out)
-        dev, dev_info = dev_pairs(wh, params, versions) if params.dev_dataset else (None, {})
+        dev, dev_info = dev_pairs(stage.wh, params, versions) if params.dev_dataset else (None, {})
         meta = run_meta(pipe, params, versions, items, pairs, built, left_out, dev_info)
-        out_dir = run_dir(wh, METHOD, run_id)
         # muse trains through its PyTorch port; every other base loads from a transformers path
         anchor = MUSE if params.anchor == MUSE else base_model_path(params.anchor)
         learner = MUSE if params.learner == MUSE else base_model_path(params.learner)
-        result = train_dueam(anchor, learner,
-                             [p.text1 for p in pairs], [p.text2 for p in pairs], out_dir, params, dev=dev,
-                             anchor_texts2=[p.anchor_text2(params.anchor_same_language) for p in pairs],
-                             extra_meta=meta)
+        result = stage.done(train_dueam(anchor, learner, [p.text1 for p in pairs], [p.text2 for p in pairs],
+                                        stage.out_dir, params, dev=dev, extra_meta=meta,
+                                        anchor_texts2=[p.anchor_text2(params.anchor_same_language) for p in pairs]))
         skipped = dict(result["skipped"])
-        failed = sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values())
-        run.rows_in, run.rows_computed, run.rows_failed = rows_read, result["train_pairs"], failed
-        run.rows_out = result["train_pairs"] if result["completed"] else 0
-    return train_summary(METHOD, run_id, rows_read, result["train_pairs"], failed, started, result["completed"],
-                         model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
-                         resumed_from=result["resumed_from"], best_dev=result["best_dev"],
-                         best_step=result["best_step"], initial_dev=result["initial_dev"],
+        stage.count(rows_read, result["train_pairs"],
+                    sum(n for reason, n in left_out.items() if reason != SAMPLED_OUT) + sum(skipped.values()))
+    return stage.summary(best_dev=result["best_dev"], best_step=result["best_step"], initial_dev=result["initial_dev"],
                          pairs=meta["data"]["pairs_used"], left_out={**dict(left_out), **skipped})

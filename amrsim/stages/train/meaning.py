@@ -9,7 +9,6 @@ each genre left out in turn); model.json records both scores per held-out set an
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -32,7 +31,7 @@ from amrsim.methods.meaning.params import Params
 from amrsim.methods.training import load_sentence_encoder, swap_dir
 from amrsim.stages.evaluate.sts import select_pairs
 from amrsim.stages.evaluate.suite import bitext_files
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
+from amrsim.stages.train.common import TrainingStage, sampled, score_range, table_versions
 from amrsim.warehouse import OK, Warehouse, content_key
 
 if TYPE_CHECKING:
@@ -102,13 +101,6 @@ def _keep(params: Params, l1: str, l2: str) -> str | None:
     return None
 
 
-def _sample(frame: pl.DataFrame, params: Params, data: ParallelData) -> pl.DataFrame:
-    if params.max_pairs_per_lang is not None and frame.height > params.max_pairs_per_lang:
-        data.skip(SAMPLED_OUT, frame.height - params.max_pairs_per_lang)
-        return frame.sample(params.max_pairs_per_lang, seed=params.seed, shuffle=True)
-    return frame
-
-
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=dict.fromkeys(PAIR_COLUMNS,
                                                                                                    pl.String))
@@ -133,7 +125,7 @@ def file_pairs(pipe: Pipeline, params: Params, data: ParallelData) -> tuple[pl.D
             log.warning("meaning: %s", data.notes[-1])
             continue
         frame = pl.DataFrame({"text1": [r[0] for r in rows], "text2": [r[1] for r in rows]})
-        frame = _sample(frame, params, data)
+        frame = sampled(frame, params.max_pairs_per_lang, params.seed, data.skipped, SAMPLED_OUT)
         frames.append(frame.with_columns(
             key1=pl.col("text1").map_elements(lambda t, lang=src_lang: content_key("sentence", lang, t),
                                               return_dtype=pl.String),
@@ -164,7 +156,7 @@ def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str)
             continue
         usable = group.filter((pl.col("source").str.strip_chars() != "") & (pl.col("target").str.strip_chars() != ""))
         data.skip(EMPTY_TEXT, group.height - usable.height)
-        frames.append(_sample(usable, params, data).select(
+        frames.append(sampled(usable, params.max_pairs_per_lang, params.seed, data.skipped, SAMPLED_OUT).select(
             text1="source", text2="target", key1="source_key", key2="target_key", raw1="source_lang",
             raw2="target_lang", lang1="lang1", lang2="lang2"))
     return _concat(frames)
@@ -229,16 +221,6 @@ def parallel_data(pipe: Pipeline, wh: Warehouse, params: Params) -> tuple[Parall
 # ---------------------------------------------------------------------------------------------------- stage-2 data
 
 
-def _score_range(pipe: Pipeline, dataset: str, pairs: pl.DataFrame) -> tuple[float, float]:
-    ds = pipe.spec.datasets.get(dataset)
-    if ds is not None and ds.score_range is not None:
-        return float(ds.score_range[0]), float(ds.score_range[1])
-    scores = pairs.filter(pl.col("status") == OK)["score"].drop_nulls()
-    if scores.len() < 2 or scores.min() == scores.max():
-        raise ConfigError(f"meaning: dataset '{dataset}' has no score_range and too few distinct scores to scale")
-    return float(scores.min()), float(scores.max())  # type: ignore[arg-type]
-
-
 def item_genres(pipe: Pipeline, wh: Warehouse, dataset: str, path: str) -> dict[str, str]:
     """item id -> genre of an sts dataset's pairs, from `path`, a file with `genre`, `sentence1` and `sentence2`
     columns row-aligned with the dataset's source file: line n of both holds the same pair (checked on the text of
@@ -281,7 +263,8 @@ def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pa
         if not wh.exists(ds, "pairs"):
             raise ConfigError(f"meaning: sts dataset '{ds}' has no `pairs` table; ingest it first")
         pairs = wh.read(ds, "pairs")
-        lo, hi = _score_range(pipe, ds, pairs)
+        lo, hi = score_range(pipe, ds, lambda pairs=pairs: pairs,
+                             f"meaning: dataset '{ds}' has no score_range and too few distinct scores to scale")
         sentences = wh.read(ds, "sentences", columns=["key", "lang", "text"])
         genre_of_item = (genres or {}).get(ds, {})
         for lp in lang_pairs:
@@ -410,15 +393,13 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     from amrsim.methods.meaning.model import save_model
     from amrsim.methods.meaning.train import train_stage1
 
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
+    stage = TrainingStage(pipe, METHOD, run_id)
     device = resolve_device(params.device)
-    with training_run(wh, pipe.name, "meaning", run_id, params) as run:
-        out_dir = run_dir(wh, "meaning", run_id)
-        if (out_dir / "model.json").exists():
-            raise ConfigError(f"{out_dir / 'model.json'} exists: that run finished; train under a new run id")
-        data, vectors, versions = parallel_data(pipe, wh, params)
-        run.input_versions = versions["tables"]
+    with stage.record(params):
+        if (stage.out_dir / "model.json").exists():
+            raise ConfigError(f"{stage.out_dir / 'model.json'} exists: that run finished; train under a new run id")
+        data, vectors, versions = parallel_data(pipe, stage.wh, params)
+        stage.versions = versions["tables"]
         lang_names = sorted(set(data.langs))
         lang_index = {lang: i for i, lang in enumerate(lang_names)}
         log.info("meaning: %d pairs, %d sentences, %d languages; left out %s", len(data.pairs), len(data.keys),
@@ -432,34 +413,33 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                                  len(lang_names), params, device, encoder, data.texts if encoder else None)
         head, m2, selection = None, None, None
         if params.sts_datasets:
-            head, m2, selection = train_sts_stage(pipe, wh, params, model, device, encode)
+            head, m2, selection = train_sts_stage(pipe, stage.wh, params, model, device, encode)
         data_meta = {"pipeline": pipe.name, "files": params.files, "files_dataset": params.files_dataset,
                      "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
                      "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
                      "langs_trained": {lang: data.rows_by_lang.get(lang, 0) for lang in lang_names},
                      "pairs": len(data.pairs), "sentences": len(data.keys), "left_out": data.skipped,
                      "notes": data.notes, "sts_datasets": params.sts_datasets,
-                     "sts_table_versions": table_versions(wh, params.sts_datasets, ["pairs", "sentences"]),
+                     "sts_table_versions": table_versions(stage.wh, params.sts_datasets, ["pairs", "sentences"]),
                      "sts_train_lang_pairs": params.sts_train_lang_pairs,
                      "sts_eval_lang_pairs": params.sts_eval_lang_pairs}
         text_encoder = {}
         if encoder is not None:
-            swap_dir(out_dir / TEXT_ENCODER, lambda path: encoder.save(str(path)))
+            swap_dir(stage.out_dir / TEXT_ENCODER, lambda path: encoder.save(str(path)))
             text_encoder = {"text_encoder": TEXT_ENCODER}
-        save_model(out_dir, model, params.encoder, lang_names, params, head,
-                   extra_meta={**text_encoder, "base_model_id": model_id(params.encoder, wh.models_root),
+        save_model(stage.out_dir, model, params.encoder, lang_names, params, head,
+                   extra_meta={**text_encoder, "base_model_id": model_id(params.encoder, stage.wh.models_root),
                                "seed": params.seed,
                                "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
                                "metrics": {"stage1": m1, "stage2": m2}, "stage2_selection": selection})
-        failed = sum(n for reason, n in data.skipped.items() if reason == EMPTY_TEXT or "failed" in reason)
-        run.rows_in = len(data.pairs) + sum(data.skipped.values())
-        run.rows_computed, run.rows_failed, run.rows_out = len(data.pairs), failed, len(data.pairs)
-    extra: dict[str, Any] = {"model_dir": str(out_dir), "pairs": len(data.pairs), "languages": len(lang_names),
-                             "best_epoch": m1["best_epoch"], "dev_retrieval": m1.get("dev_retrieval"),
-                             "left_out": data.skipped, "notes": data.notes}
+        stage.count(len(data.pairs) + sum(data.skipped.values()), len(data.pairs),
+                    sum(n for reason, n in data.skipped.items() if reason == EMPTY_TEXT or "failed" in reason))
+        stage.completed = True
+    extra: dict[str, Any] = {"pairs": len(data.pairs), "languages": len(lang_names), "best_epoch": m1["best_epoch"],
+                             "dev_retrieval": m1.get("dev_retrieval"), "left_out": data.skipped, "notes": data.notes}
     if m2 is not None:
         assert selection is not None
         extra |= {"sts_best_dev_spearman": m2["best_dev_spearman"],
                   "sts_held_out_dev_spearman": m2["held_out_dev_spearman"], "stage2_kept": selection["stage2_kept"],
                   "stage2_vs_stage1": {k: [x["stage1"], x["stage2"]] for k, x in selection["sets"].items()}}
-    return train_summary("meaning", run_id, run.rows_in, len(data.pairs), failed, started, True, **extra)
+    return stage.summary(**extra)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from amrsim.methods.mse_amr import (
     text_langs,
     train_mse_amr,
 )
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
+from amrsim.stages.train.common import TrainingStage, read_pinned, table_versions
 from amrsim.warehouse import OK, Warehouse
 
 __all__ = ["METHOD", "Params", "TripleData", "check_config", "dev_evaluator", "load_triples", "pair_graphs", "train"]
@@ -72,22 +71,18 @@ def check_config(pipe: Pipeline, params: Params) -> None:
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
+    stage = TrainingStage(pipe, METHOD, run_id)
     check_config(pipe, params)
-    with training_run(wh, pipe.name, METHOD, run_id, params) as run:
-        versions = table_versions(wh, params.datasets, ["triples", "parallel", "amr"])
+    with stage.record(params, params.datasets, ["triples", "parallel", "amr"]) as versions:
         if params.dev_dataset:
-            versions |= table_versions(wh, [params.dev_dataset], ["pairs", "amr"])
-        run.input_versions = versions
-        data = load_triples(wh, params.datasets, params.split, params.parser, params.linearize, params.langs,
+            stage.versions |= table_versions(stage.wh, [params.dev_dataset], ["pairs", "amr"])
+        data = load_triples(stage.wh, params.datasets, params.split, params.parser, params.linearize, params.langs,
                             params.require_graphs, versions, keep_texts=params.train_base)
-        skipped = sum(data.skipped.values())
-        run.rows_in, run.rows_computed, run.rows_failed = data.rows, len(data.triples), skipped
+        stage.count(data.rows, len(data.triples), sum(data.skipped.values()))
         if len(data.triples) < 2:
             raise ConfigError(f"mse_amr: fewer than 2 usable triples in {params.datasets} (split {params.split}; "
                               f"left out: {dict(data.skipped)}); run the pipeline's ingest and parse stages first")
-        dev_eval, dev_info = dev_evaluator(wh, params, versions) if params.dev_dataset else (None, {})
+        dev_eval, dev_info = dev_evaluator(stage.wh, params, versions) if params.dev_dataset else (None, {})
         sources = _contradiction_sources(data.item_ids)
         meta = {
             "pipeline": pipe.name, "parser": params.parser, "linearize": params.linearize,
@@ -101,15 +96,10 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         }
         log.info("mse_amr: %d triples (%d rows, left out %s), langs %s", len(data.triples), data.rows,
                  dict(data.skipped), data.langs)
-        out_dir = run_dir(wh, METHOD, run_id)
-        result = train_mse_amr(data.triples, out_dir, params, langs=data.langs, dev_eval=dev_eval, extra_meta=meta,
-                               text_langs=data.text_langs if params.train_base else None)
-        run.rows_out = len(data.triples) if result["completed"] else 0
-    return train_summary(METHOD, run_id, data.rows, len(data.triples), skipped, started, result["completed"],
-                         model_dir=str(out_dir), steps=result["steps"], total_steps=result["total_steps"],
-                         resumed_from=result["resumed_from"], best_dev=result["best_dev"],
-                         best_step=result["best_step"], langs=data.langs, left_out=dict(data.skipped),
-                         contradiction_sources=sources)
+        result = stage.done(train_mse_amr(data.triples, stage.out_dir, params, langs=data.langs, dev_eval=dev_eval,
+                                          extra_meta=meta, text_langs=data.text_langs if params.train_base else None))
+    return stage.summary(best_dev=result["best_dev"], best_step=result["best_step"], langs=data.langs,
+                         left_out=dict(data.skipped), contradiction_sources=sources)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -123,9 +113,7 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
     embeddings are its own, else the base encoder's cached ones); and what was read."""
     ds = params.dev_dataset
     assert ds is not None
-    pairs = wh.read(ds, "pairs", version=versions.get(f"{ds}.pairs"))
-    if params.dev_split:
-        pairs = pairs.filter(pl.col("split") == params.dev_split)
+    pairs = read_pinned(wh, versions, ds, "pairs", params.dev_split)
     total = pairs.height
     pairs = pairs.filter((pl.col("status") == OK) & (pl.col("lang1") == ENGLISH) & (pl.col("lang2") == ENGLISH))
     # a pair's graphs: provided ones are its own (amr1_key/amr2_key), a parser's are its sentences'
@@ -234,13 +222,10 @@ def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, pars
 def _dataset_items(wh: Warehouse, ds: str, split: str | None, parser: str, variant: str,
                    versions: dict[str, int | None], out: TripleData) -> list[tuple[str, Example, dict[str, str]]]:
     """(item id, example, role:lang -> why it has no graph) of one dataset's items, sorted; counts go to `out`."""
-    tv = versions.get(f"{ds}.triples")
-    if tv is None and not wh.exists(ds, "triples"):
+    if versions.get(f"{ds}.triples") is None and not wh.exists(ds, "triples"):
         raise ValueError(f"dataset '{ds}' has no triples table: is it a `kind: triples` dataset of the pipeline, "
                          f"ingested?")
-    table = wh.read(ds, "triples", version=tv)
-    if split:
-        table = table.filter(pl.col("split") == split)
+    table = read_pinned(wh, versions, ds, "triples", split)
     ok = table.filter(pl.col("status") == OK).sort("item_id", pl.col("lang") != ENGLISH, "lang")
     items = table.select("item_id").unique().height
     failed_items = items - ok.select("item_id").unique().height  # items without any ok row

@@ -40,7 +40,7 @@ from amrsim.methods.pear import (
 from amrsim.methods.pear.params import SEARCHED, Params
 from amrsim.methods.training import NonFiniteLossError, base_model_path
 from amrsim.stages.evaluate.ood import derive_split
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
+from amrsim.stages.train.common import TrainingStage, run_dir, sampled, score_range, table_versions
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 METHOD = "pear"  # the method whose stage this is (amrsim.stages.train.LAYER_STAGES)
 
 TRIALS_DATASET, TRIALS_TABLE = "meta", "optuna_trials"
-SAMPLED_OUT = "over max_pairs (sampled out)"
 
 
 # ---------------------------------------------------------------------------------------------------- data
@@ -58,19 +57,9 @@ SAMPLED_OUT = "over max_pairs (sampled out)"
 
 def score_ranges(pipe: Pipeline, wh: Warehouse, datasets: list[str]) -> dict[str, tuple[float, float]]:
     """Each dataset's gold range: `score_range` from the config, else min and max over its ok pairs."""
-    out: dict[str, tuple[float, float]] = {}
-    for ds in datasets:
-        given = pipe.spec.datasets[ds].score_range if ds in pipe.spec.datasets else None
-        if given is not None:
-            out[ds] = (float(given[0]), float(given[1]))
-            continue
-        scores = wh.read(ds, "pairs", columns=["score", "status"]).filter(
-            (pl.col("status") == OK) & pl.col("score").is_not_null())["score"]
-        if scores.len() < 2 or scores.min() == scores.max():
-            raise ConfigError(f"pear: dataset '{ds}' has no score_range in the config and its ok pairs give no range "
-                              f"to normalise by; set datasets.{ds}.score_range")
-        out[ds] = (float(scores.min()), float(scores.max()))  # type: ignore[arg-type]
-    return out
+    return {ds: score_range(pipe, ds, lambda ds=ds: wh.read(ds, "pairs", columns=["score", "status"]),
+                            f"pear: dataset '{ds}' has no score_range in the config and its ok pairs give no range "
+                            f"to normalise by; set datasets.{ds}.score_range") for ds in datasets}
 
 
 def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
@@ -88,10 +77,6 @@ def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
         parts.append(scored.select("sentence1_key", "sentence2_key", "sentence1", "sentence2", "lang1", "lang2")
                      .with_columns(dataset=pl.lit(ds), target=pl.Series(normalise_scores(scored["score"], lo, hi))))
     return (pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()), left
-
-
-def _sample(frame: pl.DataFrame, cap: int | None, seed: int) -> pl.DataFrame:
-    return frame.sample(cap, seed=seed, shuffle=True) if cap is not None and frame.height > cap else frame
 
 
 def _cosines(name: str, pairs: pl.DataFrame, params: Params, models_root: Path | None) -> np.ndarray:
@@ -122,7 +107,7 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
             .filter(pl.col("text").str.strip_chars() != ""))
     half = params.distill_pairs // 2
     # neighbours among four times the anchors (close, not equal); twice the edits' sentences, as not every one edits
-    pool = _sample(pool, 4 * max(half, 1) + 2 * params.distill_edits, params.seed)
+    pool = sampled(pool, 4 * max(half, 1) + 2 * params.distill_edits, params.seed)
     if pool.height < 4:
         raise ConfigError(f"pear: distill_datasets {params.distill_datasets} hold {pool.height} usable sentences in "
                           f"{langs} (not in the gold or dev pairs); ingest them first")
@@ -195,7 +180,7 @@ class KnnSilver:
             scorer = CosineScorer(self.params.biencoder) if model is None else CrossEncoderScorer(model, texts, "pear")
             silver = augment_pairs(keys, np.asarray(encoder.encode(texts), np.float32), min(k, len(keys) - 1),
                                    labelled=self.labelled, scorer=scorer)
-            silver = _sample(silver.filter(pl.col("status") == OK), self.params.max_silver, self.seed)
+            silver = sampled(silver.filter(pl.col("status") == OK), self.params.max_silver, self.seed)
             index = {key: i for i, key in enumerate(keys)}
             t1 += [texts[index[a]] for a in silver["sentence1_key"]]
             t2 += [texts[index[b]] for b in silver["sentence2_key"]]
@@ -293,7 +278,7 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     space = params.search
     assert space is not None
     study = open_study(wh, study_name, seed)
-    train, dev = _sample(gold, space.max_train_pairs, seed), _sample(dev, space.max_dev_pairs, seed)
+    train, dev = sampled(gold, space.max_train_pairs, seed), sampled(dev, space.max_dev_pairs, seed)
 
     def objective(trial: optuna.Trial) -> float:
         hp = params.hyper(lr=trial.suggest_float("lr", *space.lr, log=True), k=trial.suggest_int("k", *space.k),
@@ -368,9 +353,7 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
     gold, left = gold_pairs(wh, params.datasets, params.train_split, langs, ranges)
     out: dict[str, Any] = {"rows_in": gold.height + sum(left.values()), "failed": sum(left.values()), "models": [],
                            "completed": False}
-    if params.max_pairs is not None and gold.height > params.max_pairs:
-        left[SAMPLED_OUT] = gold.height - params.max_pairs
-        gold = _sample(gold, params.max_pairs, params.seed)
+    gold = sampled(gold, params.max_pairs, params.seed, left)
     if gold.height < 2:
         raise ConfigError(f"pear: fewer than 2 usable '{params.train_split}' pairs in {params.datasets} for "
                           f"language(s) {langs} (left out: {left}); ingest the datasets first")
@@ -421,32 +404,24 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     """Search (when configured) and train the PEAR cross-encoder(s); models under warehouse/models/pear/."""
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
+    stage = TrainingStage(pipe, METHOD, run_id)
     if params.ood_split is not None:
-        derive_split(wh, pipe, params.ood_split, run_id)
+        derive_split(stage.wh, pipe, params.ood_split, run_id)
         params = params.on_ood_split()
         ranges = {params.datasets[0]: SCORE_RANGE}
     else:
-        ranges = score_ranges(pipe, wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
+        ranges = score_ranges(pipe, stage.wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
     groups = [[lang] for lang in params.langs] if params.mode == "per_language" else [list(params.langs)]
-    with training_run(wh, pipe.name, "pear", run_id, params) as run:
-        run.input_versions = table_versions(wh, params.datasets + params.dev_datasets, ["pairs"])
+    with stage.record(params, params.datasets + params.dev_datasets, ["pairs"]) as versions:
         names = [run_id if params.mode == "all" else f"{run_id}-{langs[0]}" for langs in groups]
-        runs = {name: train_langs(wh, pipe, params, name, langs, ranges, run.input_versions)
+        runs = {name: train_langs(stage.wh, pipe, params, name, langs, ranges, versions)
                 for name, langs in zip(names, groups, strict=True)}
         models = [m for r in runs.values() for m in r["models"]]
         if params.mode == "per_language":  # the request record of the whole run (incremental reruns) lives here
-            index = run_dir(wh, "pear", run_id)
-            index.mkdir(parents=True, exist_ok=True)
-            atomic_json(index / "languages.json", {"models": models})
-        rows_in, rows_used, failed = (sum(r[key] for r in runs.values()) for key in ("rows_in", "rows_used", "failed"))
-        run.rows_in, run.rows_computed, run.rows_failed = rows_in, rows_used, failed
-        run.rows_out = sum(r["rows_used"] for r in runs.values() if r["completed"])
-    summary = train_summary("pear", run_id, rows_in, rows_used, failed, started,
-                            all(r["completed"] for r in runs.values()),
-                            model_dir=str(run_dir(wh, "pear", run_id) if params.mode == "all"
-                                          else wh.models_root / "pear"), models=models,
-                            runs={name: r["details"] for name, r in runs.items()})
-    summary["model"] = ", ".join(models)
-    return summary
+            stage.out_dir.mkdir(parents=True, exist_ok=True)
+            atomic_json(stage.out_dir / "languages.json", {"models": models})
+        stage.count(*(sum(r[key] for r in runs.values()) for key in ("rows_in", "rows_used", "failed")))
+        stage.rows_out = sum(r["rows_used"] for r in runs.values() if r["completed"])
+        stage.completed = all(r["completed"] for r in runs.values())
+    return stage.summary(model_dir=str(stage.out_dir if params.mode == "all" else stage.wh.models_root / METHOD),
+                         models=models, runs={name: r["details"] for name, r in runs.items()}, model=", ".join(models))

@@ -12,7 +12,6 @@ checkpoint by dev loss.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from amrsim.methods.s3bert import S3BERT_ASPECTS, Params, normalise_targets, par
 from amrsim.methods.training import base_model_path
 from amrsim.metrics.engine import score_pairs_parallel
 from amrsim.stages.metrics import metric_graph_pairs
-from amrsim.stages.train.common import run_dir, table_versions, train_summary, training_run
+from amrsim.stages.train.common import SAMPLED_OUT, TrainingStage, sampled
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.store import OK
 
@@ -34,7 +33,6 @@ METHOD = "s3bert"  # the method whose stage this is (amrsim.stages.train.LAYER_S
 
 # the amr_metrics columns S3BERT regresses, in the paper's order, and the metrics-stage aspect producing each
 ASPECT_OF_COLUMN = {"smatch_f1": "smatch"}
-SAMPLED_OUT = "over max_pairs (sampled out)"
 
 
 def required_columns(n_aspects: int) -> list[str]:
@@ -117,9 +115,7 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
     # and data fingerprint drawn from them) are the same on every call, so an interrupted run can resume
     rows = pl.concat(parts, how="vertical_relaxed").sort("pair_key", "amr1", "amr2")
     cap = params.max_pairs if split == params.train_split else params.max_dev_pairs
-    if cap is not None and rows.height > cap:
-        skipped[SAMPLED_OUT] = rows.height - cap
-        rows = rows.sample(cap, seed=params.seed, shuffle=True)
+    rows = sampled(rows, cap, params.seed, skipped)
     if rows.height < 2:
         return [], [], np.zeros((0, len(columns))), rows.height, skipped
     if params.negatives:
@@ -131,29 +127,25 @@ def _split(wh: Warehouse, params: Params, split: str, parser: str, options: Any,
 
 
 def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
-    started = time.perf_counter()
-    wh = Warehouse(pipe.warehouse_root)
+    stage = TrainingStage(pipe, METHOD, run_id)
     options = check_metric_config(pipe, params)
     parser = params.parser or options.extra.get("parser", "provided")
     columns = required_columns(params.n_aspects)
-    with training_run(wh, pipe.name, "s3bert", run_id, params) as run:
-        versions = table_versions(wh, params.datasets, ["pairs", "amr", "amr_metrics"])
-        run.input_versions = versions
-        t1, t2, y, positives, skipped = _split(wh, params, params.train_split, parser, options, columns)
+    with stage.record(params, params.datasets, ["pairs", "amr", "amr_metrics"]) as versions:
+        t1, t2, y, positives, skipped = _split(stage.wh, params, params.train_split, parser, options, columns)
         if len(y) < 2:
             raise ConfigError(f"s3bert: fewer than 2 usable '{params.train_split}' pairs in {params.datasets} "
                               f"(left out: {skipped}); run the pipeline's parse/metrics stages first")
         dev = None
         dev_counts: dict[str, int] = {}
         if params.dev_split:
-            d1, d2, dy, dev_positives, dev_counts = _split(wh, params, params.dev_split, parser, options, columns)
+            d1, d2, dy, dev_positives, dev_counts = _split(stage.wh, params, params.dev_split, parser, options,
+                                                           columns)
             dev_counts["positives"] = dev_positives
             dev = (d1, d2, dy) if len(dy) else None
         # failed: pairs left out for a reason in the data (graphs, metrics); a max_pairs sample is a choice
-        failed = sum(n for reason, n in skipped.items() if reason != SAMPLED_OUT)
-        run.rows_in = positives + sum(skipped.values())
-        run.rows_computed, run.rows_failed = len(y), failed
-        out_dir = run_dir(wh, "s3bert", run_id)
+        stage.count(positives + sum(skipped.values()), len(y),
+                    sum(n for reason, n in skipped.items() if reason != SAMPLED_OUT))
         data = {"pipeline": pipe.name, "datasets": params.datasets, "train_split": params.train_split,
                 "dev_split": params.dev_split, "langs": params.langs, "parser": parser, "table_versions": versions,
                 "metrics_options": {"aspects": list(options.aspects), "convention": options.convention,
@@ -162,11 +154,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                 "dev": dev_counts | {"rows": len(dev[2]) if dev else 0}}
         log.info("s3bert: %d training rows (%d positive pairs), %d dev rows; left out %s", len(y), positives,
                  len(dev[2]) if dev else 0, skipped)
-        result = train_s3bert(base_model_path(params.base_model), t1, t2, y, dev, out_dir,
-                              params, extra_meta={"base_model": params.base_model, "data": data})
-        run.rows_out = len(y) if result["completed"] else 0
-    return train_summary("s3bert", run_id, run.rows_in, len(y), failed, started,
-                         result["completed"], model_dir=str(out_dir), steps=result["steps"],
-                         total_steps=result["total_steps"], resumed_from=result["resumed_from"],
-                         best_dev_loss=result["best_dev_loss"],
-                         initial_dev_loss=result["initial_dev_loss"], left_out=skipped)
+        result = stage.done(train_s3bert(base_model_path(params.base_model), t1, t2, y, dev, stage.out_dir, params,
+                                         extra_meta={"base_model": params.base_model, "data": data}))
+    return stage.summary(best_dev_loss=result["best_dev_loss"], initial_dev_loss=result["initial_dev_loss"],
+                         left_out=skipped)
