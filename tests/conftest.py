@@ -14,41 +14,6 @@ from tests.helpers import build_tiny_sentence_transformer
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# The longest tests and modules (seconds under `make test` on a 2-core machine), started first: xdist's worksteal
-# gives each of the two test processes one contiguous half of the collection and balances by stealing queued tests,
-# so a long test left to the end keeps one process busy while the other idles. A module listed whole shares a
-# module-scoped fixture (a Prefect server and worker, say), so it stays together.
-RUN_FIRST = {
-    "tests/system/test_flows.py::test_demo_flow_end_to_end": 160,
-    "tests/system/test_signals.py": 150,
-    "tests/system/test_deployments.py": 110,
-    "tests/stages/evaluate/test_encode_and_evaluate.py::test_evaluate_cli_reproduces_baselines": 85,
-    "tests/system/test_foreign_text.py": 70,
-    "tests/test_gpu_check.py": 50,
-    "tests/evaluate/test_transfer.py": 35,
-    "tests/system/test_concurrency.py": 30,
-}
-
-
-@pytest.hookimpl(trylast=True)  # after -m has deselected: the halves are of what runs
-def pytest_collection_modifyitems(config, items):
-    """Start each half of the collection with its share of RUN_FIRST (the heaviest first, each to the lighter half);
-    every other test keeps its place and order."""
-    groups: dict[str, list] = {prefix: [] for prefix in RUN_FIRST}
-    rest = []
-    for item in items:
-        prefix = next((p for p in RUN_FIRST if item.nodeid.startswith(p)), None)
-        (groups[prefix] if prefix else rest).append(item)
-    halves: tuple[list, list] = ([], [])
-    loads = [0, 0]
-    for prefix, seconds in sorted(RUN_FIRST.items(), key=lambda kv: -kv[1]):
-        lighter = loads.index(min(loads))
-        halves[lighter].extend(groups[prefix])
-        loads[lighter] += seconds
-    # xdist's first process gets items[:n // 2]: the second half's heavy tests start exactly at n // 2
-    k = max(0, len(items) // 2 - len(halves[0]))
-    items[:] = halves[0] + rest[:k] + halves[1] + rest[k:]
-
 
 @pytest.fixture
 def wh(tmp_path):

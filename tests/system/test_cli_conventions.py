@@ -5,6 +5,7 @@ than a terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -129,6 +130,17 @@ def _missing_value(command: tuple[str, ...], option: str, files: dict[str, Path]
     return missing, missing
 
 
+def _prefect_settings_of_this_environment() -> contextlib.AbstractContextManager[object]:
+    """Prefect reads its settings from the environment once, when this process first imports it: a command run
+    here after another test imported Prefect under another environment must still see this test's
+    PREFECT_API_URL, as a new process would."""
+    if "prefect.settings" not in sys.modules or "PREFECT_API_URL" not in os.environ:
+        return contextlib.nullcontext()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    return temporary_settings({PREFECT_API_URL: os.environ["PREFECT_API_URL"]})
+
+
 def _run_in_process(args: list[str], capsys) -> tuple[int, str, str]:
     """`amrsim ARGS` through main() in this process: (exit code, stdout, stderr). An exception escaping main() is
     the traceback a user would see."""
@@ -136,7 +148,8 @@ def _run_in_process(args: list[str], capsys) -> tuple[int, str, str]:
     argv = sys.argv
     sys.argv = ["amrsim", *args]
     try:
-        main()
+        with _prefect_settings_of_this_environment():
+            main()
         code = 0
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
