@@ -129,7 +129,7 @@ class _Pool:
             forker = free.pop() if free else None
             cls.idle[key] = free
         if forker is None:
-            forker = _Forker({k: v for k, v in env.items()})
+            forker = _Forker(dict(env))
             with cls.lock:
                 cls.every.append(forker)
         try:
