@@ -51,10 +51,13 @@ def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: 
     needed = pl.concat([metrics.select(key="sentence1_key"), metrics.select(key="sentence2_key")]).unique()
     sentences = wh.read(dataset, "sentences", columns=["key", "text"]).join(needed, on="key", how="semi")
     read = vector_inputs(wh, dataset, encoder, sentences)  # an MSE-AMR run's graphs
-    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list()),
-             *([sorted(zip(sentences["key"], read, strict=True))] if read else [])]
     run_split = split or "all"
-    aspects = [a for a in ASPECT_COLUMNS if metrics[a].is_not_null().any()]
+    # an aspect with one value on every pair (wikification where no graph has a :wiki) cannot rank pairs: its
+    # Spearman is undefined by definition, so it is not evaluated here (it made every aspects mean undefined).
+    # The set is part of the key: the report takes a (model, dataset, split)'s newest evaluation as its set
+    aspects = [a for a in ASPECT_COLUMNS if metrics[a].drop_nulls().n_unique() > 1]
+    parts = [model_id(encoder, wh.models_root), dataset, version, sorted(metrics["key"].to_list()),
+             *([sorted(zip(sentences["key"], read, strict=True))] if read else []), aspects]
 
     def compute() -> list[Score]:
         embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
