@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import logging
 import math
@@ -265,6 +266,62 @@ def finish_encoder_run(out_dir: Path, method: str, student: SentenceTransformer,
     return out_dir
 
 
+@dataclass
+class EncoderRun:
+    """A sentence-transformers model trained into `out_dir` on the `Trainer`: its weights in the checkpoint
+    (`student.safetensors`), the best dev weights so far (`best.safetensors`, with `leftovers`: what the method keeps
+    beside them) and the finished run."""
+
+    method: str
+    model: SentenceTransformer
+    out_dir: Path
+    device: str
+    leftovers: Sequence[Path] = ()
+
+    @property
+    def best(self) -> Path:
+        return self.out_dir / "best.safetensors"
+
+    def keep_best(self) -> None:
+        from safetensors.torch import save_model
+
+        save_model(self.model, str(self.best))
+
+    def checkpoints(self, run_key: Mapping[str, Any], resume: bool, also: Callable[[Path], None] = lambda d: None,
+                    **extra: Any) -> Checkpoints:
+        """`Checkpoints` of the model's weights and what `also(dir)` writes beside them; `extra`: tensors, restore."""
+        from safetensors.torch import load_model, save_model
+
+        def write(directory: Path) -> None:
+            save_model(self.model, str(directory / STUDENT))
+            also(directory)
+
+        return Checkpoints(self.out_dir, run_key, write, lambda d: load_model(self.model, str(d / STUDENT),
+                                                                              device=self.device), resume, **extra)
+
+    def start(self, trainer: Trainer) -> Trainer:
+        """Resume, or start fresh without an earlier attempt's best weights; the model in training mode."""
+        if trainer.start().resumed_from is None:
+            for path in (self.best, *self.leftovers):
+                path.unlink(missing_ok=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.model.train()
+        return trainer
+
+    def finish(self, result: TrainResult, summary: dict[str, Any], meta: Mapping[str, Any],
+               extra_meta: Mapping[str, Any] | None, with_dev: bool, root_config: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+        """`summary` of an unfinished run; else the finished run (`finish_encoder_run`: the best dev weights when
+        `with_dev`, model.json of `meta`, the summary as metrics, the history, `extra_meta`), its directories added."""
+        if not result.completed:
+            return summary
+        meta = {**meta, "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": result.history,
+                **(extra_meta or {})}
+        finish_encoder_run(self.out_dir, self.method, self.model, self.best if with_dev else None, meta, root_config,
+                           self.leftovers)
+        return {**summary, "model_dir": str(self.out_dir), "encoder_dir": str(self.out_dir)}
+
+
 def swap_dir(target: Path, write: Callable[[Path], None]) -> None:
     """Fill `target` atomically: `write` fills `<target>.tmp`, which then replaces `target` (the previous one moved
     to `<target>.old` for the instant between the two renames; `recover_dir` takes it back after a crash there)."""
@@ -292,6 +349,7 @@ def recover_dir(target: Path) -> None:
 # tensors; read with weights_only=True) and the weights, written by the method (`write_weights`).
 
 CHECKPOINT, STATE_JSON, TRAIN_STATE = "checkpoint", "state.json", "train_state.pt"
+STUDENT = "student.safetensors"  # an `EncoderRun`'s weights in the checkpoint
 
 
 def rng_states() -> dict[str, Any]:
@@ -326,31 +384,6 @@ def restore_rng(saved: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["torch_cuda"])
 
 
-def save_checkpoint(out_dir: Path, state: Mapping[str, Any], optimizer: Any, scheduler: Any,
-                    write_weights: Callable[[Path], None], **tensors: Any) -> None:
-    """Write `out_dir/checkpoint/` (see above) beside the previous one, then swap: a crash mid-write keeps the
-    previous checkpoint whole. `state` must hold `run` (the settings fingerprint) and `step`."""
-    import torch
-
-    def write(tmp: Path) -> None:
-        write_weights(tmp)
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
-                    **tensors}, tmp / TRAIN_STATE)
-        atomic_json(tmp / STATE_JSON, dict(state))
-
-    swap_dir(Path(out_dir) / CHECKPOINT, write)
-
-
-def resume_train_state(ckpt: Path, optimizer: Any, scheduler: Any) -> dict[str, Any]:
-    """Load `ckpt/train_state.pt` (weights_only), put the optimizer, scheduler and RNG states back; returns it (the
-    method's extra tensors are in it)."""
-    train_state = load_state(ckpt / TRAIN_STATE)
-    optimizer.load_state_dict(train_state["optimizer"])
-    scheduler.load_state_dict(train_state["scheduler"])
-    restore_rng(train_state)
-    return train_state
-
-
 def load_state(path: Path) -> Any:
     """A checkpoint's training state (a `torch.save` of tensors and plain data: optimizer, scheduler, RNG, step),
     read with weights_only=True: a file crafted to run code when unpickled is refused, never executed."""
@@ -369,24 +402,15 @@ def load_state(path: Path) -> Any:
 # ---------------------------------------------------------------------------------------------------- the trainer
 
 
-def epoch_order(seed: int, epoch: int, n: int) -> np.ndarray:
-    """The order of the `n` training rows in `epoch`: a function of (seed, epoch) only, so a resumed run sees the
-    batches an uninterrupted one would."""
-    return np.random.default_rng([seed, epoch]).permutation(n)
-
-
 def seeded_batches(seed: int, n: int, batch_size: int) -> Callable[[int], np.ndarray]:
-    """`rows(step)` for `Trainer`: batches of `batch_size` rows in each epoch's `epoch_order` (resumable: a pure
-    function of the step)."""
+    """`rows(step)` for `Trainer`: batches of `batch_size` rows in each epoch's order, a function of (seed, epoch)
+    only, so a resumed run sees the batches an uninterrupted one would."""
     steps_per_epoch = -(-n // batch_size)
-    cache: dict[int, np.ndarray] = {}
+    order = functools.lru_cache(maxsize=1)(lambda epoch: np.random.default_rng([seed, epoch]).permutation(n))
 
     def rows(step: int) -> np.ndarray:
         epoch, k = divmod(step, steps_per_epoch)
-        if epoch not in cache:
-            cache.clear()
-            cache[epoch] = epoch_order(seed, epoch, n)
-        return cache[epoch][k * batch_size:(k + 1) * batch_size]
+        return order(epoch)[k * batch_size:(k + 1) * batch_size]
 
     return rows
 
@@ -404,6 +428,34 @@ class Checkpoints:
     resume: bool = True
     tensors: Callable[[], dict[str, Any]] = dict
     restore: Callable[[Mapping[str, Any]], None] = lambda train_state: None
+
+    def save(self, state: Mapping[str, Any], optimizer: Any, scheduler: Any) -> None:
+        """Write the checkpoint beside the previous one, then swap: a crash mid-write keeps the previous checkpoint
+        whole. `state` must hold `run` (the settings fingerprint) and `step`."""
+        import torch
+
+        def write(tmp: Path) -> None:
+            self.write_weights(tmp)
+            torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_states(),
+                        **self.tensors()}, tmp / TRAIN_STATE)
+            atomic_json(tmp / STATE_JSON, dict(state))
+
+        swap_dir(Path(self.out_dir) / CHECKPOINT, write)
+
+    def load(self, optimizer: Any, scheduler: Any) -> dict[str, Any] | None:
+        """Resume: the saved progress (state.json), with the weights, optimizer, scheduler, every RNG and the method's
+        tensors put back; None when starting fresh (an older checkpoint removed)."""
+        ckpt, saved = open_checkpoint(self.out_dir, self.run_key, self.resume)
+        if saved is None:
+            shutil.rmtree(ckpt, ignore_errors=True)
+            return None
+        self.read_weights(ckpt)
+        train_state = load_state(ckpt / TRAIN_STATE)
+        optimizer.load_state_dict(train_state["optimizer"])
+        scheduler.load_state_dict(train_state["scheduler"])
+        restore_rng(train_state)
+        self.restore(train_state)
+        return saved
 
 
 def param_groups(part: Any, weight_decay: float, lr: float | None = None,
@@ -442,6 +494,10 @@ class TrainResult:
     best_step: int | None
     initial_score: float | None
     resumed_from: int | None
+
+    def summary(self) -> dict[str, Any]:
+        return {"completed": self.completed, "steps": self.steps, "total_steps": self.total_steps,
+                "resumed_from": self.resumed_from}
 
 
 @dataclass
@@ -498,20 +554,12 @@ class Trainer:
             self.args.warmup_steps(self.total_steps), self.total_steps, self.args.lr_schedule == "linear"))
 
     @property
-    def epochs(self) -> int:
-        return self.args.epochs
-
-    @property
-    def max_steps(self) -> int | None:
-        return self.args.max_steps
-
-    @property
     def total_steps(self) -> int:
-        return self.steps_per_epoch * self.epochs
+        return self.steps_per_epoch * self.args.epochs
 
     @property
     def stop_at(self) -> int:
-        return self.total_steps if self.max_steps is None else min(self.total_steps, self.max_steps)
+        return min(self.total_steps, self.args.max_steps or self.total_steps)
 
     @property
     def completed(self) -> bool:
@@ -524,28 +572,18 @@ class Trainer:
             return self
         self.state = {"step": 0, "run": dict(self.checkpoints.run_key) if self.checkpoints else None,
                       "history": [], "best_score": None, "best_step": None, "initial_score": None, "extra": {}}
-        if self.checkpoints is None:
-            return self
-        ckpt, saved = open_checkpoint(self.checkpoints.out_dir, self.checkpoints.run_key, self.checkpoints.resume)
-        if saved is None:
-            shutil.rmtree(ckpt, ignore_errors=True)
-            return self
-        self.checkpoints.read_weights(ckpt)
-        train_state = resume_train_state(ckpt, self.optimizer, self.scheduler)
-        self.checkpoints.restore(train_state)
-        self.state = {**self.state, **saved}
-        self.resumed_from = int(saved["step"])
-        log.info("%s: resuming %s from step %d", self.method, self.checkpoints.out_dir, self.resumed_from)
+        saved = self.checkpoints and self.checkpoints.load(self.optimizer, self.scheduler)
+        if saved:
+            self.state = {**self.state, **saved}
+            self.resumed_from = int(saved["step"])
+            log.info("%s: resuming %s from step %d", self.method, self.checkpoints.out_dir, self.resumed_from)
         return self
-
-    def evaluate(self) -> float | None:
-        return None if self.evaluator is None else self.evaluator()
 
     def fit(self) -> TrainResult:
         """Train from the current step to `stop_at` (`state` holds the history and the best)."""
         self.start()
         if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None and self.score_at_start:
-            self.state["initial_score"] = self.evaluate()
+            self.state["initial_score"] = self.evaluator()
         eval_every = self.args.eval_every or self.steps_per_epoch
         # the loss sums since the last report: a checkpoint between reports keeps them, so a resumed run reports
         # the same means an uninterrupted one does
@@ -609,7 +647,7 @@ class Trainer:
 
     def report(self, step: int, means: dict[str, float]) -> None:
         """Evaluate, keep the best, add a history entry, checkpoint."""
-        score = self.evaluate()
+        score = None if self.evaluator is None else self.evaluator()
         best = self.state["best_score"]
         if score is not None and score == score and (best is None or (
                 score > best if self.evaluator is not None and self.evaluator.greater_is_better else score < best)):
@@ -624,6 +662,5 @@ class Trainer:
     def save(self, window: dict[str, Any] | None = None) -> None:
         """Checkpoint; `window`: the loss sums since the last report, when between reports."""
         if self.checkpoints is not None:
-            state = {**self.state, "window": window} if window else self.state
-            save_checkpoint(self.checkpoints.out_dir, state, self.optimizer, self.scheduler,
-                            self.checkpoints.write_weights, **self.checkpoints.tensors())
+            self.checkpoints.save({**self.state, "window": window} if window else self.state, self.optimizer,
+                                  self.scheduler)

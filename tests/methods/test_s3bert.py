@@ -30,7 +30,7 @@ from amrsim.methods.s3bert import (
 )
 from amrsim.methods.s3bert import train as s3bert_train
 from amrsim.methods.s3bert.model import PAPER_FEATURES
-from amrsim.methods.training import NonFiniteLossError, epoch_order
+from amrsim.methods.training import NonFiniteLossError, seeded_batches
 from amrsim.stages.evaluate.aspects import aspect_slices
 from tests.helpers import HIDDEN, toy_pairs
 
@@ -421,7 +421,7 @@ def test_nan_loss_names_the_step_and_rows_and_keeps_the_last_checkpoint(tiny_mod
     with pytest.raises(NonFiniteLossError, match="loss is nan at step 3") as err:
         train_s3bert(tiny_model, *train, None, tmp_path / "run", **kwargs)
     # step 3 is epoch 0's third batch: rows 16..19 of that epoch's shuffle
-    expected = epoch_order(5, 0, 20)[16:20].tolist()
+    expected = seeded_batches(5, 20, 8)(2).tolist()
     assert err.value.step == 3 and err.value.rows == expected
     assert str(expected) in str(err.value)
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text(encoding="utf-8"))

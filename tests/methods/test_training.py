@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from amrsim.errors import AmrsimError, WarehouseError
+from amrsim.files import atomic_json
 from amrsim.methods import training
 from amrsim.methods.training import (
+    Checkpoints,
     NonFiniteLossError,
     base_model_path,
     open_checkpoint,
     recover_dir,
-    resume_train_state,
-    save_checkpoint,
     swap_dir,
     write_model_json,
 )
@@ -132,16 +132,18 @@ def test_checkpoint_restores_weights_optimizer_schedule_and_every_rng(tmp_path):
         scheduler.step()
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     run_key = {"lr": 0.1, "data": "abc"}
-    save_checkpoint(tmp_path, {"run": run_key, "step": 3, "history": [1.5]}, optimizer, scheduler,
-                    lambda d: torch.save(model.state_dict(), d / "weights.pt"), extra=torch.arange(3))
+    Checkpoints(tmp_path, run_key, lambda d: torch.save(model.state_dict(), d / "weights.pt"), lambda d: None,
+                tensors=lambda: {"extra": torch.arange(3)}).save({"run": run_key, "step": 3, "history": [1.5]},
+                                                                 optimizer, scheduler)
     expected = _draws()
 
     random.seed(9), np.random.seed(9), torch.manual_seed(9)  # a new process starts elsewhere
     model2, optimizer2, scheduler2 = _model_and_optimizer(seed=5)
-    ckpt, saved = open_checkpoint(tmp_path, run_key, resume=True)
+    restored = {}
+    saved = Checkpoints(tmp_path, run_key, lambda d: None,
+                        lambda ckpt: model2.load_state_dict(torch.load(ckpt / "weights.pt", weights_only=True)),
+                        restore=restored.update).load(optimizer2, scheduler2)
     assert saved == {"run": run_key, "step": 3, "history": [1.5]}
-    model2.load_state_dict(torch.load(ckpt / "weights.pt", weights_only=True))
-    restored = resume_train_state(ckpt, optimizer2, scheduler2)
     assert torch.equal(restored["extra"], torch.arange(3))
     assert _draws() == expected
     assert scheduler2.last_epoch == 3 and scheduler2.get_last_lr() == scheduler.get_last_lr()
@@ -161,7 +163,8 @@ def test_older_checkpoints_read_or_refused_by_name(tmp_path):
     expected = float(torch.rand(1))
     (tmp_path / "checkpoint").mkdir()
     torch.save(old, tmp_path / "checkpoint" / "train_state.pt")
-    resume_train_state(tmp_path / "checkpoint", optimizer, scheduler)
+    atomic_json(tmp_path / "checkpoint" / "state.json", {"run": {}, "step": 0})
+    Checkpoints(tmp_path, {}, lambda d: None, lambda d: None).load(optimizer, scheduler)
     assert float(torch.rand(1)) == expected
 
     # MSE-AMR's earlier checkpoint (state.pt, no state.json) cannot be resumed: said, not a KeyError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,11 +14,10 @@ from amrsim.methods.dueam.loss import dueam_loss
 from amrsim.methods.dueam.model import anchor_targets, make_anchor, pooling_of
 from amrsim.methods.dueam.params import Hyper
 from amrsim.methods.training import (
-    Checkpoints,
+    EncoderRun,
     Trainer,
     autocast,
     batches,
-    finish_encoder_run,
     load_sentence_encoder,
     open_checkpoint,
     refuse_finished_run,
@@ -30,9 +28,8 @@ from amrsim.warehouse.keys import content_key
 
 if TYPE_CHECKING:
     import torch
-    from sentence_transformers import SentenceTransformer
 
-STUDENT, TARGETS = "student.safetensors", "anchor_wmd.npy"  # in the checkpoint
+TARGETS = "anchor_wmd.npy"  # in the checkpoint
 LOSS = "L_A - lam * L_B; L_A = mean|exp(-||s'-t'||) - exp(-WMD(s,t))|, L_B = mean cos(s',t')"
 # model.json's `params` (the settings that change the numbers; `weights` is `wmd_weights`)
 RECIPE = ("lam", "batch_size", "lr", "warmup", "epochs", "anchor_layer", "weights", "unit_vectors", "normalize",
@@ -48,52 +45,6 @@ def wmd_targets(anchor_path: str, texts1: list[str], texts2: list[str], hp: Hype
     targets = anchor_targets(anchor, texts1, texts2, hp.wmd_weights, hp.unit_vectors)
     return targets.wmd, {"sentences_embedded": targets.sentences_embedded,
                          "distances_computed": targets.distances_computed, "skipped": targets.reasons()}
-
-
-@dataclass
-class Learner:
-    """The learner in training on the pairs `keep` (rows of texts1/texts2, whose WMDs are `dist`)."""
-
-    model: SentenceTransformer
-    texts1: list[str]
-    texts2: list[str]
-    dist: np.ndarray
-    keep: np.ndarray
-    lam: float
-    device: str
-
-    def losses(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
-        import torch
-
-        pairs = self.keep[rows]
-        with autocast(self.device):
-            emb = st_embed(self.model, [self.texts1[i] for i in pairs] + [self.texts2[i] for i in pairs], self.device)
-        loss, la, lb = dueam_loss(emb[:len(rows)], emb[len(rows):],
-                                  torch.as_tensor(self.dist[pairs], device=self.device), self.lam)
-        return {"loss": loss, "l_a": la, "l_b": lb}
-
-    def encode(self, texts: list[str]) -> np.ndarray:
-        import torch
-
-        self.model.eval()
-        with torch.no_grad(), autocast(self.device):
-            out = torch.cat([st_embed(self.model, texts[sl], self.device) for sl in batches(len(texts), 128)])
-        self.model.train()
-        return out.float().cpu().numpy()
-
-    def save(self, path: Path) -> None:
-        from safetensors.torch import save_model
-
-        save_model(self.model, str(path))
-
-    def write_weights(self, directory: Path) -> None:
-        self.save(directory / STUDENT)
-        np.save(directory / TARGETS, self.dist)  # a resumed run does not recompute the targets
-
-    def read_weights(self, directory: Path) -> None:
-        from safetensors.torch import load_model
-
-        load_model(self.model, str(directory / STUDENT), device=self.device)
 
 
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path,
@@ -137,32 +88,35 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
 
     torch.manual_seed(hp.seed)
     model = load_sentence_encoder(learner_path, hp.normalize, hp.max_length, device, hp.train_embedding)
-    learner = Learner(model, texts1, texts2, dist, keep, hp.lam, device)
-    best_path = out_dir / "best.safetensors"
-    trainer = Trainer(
-        "DuEAM", hp, [learner.model], -(-n // hp.batch_size), seeded_batches(hp.seed, n, hp.batch_size),
-        learner.losses,
-        evaluator=StsEvaluator(dev[0], dev[1], np.asarray(dev[2], dtype=np.float64), learner.encode) if dev else None,
-        keep_best=lambda: learner.save(best_path), row_ids=lambda rows: keep[rows],
+    run = EncoderRun("dueam", model, out_dir, device)
+
+    def losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
+        pairs = keep[rows]
+        with autocast(device):
+            emb = st_embed(model, [texts1[i] for i in pairs] + [texts2[i] for i in pairs], device)
+        loss, la, lb = dueam_loss(emb[:len(rows)], emb[len(rows):], torch.as_tensor(dist[pairs], device=device), hp.lam)
+        return {"loss": loss, "l_a": la, "l_b": lb}
+
+    def encode(texts: list[str]) -> np.ndarray:
+        model.eval()
+        with torch.no_grad(), autocast(device):
+            out = torch.cat([st_embed(model, texts[sl], device) for sl in batches(len(texts), 128)])
+        model.train()
+        return out.float().cpu().numpy()
+
+    trainer = run.start(Trainer(
+        "DuEAM", hp, [model], -(-n // hp.batch_size), seeded_batches(hp.seed, n, hp.batch_size), losses,
+        evaluator=StsEvaluator(dev[0], dev[1], np.asarray(dev[2], dtype=np.float64), encode) if dev else None,
+        keep_best=run.keep_best, row_ids=lambda rows: keep[rows],
         entry=lambda step, means, score: {"step": step, **means, **({"dev_spearman": score} if dev else {})},
-        checkpoints=Checkpoints(out_dir, run_key, learner.write_weights, learner.read_weights, resume)).start()
-    if trainer.resumed_from is None:
-        best_path.unlink(missing_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+        # a resumed run does not recompute the targets
+        checkpoints=run.checkpoints(run_key, resume, also=lambda d: np.save(d / TARGETS, dist))))
     trainer.state["anchor"] = anchor_info
-    learner.model.train()
     result = trainer.fit()
     summary: dict[str, Any] = {
-        "completed": result.completed, "steps": result.steps, "total_steps": result.total_steps,
-        "resumed_from": result.resumed_from, "best_dev": result.best_score, "best_step": result.best_step,
-        "initial_dev": result.initial_score,
-        "final_loss": result.history[-1].get("loss") if result.history else None,
+        **result.summary(), "best_dev": result.best_score, "best_step": result.best_step,
+        "initial_dev": result.initial_score, "final_loss": result.history[-1].get("loss") if result.history else None,
         "train_pairs": n, "skipped": anchor_info["skipped"], "anchor": anchor_info}
-    if not result.completed:
-        return summary
-    meta = {"anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(learner.model), "loss": LOSS,
-            "params": params, "seed": hp.seed, "device": device,
-            "metrics": {k: v for k, v in summary.items() if k != "completed"}, "history": result.history,
-            **(extra_meta or {})}
-    encoder_dir = finish_encoder_run(out_dir, "dueam", learner.model, best_path if dev else None, meta)
-    return {**summary, "model_dir": str(out_dir), "encoder_dir": str(encoder_dir)}
+    meta = {"anchor": anchor_path, "learner": learner_path, "pooling": pooling_of(model), "loss": LOSS,
+            "params": params, "seed": hp.seed, "device": device}
+    return run.finish(result, summary, meta, extra_meta, dev is not None)
