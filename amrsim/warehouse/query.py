@@ -9,32 +9,45 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable
 
+from amrsim.columns import declared_columns
+from amrsim.warehouse.analyst import VIEW as PAIR_METRICS
+from amrsim.warehouse.analyst import pair_metrics_sql, view_columns
 from amrsim.warehouse.scan import SQL_TYPES, register_snapshot
 from amrsim.warehouse.schemas import SCHEMAS
 from amrsim.warehouse.store import BrokenTable, Warehouse
 
 
 def connect(wh: Warehouse, allow_external: bool = False) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with one schema per dataset and one view per table. A damaged table's view
-    fails any query that reads it with the table's error; queries on the other tables work.
+    """An in-memory DuckDB connection with one schema per dataset and one view per table, plus the analyst view
+    `pair_metrics` over every dataset (amrsim/warehouse/analyst.py). A damaged table's view fails any query that
+    reads it with the table's error; queries on the other tables work.
 
     Sandboxed unless `allow_external`: once the views exist, file system access is turned off and the
     configuration locked, so SQL cannot write files (a table's own `_delta_log` included), read other files,
     attach databases, load extensions or turn the sandbox off. The views still read: their data comes through
     registered Arrow datasets, which DuckDB does not open as files. Python variables are never scanned by name."""
     con = duckdb.connect(config={"python_enable_replacements": False})
+    columns: dict[str, dict[str, list[str]]] = {}  # dataset -> table -> its columns, for the analyst view
     for dataset, table in wh.tables():
         con.execute(f'CREATE SCHEMA IF NOT EXISTS "{dataset}"')
         try:
             snapshot = wh.snapshot(dataset, table)
         except BrokenTable as e:
             con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS {_failing_select(table, str(e))}')
+            columns.setdefault(dataset, {})[table] = list(SCHEMAS.get(table, pa.schema([])).names)
             continue
         if snapshot is None:
             continue
         alias = f"__{dataset}__{table}"
-        con.register(alias, _dataset(snapshot))
+        data = _dataset(snapshot)
+        con.register(alias, data)
         con.execute(f'CREATE OR REPLACE VIEW "{dataset}"."{table}" AS SELECT * FROM "{alias}"')
+        columns.setdefault(dataset, {})[table] = data.schema.names
+    aspects = declared_columns("amr_metrics")
+    analyst = (pair_metrics_sql(columns, aspects) if aspects else _failing_select(
+        PAIR_METRICS, f"{PAIR_METRICS}: the aspects' declarations are not loaded in this process (import "
+                      f"amrsim.metrics first); amrsim query loads them", view_columns([])))
+    con.execute(f'CREATE OR REPLACE VIEW "{PAIR_METRICS}" AS {analyst}')
     if not allow_external:
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
@@ -52,11 +65,12 @@ def _dataset(snapshot: DeltaTable):
     return snapshot.to_pyarrow_dataset(schema=views)
 
 
-def _failing_select(table: str, message: str) -> str:
-    """A SELECT with the table's columns whose every read raises `message` (the filter needs the failing value,
-    so no projection can skip it)."""
-    columns = "".join(f', NULL::{SQL_TYPES.get(str(f.type), "VARCHAR")} AS "{f.name}"'
-                      for f in SCHEMAS.get(table, []))
+def _failing_select(table: str, message: str, names: list[str] | None = None) -> str:
+    """A SELECT with the table's columns (or `names`, typed as text) whose every read raises `message` (the filter
+    needs the failing value, so no projection can skip it)."""
+    typed = ([(f.name, SQL_TYPES.get(str(f.type), "VARCHAR")) for f in SCHEMAS.get(table, [])] if names is None
+             else [(n, "VARCHAR") for n in names])
+    columns = "".join(f', NULL::{t} AS "{n}"' for n, t in typed)
     quoted = message.replace("'", "''")
     return f"SELECT * EXCLUDE (__broken) FROM (SELECT error('{quoted}') AS __broken{columns}) WHERE __broken IS NULL"
 
