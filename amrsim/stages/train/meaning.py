@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -59,83 +60,65 @@ def lang_code(code: str) -> str:
 # ---------------------------------------------------------------------------------------------------- stage-1 data
 
 
+@dataclass
 class ParallelData:
-    """Sentences (key, raw language, text), translation pairs of sentence indices, and rows left out by reason."""
+    """The kept translation pairs (rows of sentence indices), their sentences (key, normalised language, text,
+    vector) in order of first use, the rows left out by reason, notes on sources that gave nothing, and what was
+    read (table versions, file digests)."""
 
-    def __init__(self) -> None:
-        self.index: dict[str, int] = {}
-        self.keys: list[str] = []
-        self.texts: list[str] = []  # aligned with keys
-        self.langs: list[str] = []  # normalised
-        self.pairs: list[tuple[int, int]] = []
-        self.pair_langs: list[tuple[str, str]] = []
-        self.skipped: dict[str, int] = {}
-        self.notes: list[str] = []  # sources that gave nothing, with the reason
-        self.rows_by_lang: Counter[str] = Counter()
-
-    def skip(self, reason: str, n: int = 1) -> None:
-        if n:
-            self.skipped[reason] = self.skipped.get(reason, 0) + n
-
-    def _sentence(self, key: str, lang: str) -> int:
-        if key not in self.index:
-            self.index[key] = len(self.keys)
-            self.keys.append(key)
-            self.langs.append(lang)
-        return self.index[key]
-
-    def add(self, key1: str, lang1: str, key2: str, lang2: str) -> None:
-        self.pairs.append((self._sentence(key1, lang1), self._sentence(key2, lang2)))
-        self.pair_langs.append((lang1, lang2))
+    pairs: np.ndarray
+    keys: list[str]
+    langs: list[str]
+    texts: list[str]
+    vectors: np.ndarray
+    rows_by_lang: Counter[str]
+    skipped: dict[str, int]
+    notes: list[str]
+    versions: dict[str, int | None]
+    digests: dict[str, str]
 
 
-def _keep(params: Params, l1: str, l2: str) -> str | None:
-    """Why a pair in languages (l1, l2) is left out, or None to keep it."""
-    held = {lang_code(x) for x in params.exclude_langs}
-    if l1 in held or l2 in held:
-        return HELD_OUT
-    if params.langs is not None:
-        listed = {lang_code(x) for x in params.langs}
-        if l1 not in listed or l2 not in listed:
-            return NOT_LISTED
-    return None
+def _skip(skipped: dict[str, int], reason: str, n: int) -> None:
+    if n:
+        skipped[reason] = skipped.get(reason, 0) + n
 
 
-def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame(schema=dict.fromkeys(PAIR_COLUMNS,
-                                                                                                   pl.String))
+def _kept(frame: pl.DataFrame, l1: str, l2: str, params: Params, skipped: dict[str, int]) -> pl.DataFrame | None:
+    """The rows of one language pair (l1, l2) kept for training: None when its languages are left out (held out,
+    not listed), else its `usable` rows (two non-empty sentences), sampled to `max_pairs_per_lang`; rows left out are
+    counted by reason."""
+    listed = None if params.langs is None else {lang_code(x) for x in params.langs}
+    why = (HELD_OUT if {l1, l2} & {lang_code(x) for x in params.exclude_langs} else
+           NOT_LISTED if listed is not None and not {l1, l2} <= listed else None)
+    usable = frame.filter(pl.col("usable")) if why is None else frame.clear()
+    _skip(skipped, why or EMPTY_TEXT, frame.height - usable.height)
+    return None if why else sampled(usable, params.max_pairs_per_lang, params.seed, skipped, SAMPLED_OUT)
 
 
-def file_pairs(pipe: Pipeline, params: Params, data: ParallelData) -> tuple[pl.DataFrame, dict[str, str]]:
-    """Kept pairs of the bitext files as rows (key1, lang1, text1, key2, lang2, text2) with raw language codes (the
-    bitext evaluation's sentence keys), and each file's digest (what the model saw)."""
+def file_pairs(pipe: Pipeline, params: Params, skipped: dict[str, int], notes: list[str]
+               ) -> tuple[list[pl.DataFrame], dict[str, str]]:
+    """Kept pairs of the bitext files as rows (PAIR_COLUMNS; keys of the raw language codes, as the bitext
+    evaluation's sentences have), and each file's digest (what the model saw)."""
     frames, digests = [], {}
     for path in bitext_files(pipe, params.files, f"pipeline '{pipe.name}': train meaning files"):
         src_lang, tgt_lang, src, tgt = read_bitext(path)
         digests[path.name] = file_digest(path)
         l1, l2 = lang_code(src_lang), lang_code(tgt_lang)
-        why = _keep(params, l1, l2)
-        if why is not None:
-            data.skip(why, len(src))
-            continue
-        rows = [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() and t.strip()]
-        data.skip(EMPTY_TEXT, len(src) - len(rows))
-        if not rows:
-            data.notes.append(f"{path.name} ({l1}-{l2}): no pair with two non-empty sentences; skipped")
-            log.warning("meaning: %s", data.notes[-1])
-            continue
-        frame = pl.DataFrame({"text1": [r[0] for r in rows], "text2": [r[1] for r in rows]})
-        frame = sampled(frame, params.max_pairs_per_lang, params.seed, data.skipped, SAMPLED_OUT)
-        frames.append(frame.with_columns(
-            key1=pl.col("text1").map_elements(lambda t, lang=src_lang: content_key("sentence", lang, t),
-                                              return_dtype=pl.String),
-            key2=pl.col("text2").map_elements(lambda t, lang=tgt_lang: content_key("sentence", lang, t),
-                                              return_dtype=pl.String),
-            raw1=pl.lit(src_lang), raw2=pl.lit(tgt_lang), lang1=pl.lit(l1), lang2=pl.lit(l2)))
-    return _concat(frames), digests
+        usable = [bool(s.strip() and t.strip()) for s, t in zip(src, tgt, strict=True)]
+        kept = _kept(pl.DataFrame({"text1": src, "text2": tgt, "usable": usable}), l1, l2, params, skipped)
+        if kept is not None and not kept.height:
+            notes.append(f"{path.name} ({l1}-{l2}): no pair with two non-empty sentences; skipped")
+            log.warning("meaning: %s", notes[-1])
+        elif kept is not None:
+            frames.append(kept.select(
+                "text1", "text2", key1=pl.col("text1").map_elements(partial(content_key, "sentence", src_lang),
+                                                                    return_dtype=pl.String),
+                key2=pl.col("text2").map_elements(partial(content_key, "sentence", tgt_lang), return_dtype=pl.String),
+                raw1=pl.lit(src_lang), raw2=pl.lit(tgt_lang), lang1=pl.lit(l1), lang2=pl.lit(l2)))
+    return frames, digests
 
 
-def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str) -> pl.DataFrame:
+def table_pairs(wh: Warehouse, params: Params, skipped: dict[str, int], dataset: str) -> list[pl.DataFrame]:
     """Kept pairs of one dataset's `parallel` table (ok rows of `split`), as file_pairs gives them."""
     if not wh.exists(dataset, "parallel"):
         raise ConfigError(f"meaning: dataset '{dataset}' has no `parallel` table (give it translations or a "
@@ -143,27 +126,19 @@ def table_pairs(wh: Warehouse, params: Params, data: ParallelData, dataset: str)
     par = wh.read(dataset, "parallel")
     if params.split is not None:
         par = par.filter(pl.col("split") == params.split)
-    failed = par.filter(pl.col("status") != OK).height
-    data.skip(f"{dataset}: failed parallel rows", failed)
-    par = par.filter(pl.col("status") == OK)
-    par = par.with_columns(lang1=pl.col("source_lang").map_elements(lang_code, return_dtype=pl.String),
-                           lang2=pl.col("target_lang").map_elements(lang_code, return_dtype=pl.String))
-    frames = []
-    for (l1, l2), group in par.group_by(["lang1", "lang2"], maintain_order=True):
-        why = _keep(params, str(l1), str(l2))
-        if why is not None:
-            data.skip(why, group.height)
-            continue
-        usable = group.filter((pl.col("source").str.strip_chars() != "") & (pl.col("target").str.strip_chars() != ""))
-        data.skip(EMPTY_TEXT, group.height - usable.height)
-        frames.append(sampled(usable, params.max_pairs_per_lang, params.seed, data.skipped, SAMPLED_OUT).select(
-            text1="source", text2="target", key1="source_key", key2="target_key", raw1="source_lang",
-            raw2="target_lang", lang1="lang1", lang2="lang2"))
-    return _concat(frames)
+    _skip(skipped, f"{dataset}: failed parallel rows", par.filter(pl.col("status") != OK).height)
+    par = par.filter(pl.col("status") == OK).with_columns(
+        lang1=pl.col("source_lang").map_elements(lang_code, return_dtype=pl.String),
+        lang2=pl.col("target_lang").map_elements(lang_code, return_dtype=pl.String),
+        usable=(pl.col("source").str.strip_chars() != "") & (pl.col("target").str.strip_chars() != ""))
+    kept = (_kept(group, str(l1), str(l2), params, skipped)
+            for (l1, l2), group in par.group_by(["lang1", "lang2"], maintain_order=True))
+    return [k.select(text1="source", text2="target", key1="source_key", key2="target_key", raw1="source_lang",
+                     raw2="target_lang", lang1="lang1", lang2="lang2") for k in kept if k is not None]
 
 
-def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFrame, register: bool = False,
-                    batch_size: int = 64, device: str = "auto") -> np.ndarray:
+def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFrame, register: bool = False
+                    ) -> np.ndarray:
     """Vectors of the sentences (key, lang, text) in row order, through the embeddings cache (one encode pass for
     what is missing); `register` first adds unknown sentences to `<dataset>/sentences`."""
     if not frame.height:
@@ -175,47 +150,43 @@ def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFra
             "key", "lang", "text", status=pl.lit(OK), error=pl.lit(None, pl.String))
         if new.height:
             wh.upsert(dataset, "sentences", new)
-    embed_sentences(wh, dataset, encoder, unique.select("key", "text"), batch_size=batch_size, device=device)
+    embed_sentences(wh, dataset, encoder, unique.select("key", "text"))
     return read_embeddings(wh, dataset, encoder, frame["key"].to_list())
 
 
-def parallel_data(pipe: Pipeline, wh: Warehouse, params: Params) -> tuple[ParallelData, np.ndarray, dict]:
-    """Every kept translation pair, its sentences' vectors (aligned with data.keys) and the data's versions."""
-    data = ParallelData()
-    parts: list[tuple[str, pl.DataFrame, bool]] = []
-    files, digests = file_pairs(pipe, params, data)
-    if files.height:
-        parts.append((params.files_dataset, files, True))
-    for ds in params.datasets:
-        parts.append((ds, table_pairs(wh, params, data, ds), False))
-    vectors: list[np.ndarray] = []
-    for ds, frame, register in parts:
-        if not frame.height:
-            continue
-        sentences = pl.concat([frame.select(key="key1", lang="raw1", text="text1", norm="lang1"),
-                               frame.select(key="key2", lang="raw2", text="text2", norm="lang2")])
-        before = len(data.keys)
-        for k1, l1, k2, l2 in zip(frame["key1"], frame["lang1"], frame["key2"], frame["lang2"], strict=True):
-            data.add(k1, l1, k2, l2)
-        new_keys = data.keys[before:]
-        if new_keys:
-            wanted = sentences.unique("key", maintain_order=True)
-            wanted = pl.DataFrame({"key": new_keys}).join(wanted, on="key", how="left", maintain_order="left")
-            data.texts += wanted["text"].to_list()
-            vectors.append(encoder_vectors(wh, ds, params.encoder, wanted, register=register))
-    data.rows_by_lang = Counter(lang for pair in data.pair_langs for lang in set(pair))
+def parallel_data(pipe: Pipeline, wh: Warehouse, params: Params) -> ParallelData:
+    """Every kept translation pair (files first, then the `datasets` in order) and its sentences, each embedded
+    through the cache of the source it is first read from (the files' sentences registered under `files_dataset`)."""
+    skipped: dict[str, int] = {}
+    notes: list[str] = []
+    files, digests = file_pairs(pipe, params, skipped, notes)
+    parts = [(params.files_dataset, True, files), *((ds, False, table_pairs(wh, params, skipped, ds))
+                                                     for ds in params.datasets)]
+    frame = pl.concat([pl.DataFrame(schema={**dict.fromkeys(PAIR_COLUMNS, pl.String), "part": pl.Int32}),
+                       *(f.with_columns(part=pl.lit(i, pl.Int32)) for i, (*_, fs) in enumerate(parts) for f in fs)],
+                      how="vertical_relaxed").with_row_index("row")
+    # each sentence once, in order of first use (a pair's first sentence before its second)
+    sentences = pl.concat([frame.select("row", "part", key=f"key{i}", lang=f"raw{i}", text=f"text{i}",
+                                        norm=f"lang{i}") for i in (1, 2)]).sort("row", maintain_order=True)
+    sentences = sentences.unique("key", keep="first", maintain_order=True)
+    vectors = [encoder_vectors(wh, parts[p][0], params.encoder, group, register=parts[p][1])
+               for (p,), group in sentences.group_by("part", maintain_order=True)]
+    rows_by_lang = Counter(lang for pair in zip(frame["lang1"], frame["lang2"], strict=True) for lang in set(pair))
     if params.langs is not None:
         held = {lang_code(x) for x in params.exclude_langs}
         for lang in sorted(params.langs, key=lambda x: lang_code(x) not in held):  # held-out ones first
             code = lang_code(lang)
-            if code not in data.rows_by_lang:
+            if code not in rows_by_lang:
                 why = "it is also in exclude_langs" if code in held else "no translation pair in the parallel data"
                 raise ConfigError(f"meaning: language '{lang}' ({code}) has no parallel rows: {why}")
-    if not data.pairs:
-        raise ConfigError(f"meaning: no translation pairs left to train on (left out: {data.skipped}); check files, "
+    if not frame.height:
+        raise ConfigError(f"meaning: no translation pairs left to train on (left out: {skipped}); check files, "
                           f"datasets, langs and exclude_langs")
-    versions = {"tables": table_versions(wh, params.datasets, ["parallel", "sentences"]), "files": digests}
-    return data, np.concatenate(vectors).astype(np.float32), versions
+    index = dict(zip(sentences["key"], range(sentences.height), strict=True))
+    return ParallelData(np.array([(index[a], index[b]) for a, b in zip(frame["key1"], frame["key2"], strict=True)]),
+                        sentences["key"].to_list(), sentences["norm"].to_list(), sentences["text"].to_list(),
+                        np.concatenate(vectors).astype(np.float32), rows_by_lang, skipped, notes,
+                        table_versions(wh, params.datasets, ["parallel", "sentences"]), digests)
 
 
 # ---------------------------------------------------------------------------------------------------- stage-2 data
@@ -251,18 +222,19 @@ StsSet = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # sentence1 vect
 
 
 def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pairs: list[str],
-              strict: bool, genres: dict[str, dict[str, str]] | None = None,
+              strict: bool = False, genres: dict[str, dict[str, str]] | None = None,
               encode: Callable[[list[str]], np.ndarray] | None = None) -> tuple[dict[str, StsSet], dict[str, str]]:
     """lang pair -> (sentence1 vectors, sentence2 vectors, gold in [0, 1], genre of each pair ("" unknown)) of the
     split over every sts dataset; a pair with no rows is an error when `strict`, else left out with the reason
     (second return). `genres`: dataset -> item id -> genre (item_genres). Vectors are the encoder's cached ones, or
     `encode(texts)` (the encoder stage 1 trained)."""
     out: dict[str, list[StsSet]] = {}
-    missing: dict[str, str] = {}
+    langs: set[str] = set()
     for ds in params.sts_datasets:
         if not wh.exists(ds, "pairs"):
             raise ConfigError(f"meaning: sts dataset '{ds}' has no `pairs` table; ingest it first")
         pairs = wh.read(ds, "pairs")
+        langs |= set(pairs["lang1"].drop_nulls().unique().to_list())
         lo, hi = score_range(pipe, ds, lambda pairs=pairs: pairs,
                              f"meaning: dataset '{ds}' has no score_range and too few distinct scores to scale")
         sentences = wh.read(ds, "sentences", columns=["key", "lang", "text"])
@@ -279,15 +251,10 @@ def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pa
             gold = ((chosen["score"].to_numpy() - lo) / (hi - lo)).astype(np.float32)
             genre = np.array([genre_of_item.get(str(i), "") for i in chosen["item_id"].to_list()], dtype=object)
             out.setdefault(lp, []).append((vecs[:chosen.height], vecs[chosen.height:], gold, genre))
-    for lp in lang_pairs:
-        if lp not in out:
-            langs = sorted({x for ds in params.sts_datasets
-                            for x in wh.read(ds, "pairs", columns=["lang1"])["lang1"].drop_nulls().unique().to_list()})
-            why = (f"language pair '{lp}' has no '{split}' pairs in {params.sts_datasets} (languages there: "
-                   f"{', '.join(map(str, langs))})")
-            if strict:
-                raise ConfigError(f"meaning: {why}")
-            missing[lp] = why
+    missing = {lp: f"language pair '{lp}' has no '{split}' pairs in {params.sts_datasets} (languages there: "
+                   f"{', '.join(map(str, sorted(langs)))})" for lp in lang_pairs if lp not in out}
+    if strict and missing:
+        raise ConfigError(f"meaning: {next(iter(missing.values()))}")
     return {lp: tuple(np.concatenate(x) for x in zip(*parts, strict=True))  # type: ignore[misc]
             for lp, parts in out.items()}, missing
 
@@ -295,15 +262,13 @@ def sts_pairs(pipe: Pipeline, wh: Warehouse, params: Params, split: str, lang_pa
 # ---------------------------------------------------------------------------------------------------- stage 2
 
 
-def _rows(sets: dict[str, StsSet], keep_genre: Any = None) -> StsSet | None:
-    """Every language pair's rows in one set, only rows whose genre `keep_genre` accepts; None under 2 rows."""
+def _rows(sets: dict[str, StsSet], drop: str | None = None) -> StsSet | None:
+    """Every language pair's rows in one set, less those of genre `drop`; None under 2 rows."""
     if not sets:
         return None
     a, b, g, genre = (np.concatenate(x) for x in zip(*sets.values(), strict=True))
-    if keep_genre is not None:
-        mask = np.array([bool(keep_genre(x)) for x in genre], dtype=bool)
-        a, b, g, genre = a[mask], b[mask], g[mask], genre[mask]
-    return (a, b, g, genre) if len(g) >= 2 else None
+    keep = genre != drop
+    return (a[keep], b[keep], g[keep], genre[keep]) if keep.sum() >= 2 else None
 
 
 def _summary(by_lang_pair: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -327,25 +292,23 @@ def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: Meanin
     from amrsim.methods.meaning.train import train_stage2
 
     genres = {ds: item_genres(pipe, wh, ds, path) for ds, path in params.sts_genre_files.items()}
-    trained, _ = sts_pairs(pipe, wh, params, params.sts_train_split, params.sts_train_lang_pairs,
-                           strict=True, genres=genres, encode=encode)
+    read = partial(sts_pairs, pipe, wh, params, genres=genres, encode=encode)
+    trained, _ = read(params.sts_train_split, params.sts_train_lang_pairs, strict=True)
     dev_sets: dict[str, StsSet] = {}
     held_out: dict[str, StsSet] = {}
     missing: dict[str, str] = {}
     if params.sts_dev_split:
-        dev_sets, _ = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_train_lang_pairs,
-                                strict=False, genres=genres, encode=encode)
-        held_out, missing = sts_pairs(pipe, wh, params, params.sts_dev_split, params.sts_eval_lang_pairs,
-                                      strict=False, encode=encode)
+        dev_sets, _ = read(params.sts_dev_split, params.sts_train_lang_pairs)
+        held_out, missing = read(params.sts_dev_split, params.sts_eval_lang_pairs)
+
+    def meaning(rows: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return meaning_of(model, rows[0]), meaning_of(model, rows[1]), rows[2]
 
     def fit(train_rows: StsSet, dev_rows: StsSet | None) -> tuple[StsHead, dict[str, Any]]:
-        dev = None if dev_rows is None else (meaning_of(model, dev_rows[0]), meaning_of(model, dev_rows[1]),
-                                             dev_rows[2])
-        return train_stage2(meaning_of(model, train_rows[0]), meaning_of(model, train_rows[1]), train_rows[2], dev,
-                            params, device)
+        return train_stage2(*meaning(train_rows), None if dev_rows is None else meaning(dev_rows), params, device)
 
     def compare(head: StsHead, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
-        ma, mb = meaning_of(model, a), meaning_of(model, b)
+        ma, mb, _ = meaning((a, b, gold))
         return {"n": len(gold), "encoder": spearman(cosines(a, b), gold), "meaning": spearman(cosines(ma, mb), gold),
                 "sts_head": spearman(cosines(apply_module(head, ma), apply_module(head, mb)), gold)}
 
@@ -362,14 +325,13 @@ def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: Meanin
         sets["lang_pairs"] = summary
     for genre in sorted({str(x) for s in trained.values() for x in s[3]} - {""}):
         # the same recipe without this genre: its dev pairs are data the head was not tuned on
-        others = _rows(trained, lambda x, g=genre: x != g)
-        scored = {lp: (a[gen == genre], b[gen == genre], g[gen == genre]) for lp, (a, b, g, gen) in dev_sets.items()}
-        scored = {lp: x for lp, x in scored.items() if len(x[2]) >= 2}
+        others = _rows(trained, genre)
+        scored = {lp: (a[m], b[m], g[m]) for lp, (a, b, g, gen) in dev_sets.items() if (m := gen == genre).sum() >= 2}
         if others is None or not scored:
             notes.append(f"genre '{genre}' not held out: " + ("no training pairs in the other genres"
                                                               if others is None else "no dev pairs of it"))
             continue
-        head_g, m_g = fit(others, _rows(dev_sets, lambda x, g=genre: x != g))
+        head_g, m_g = fit(others, _rows(dev_sets, genre))
         summary = _summary({lp: compare(head_g, *x) for lp, x in scored.items()})
         if summary is not None:
             sets[f"genre:{genre}"] = {**summary, "train_pairs": m_g["train_pairs"], "best_epoch": m_g["best_epoch"]}
@@ -398,8 +360,8 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     with stage.record(params):
         if (stage.out_dir / "model.json").exists():
             raise ConfigError(f"{stage.out_dir / 'model.json'} exists: that run finished; train under a new run id")
-        data, vectors, versions = parallel_data(pipe, stage.wh, params)
-        stage.versions = versions["tables"]
+        data = parallel_data(pipe, stage.wh, params)
+        stage.versions = data.versions
         lang_names = sorted(set(data.langs))
         lang_index = {lang: i for i, lang in enumerate(lang_names)}
         log.info("meaning: %d pairs, %d sentences, %d languages; left out %s", len(data.pairs), len(data.keys),
@@ -409,14 +371,14 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
             encoder = load_sentence_encoder("muse", False, device=device,
                                             train_embedding=params.encoder_train_embedding)
             encode = partial(encoder.encode, batch_size=256, convert_to_numpy=True, show_progress_bar=False)
-        model, m1 = train_stage1(vectors, np.array([lang_index[x] for x in data.langs]), np.array(data.pairs),
+        model, m1 = train_stage1(data.vectors, np.array([lang_index[x] for x in data.langs]), data.pairs,
                                  len(lang_names), params, device, encoder, data.texts if encoder else None)
         head, m2, selection = None, None, None
         if params.sts_datasets:
             head, m2, selection = train_sts_stage(pipe, stage.wh, params, model, device, encode)
         data_meta = {"pipeline": pipe.name, "files": params.files, "files_dataset": params.files_dataset,
-                     "datasets": params.datasets, "split": params.split, "table_versions": versions["tables"],
-                     "file_digests": versions["files"], "exclude_langs": params.exclude_langs,
+                     "datasets": params.datasets, "split": params.split, "table_versions": data.versions,
+                     "file_digests": data.digests, "exclude_langs": params.exclude_langs,
                      "langs_trained": {lang: data.rows_by_lang.get(lang, 0) for lang in lang_names},
                      "pairs": len(data.pairs), "sentences": len(data.keys), "left_out": data.skipped,
                      "notes": data.notes, "sts_datasets": params.sts_datasets,
