@@ -32,6 +32,14 @@ from amrsim.evaluate import UNDEFINED
 from amrsim.evaluate.ood import DATASETS, ood_table
 from amrsim.evaluate.sts import is_constant
 from amrsim.files import own_dir
+from amrsim.stages.evaluate.report_views import (
+    FILTER_JS,
+    PhenomenonRow,
+    fitted_range,
+    json_attr,
+    phenomenon_view,
+    svg_bars,
+)
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.stages.evaluate.sts import pair_similarities, select_pairs
 from amrsim.warehouse import Warehouse
@@ -90,6 +98,7 @@ class _Cell:
     links: tuple[tuple[str, str], ...] = ()  # (text, href)
     undefined: bool = False
     code: bool = False
+    summary: str = ""  # set: the links and text fold under this summary (HTML <details>)
 
 
 def _value_cell(value: float | None, metric: str = "", bold: bool = False, suffix: str = "") -> _Cell:
@@ -223,7 +232,7 @@ def _leaderboard_table(columns: list[_Column], models: list[str]) -> tuple[list[
         full = [round(c.value, 2) for c in col.cells.values() if c.value is not None and c.count == len(col.items)]
         if len(full) >= 2:
             best[i] = max(full)
-    headers = ["model", *(c.header for c in columns), "runs", "config_hash"]
+    headers = ["model", *(c.header for c in columns), "runs and configs"]
     rows: list[list[_Cell]] = []
     for model in models:
         row = [_Cell(model)]
@@ -240,9 +249,17 @@ def _leaderboard_table(columns: list[_Column], models: list[str]) -> tuple[list[
             bold = (not partial and cell.value is not None and i in best and round(cell.value, 2) == best[i])
             suffix = f" ({cell.count} of {len(col.items)})" if partial else ""
             row.append(_value_cell(cell.value, bold=bold, suffix=suffix))
-        row += [_run_cell(runs), _Cell(", ".join(sorted(configs)) or "-", code=bool(configs))]
+        row.append(_provenance_cell(runs, configs))
         rows.append(row)
     return headers, rows
+
+
+def _provenance_cell(runs: set[str], configs: set[str]) -> _Cell:
+    """Run ids (linked to their lineage) and config hashes folded under a count, so the table stays numbers."""
+    ids = sorted(runs)
+    summary = f"{len(ids)} run{'s' * (len(ids) != 1)}, {len(configs)} config{'s' * (len(configs) != 1)}"
+    return _Cell(", ".join(sorted(configs)) or "-", links=tuple((r, "#" + run_anchor(r)) for r in ids),
+                 code=bool(configs), summary=summary)
 
 
 LEADERBOARD_NOTES = [
@@ -295,15 +312,17 @@ def _png(fig: Any) -> bytes:
 
 
 def _heatmap_axes(ax: Any, matrix: list[list[float | None]], present: list[list[bool]], row_labels: list[str],
-                  col_labels: list[str]) -> Any:
-    """imshow of a 0..100 matrix with the numbers written in; absent cells grey, undefined ones hatched."""
+                  col_labels: list[str], scale: tuple[float, float] | None = None) -> Any:
+    """imshow of a matrix with the numbers written in, coloured over `scale` (default: fitted to the matrix, so 69
+    and 80 differ visibly); absent cells grey, undefined ones hatched."""
     import matplotlib
     from matplotlib.patches import Rectangle
 
     data = np.array([[np.nan if v is None else v for v in row] for row in matrix], dtype=np.float64)
     masked = np.ma.masked_invalid(data)
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#d9d9d9")
-    image = ax.imshow(masked, cmap=cmap, vmin=0, vmax=100, aspect="auto")
+    vmin, vmax = scale or fitted_range([v for row in matrix for v in row], include_zero=False)
+    image = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(col_labels)), col_labels, rotation=60, ha="right", fontsize=8, parse_math=False)
     ax.set_yticks(range(len(row_labels)), row_labels, fontsize=8, parse_math=False)
     for i, row in enumerate(matrix):
@@ -315,14 +334,15 @@ def _heatmap_axes(ax: Any, matrix: list[list[float | None]], present: list[list[
                                        hatch="//", linewidth=0.5))
                 ax.text(j, i, "undef", ha="center", va="center", fontsize=7, color="black", parse_math=False)
             else:
+                dark = (value - vmin) / (vmax - vmin) < 0.6 if vmax > vmin else False  # viridis: dark below
                 ax.text(j, i, f"{value:.1f}", ha="center", va="center", fontsize=7,
-                        color="white" if value < 60 else "black", parse_math=False)
+                        color="white" if dark else "black", parse_math=False)
     return image
 
 
 def plot_sts_heatmap(model: str, dataset: str, split: str, langs: list[str],
-                     values: dict[tuple[str, str], float | None]) -> bytes:
-    """lang1 x lang2 matrix of Spearman x 100 of one (model, dataset) as PNG bytes."""
+                     values: dict[tuple[str, str], float | None], scale: tuple[float, float] | None = None) -> bytes:
+    """lang1 x lang2 matrix of Spearman x 100 of one (model, dataset) as PNG bytes (colours over `scale`)."""
     index = {lang: i for i, lang in enumerate(langs)}
     matrix: list[list[float | None]] = [[None] * len(langs) for _ in langs]
     present = [[False] * len(langs) for _ in langs]
@@ -332,7 +352,7 @@ def plot_sts_heatmap(model: str, dataset: str, split: str, langs: list[str],
     size = min(3.0 + 0.55 * len(langs), 20.0)
     fig = _new_figure(size + 1.2, size)
     ax = fig.add_subplot(1, 1, 1)
-    image = _heatmap_axes(ax, matrix, present, langs, langs)
+    image = _heatmap_axes(ax, matrix, present, langs, langs, scale)
     ax.set_xlabel("sentence 2 language", fontsize=8)
     ax.set_ylabel("sentence 1 language", fontsize=8)
     ax.set_title(f"{model}\n{dataset} [{split}]: Spearman x 100", fontsize=9, parse_math=False)
@@ -342,14 +362,14 @@ def plot_sts_heatmap(model: str, dataset: str, split: str, langs: list[str],
 
 
 def plot_bitext_heatmap(dataset: str, split: str, models: list[str], pairs: list[str],
-                        values: dict[tuple[str, str], float | None]) -> bytes:
-    """models x languages strip of Tatoeba accuracy x 100 as PNG bytes."""
+                        values: dict[tuple[str, str], float | None], scale: tuple[float, float] | None = None) -> bytes:
+    """models x languages strip of Tatoeba accuracy x 100 as PNG bytes (colours over `scale`)."""
     matrix = [[values.get((m, p)) for p in pairs] for m in models]
     present = [[(m, p) in values for p in pairs] for m in models]
     width = min(3.0 + 0.5 * len(pairs) + 0.05 * max(len(m) for m in models), 30.0)
     fig = _new_figure(width, 1.6 + 0.45 * len(models))
     ax = fig.add_subplot(1, 1, 1)
-    image = _heatmap_axes(ax, matrix, present, models, pairs)
+    image = _heatmap_axes(ax, matrix, present, models, pairs, scale)
     ax.set_title(f"{dataset} [{split}]: accuracy x 100 per language", fontsize=9, parse_math=False)
     fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02)
     fig.tight_layout()
@@ -395,14 +415,16 @@ def _sts_figures(latest: pl.DataFrame) -> list[_Figure]:
         sub = rows.filter((pl.col("dataset") == dataset) & (pl.col("split") == chosen[dataset]))
         split_pairs = {lp: (p[0], p[1]) for lp in set(sub["lang_pair"].to_list()) if len(p := lp.split("-")) == 2}
         langs = sorted({lang for p in split_pairs.values() for lang in p})
+        scale = fitted_range(sub["value"].to_list(), include_zero=False)  # one scale per dataset: maps compare
         for model in sorted(set(sub["model"].to_list())):
             values = {split_pairs[lp]: v for lp, v in sub.filter(pl.col("model") == model)
                       .select("lang_pair", "value").iter_rows() if lp in split_pairs}
             if len(values) < 2:
                 continue
-            png = plot_sts_heatmap(model, dataset, chosen[dataset], langs, values)
+            png = plot_sts_heatmap(model, dataset, chosen[dataset], langs, values, scale)
             caption = (f"{dataset_label('sts', dataset)} [{chosen[dataset]}], {model}: Spearman x 100 per language "
-                       "pair (rows: sentence 1, columns: sentence 2; grey: not evaluated; hatched: undefined)")
+                       f"pair (rows: sentence 1, columns: sentence 2; colours span {scale[0]:g} to {scale[1]:g}, "
+                       "the range of this dataset's values; grey: not evaluated; hatched: undefined)")
             figures.append(_Figure(_figure_name("sts-heatmap", f"{dataset}-{model}", png), caption, png))
     return figures
 
@@ -416,12 +438,13 @@ def _bitext_figures(latest: pl.DataFrame) -> list[_Figure]:
         models = sorted(set(sub["model"].to_list()))
         pairs = sorted(set(sub["lang_pair"].to_list()))
         values = {(m, lp): v for m, lp, v in sub.select("model", "lang_pair", "value").iter_rows()}
+        scale = fitted_range(list(values.values()), include_zero=False)
         for start in range(0, len(pairs), LANGS_PER_STRIP):
             chunk = pairs[start:start + LANGS_PER_STRIP]
             png = plot_bitext_heatmap(dataset, chosen[dataset], models, chunk,
-                                      {k: v for k, v in values.items() if k[1] in chunk})
+                                      {k: v for k, v in values.items() if k[1] in chunk}, scale)
             caption = (f"{dataset_label('bitext', dataset)} [{chosen[dataset]}]: accuracy x 100 per language "
-                       f"({chunk[0]} .. {chunk[-1]})")
+                       f"({chunk[0]} .. {chunk[-1]}; colours span {scale[0]:g} to {scale[1]:g})")
             figures.append(_Figure(_figure_name("bitext-heatmap", dataset, png), caption, png))
     return figures
 
@@ -493,10 +516,24 @@ TEXT = {  # prose shared by the HTML and Markdown templates, so both say the sam
     "no_leaderboard": "No headline metrics among the results: see the detail tables.",
     "ood": "STS Spearman (x100). in: test pairs of the training distribution; ood: the held-out test pairs. "
            "Each trained model is compared with its base (the encoder its model.json records, else minilm).",
-    "heatmaps": "Scale 0..100 for every map; grey cells were not evaluated, hatched cells are undefined.",
+    "heatmaps": "Each map's colours span the range of its dataset's values (the caption gives it), so close "
+                "numbers still differ; grey cells were not evaluated, hatched cells are undefined.",
     "lineage": "Which data versions and config produced each number: the lineage rows of every run above.",
     "no_lineage": "No lineage rows recorded for this run.",
     "no_results": NO_RESULTS,
+    "phenomena": "What cosine misses and the graphs see: per phenomenon a tagged dataset tests (a negation, swapped "
+                 "roles, a changed number, ...), the mean gold score (0-1 over the dataset's range), each model's "
+                 "mean cosine, the mean Smatch F1 and the mean of the AMR aspect that tracks the phenomenon "
+                 "(negation: negation, role swap: srl, quantity: quant_sim), over the dataset's English pairs. "
+                 "A pair whose meaning changed scores low in gold; a cosine near 1 means the model did not see it.",
+    "no_phenomena": "No evaluated dataset tags its pairs with a phenomenon (the bundled sample does: make run).",
+    "aspects": "Spearman x 100 of each model's similarity (a decomposed model: its aspect's sub-embedding) against "
+               "each AMR metric aspect of the dataset's graph pairs; the mean row is the leaderboard's Aspects "
+               "number. An aspect with one value on every pair (wikification where no graph has a :wiki) cannot "
+               "rank pairs and is not evaluated.",
+    "no_aspects": "No aspect evaluation among the results (amrsim evaluate aspects, after the metrics stage).",
+    "provenance": "The runs (linked to their lineage) and config hashes behind each model's numbers, and the "
+                  "pipelines those runs belong to (the leaderboard's pipeline filter).",
 }
 
 
@@ -519,6 +556,109 @@ def _ood_table(latest: pl.DataFrame, bases: Mapping[str, str | None]) -> _Table 
     return _Table(headers, rows, "ood")
 
 
+def current_aspects(latest: pl.DataFrame) -> pl.DataFrame:
+    """`latest` less aspect rows superseded by a newer aspects evaluation of the same (model, dataset, split): one
+    evaluation scores every aspect at once, so the newest one's set is the set (an aspect no longer evaluated, such
+    as one constant on the data, is not carried over from an older run)."""
+    if latest.height == 0:
+        return latest
+    aspects = latest.filter(pl.col("task") == "aspects")
+    if aspects.height == 0 or aspects["run_id"].null_count() == aspects.height:
+        return latest
+    newest = (aspects.filter(pl.col("run_id").is_not_null())
+              .sort("created_at", nulls_last=False, maintain_order=True)
+              .group_by(["model", "dataset", "split"], maintain_order=True).agg(pl.col("run_id").last()
+                                                                                .alias("_newest")))
+    stale = (aspects.join(newest, on=["model", "dataset", "split"], how="inner")
+             .filter(pl.col("run_id").is_not_null() & (pl.col("run_id") != pl.col("_newest"))))
+    if stale.height == 0:
+        return latest
+    return latest.join(stale.select("task", "model", "dataset", "split", "lang_pair", "metric"),
+                       on=["task", "model", "dataset", "split", "lang_pair", "metric"], how="anti",
+                       nulls_equal=True)
+
+
+@dataclass
+class _Chart:
+    """A titled inline SVG chart with the table of its numbers."""
+
+    title: str
+    anchor: str
+    svg: str
+    table: _Table
+    note: str = ""
+
+
+def _aspect_charts(latest: pl.DataFrame) -> list[_Chart]:
+    """Per (dataset, split) of the aspect evaluation: Spearman x 100 per aspect and model, with each model's mean
+    (the leaderboard's Aspects number), as a table and a bar chart on a scale fitted to the values."""
+    rows = latest.filter((pl.col("task") == "aspects") & (pl.col("metric") == "spearman"))
+    charts = []
+    for (dataset, split), sub in sorted(rows.group_by(["dataset", "split"]), key=lambda kv: kv[0]):
+        models = sorted(set(sub["model"].to_list()))
+        aspects = sorted(set(sub["lang_pair"].to_list()))
+        value = {(m, a): v for m, a, v in sub.select("model", "lang_pair", "value").iter_rows()}
+        means = {}
+        for m in models:
+            vals = [value.get((m, a)) for a in aspects]
+            means[m] = None if any(v is None for v in vals) else float(np.mean(vals))
+        body = [[_Cell(a), *(_value_cell(value.get((m, a))) if (m, a) in value else _Cell("-") for m in models)]
+                for a in aspects]
+        body.append([_Cell("mean", bold=True), *(_value_cell(means[m], bold=True) for m in models)])
+        svg = svg_bars(f"{dataset} [{split}]: Spearman x 100 of each model's similarity vs each aspect",
+                       aspects, [(m, [value.get((m, a)) for a in aspects]) for m in models])
+        charts.append(_Chart(f"{dataset} [{split}]", f"aspects-{_slug(str(dataset))}-{_slug(str(split))}", svg,
+                             _Table(["aspect", *models], body, "aspects")))
+    return charts
+
+
+def _phenomenon_charts(phenomena: Sequence[PhenomenonRow]) -> list[_Chart]:
+    """Per tagged dataset: mean gold, each model's mean cosine, mean Smatch F1 and the phenomenon's own aspect."""
+    charts = []
+    for dataset in sorted({r.dataset for r in phenomena}):
+        part = [r for r in phenomena if r.dataset == dataset]
+        models = sorted({m for r in part for m in r.cosine})
+        headers = ["phenomenon", "pairs", "gold (0-1)", *(f"{m} cosine" for m in models), "Smatch F1",
+                   "its aspect"]
+        body = []
+        for r in part:
+            aspect = (f"{r.aspect} {_f01(r.aspect_value)}" if r.aspect and r.aspect_value is not None
+                      else r.aspect or "-")
+            body.append([_Cell(r.phenomenon.replace("_", " ")), _Cell(str(r.pairs)), _Cell(_f01(r.gold)),
+                         *(_Cell(_f01(r.cosine.get(m))) for m in models), _Cell(_f01(r.smatch)),
+                         _Cell(aspect, code=bool(r.aspect))])
+        series = [("gold (0-1)", [r.gold for r in part]),
+                  *((f"{m} cosine", [r.cosine.get(m) for r in part]) for m in models),
+                  ("Smatch F1", [r.smatch for r in part]),
+                  ("the phenomenon's aspect", [r.aspect_value for r in part])]
+        series = [(name, vals) for name, vals in series if any(v is not None for v in vals)]
+        svg = svg_bars(f"{dataset}: means per phenomenon", [r.phenomenon.replace("_", " ") for r in part], series)
+        charts.append(_Chart(dataset, f"phenomena-{_slug(dataset)}", svg, _Table(headers, body, "phenomena")))
+    return charts
+
+
+def _f01(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _provenance(latest: pl.DataFrame, lineage: pl.DataFrame) -> tuple[_Table, dict[str, list[str]]]:
+    """Per model: its runs (linked to their lineage), config hashes and pipelines; and model -> pipelines for the
+    leaderboard's filter (a run's pipeline is the one its lineage rows name)."""
+    pipes: dict[str, set[str]] = {}
+    if {"run_id", "pipeline"} <= set(lineage.columns):
+        for run, pipe in lineage.select("run_id", "pipeline").drop_nulls().unique().iter_rows():
+            pipes.setdefault(str(run), set()).add(str(pipe))
+    body, by_model = [], {}
+    for (model,), g in sorted(latest.group_by(["model"]), key=lambda kv: str(kv[0])):
+        runs = sorted({r for r in g["run_id"].to_list() if r})
+        configs = sorted({c for c in g["config_hash"].to_list() if c})
+        pipelines = sorted({p for r in runs for p in pipes.get(r, ())})
+        by_model[str(model)] = pipelines
+        body.append([_Cell(str(model)), _Cell(", ".join(pipelines) or "-"), _run_cell(runs),
+                     _Cell(", ".join(configs) or "-", code=bool(configs))])
+    return _Table(["model", "pipelines", "runs", "config hashes"], body, "provenance"), by_model
+
+
 @dataclass
 class _Section:
     """A titled subsection (a task's detail table, a run's lineage) with its anchor; a run without lineage rows
@@ -530,28 +670,54 @@ class _Section:
 
 
 def _context(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData], title: str,
-             ood_bases: Mapping[str, str | None] | None) -> dict[str, Any]:
+             ood_bases: Mapping[str, str | None] | None, phenomena: Sequence[PhenomenonRow] = ()) -> dict[str, Any]:
     """Everything the templates show, computed; figures are rendered to PNG here."""
     ctx: dict[str, Any] = {
         "title": title, "text": TEXT, "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "result_rows": latest.height, "runs": 0, "leaderboard": None, "leaderboard_notes": LEADERBOARD_NOTES,
         "ood": None, "heatmaps": [], "scatters": _scatter_figures(scatters) if scatters else [], "details": [],
-        "lineage": [],
+        "lineage": [], "aspects": [], "phenomena": _phenomenon_charts(phenomena), "provenance": None,
+        "filter": None, "script": FILTER_JS, "toc": [],
     }
     if latest.height == 0:
+        ctx["toc"] = _toc(ctx)
         return ctx
+    latest = current_aspects(latest)
+    ctx["result_rows"] = latest.height
     ctx["runs"] = latest["run_id"].drop_nulls().n_unique()
     columns = leaderboard_columns(latest)
+    ctx["provenance"], pipelines = _provenance(latest, lineage)
     if columns:
         ctx["leaderboard"] = _Table(*_leaderboard_table(columns, sorted(set(latest["model"].to_list()))),
                                     "leaderboard")
+        tasks = list(dict.fromkeys(c.task for c in columns))
+        ctx["filter"] = {"models": json_attr(pipelines), "columns": json_attr([c.task for c in columns]),
+                         "pipelines": sorted({p for ps in pipelines.values() for p in ps}),
+                         "tasks": [(t, TASK_LABEL.get(t, t)) for t in tasks]}
+    ctx["aspects"] = _aspect_charts(latest)
     ctx["ood"] = _ood_table(latest, ood_bases or {})
     ctx["heatmaps"] = _sts_figures(latest) + _bitext_figures(latest)
     ctx["details"] = [_Section(label, f"details-{_slug(label)}", _Table(headers, rows, "details"))
                       for label, headers, rows in _detail_tables(latest)]
     ctx["lineage"] = [_Section(f"Run {run}", run_anchor(run), _Table(headers, rows, "lineage") if rows else None)
                       for run, headers, rows in _lineage_sections(latest, lineage)]
+    ctx["toc"] = _toc(ctx)
     return ctx
+
+
+def _toc(ctx: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(anchor, title) of each section the page has, in page order."""
+    has = {"leaderboard": bool(ctx["result_rows"]), "phenomena": True, "aspects": bool(ctx["result_rows"]),
+           "ood": bool(ctx["ood"]), "heatmaps": bool(ctx["heatmaps"]), "distributions": bool(ctx["scatters"]),
+           "details": bool(ctx["result_rows"]), "provenance": bool(ctx["provenance"]),
+           "lineage": bool(ctx["result_rows"])}
+    return [(anchor, SECTION_TITLES[anchor]) for anchor in SECTION_TITLES if has[anchor]]
+
+
+SECTION_TITLES = {"leaderboard": "Leaderboard", "phenomena": "Phenomena", "aspects": "AMR aspects",
+                  "ood": "Out-of-distribution protocol", "heatmaps": "Per-language heat maps",
+                  "distributions": "Score distributions", "details": "Details",
+                  "provenance": "Runs and configurations", "lineage": "Run lineage"}
 
 
 @functools.cache
@@ -569,9 +735,10 @@ def _templates() -> Any:
 
 
 def _build(latest: pl.DataFrame, lineage: pl.DataFrame, scatters: Sequence[ScatterData],
-           title: str, ood_bases: Mapping[str, str | None] | None = None) -> tuple[str, str, list[_Figure]]:
+           title: str, ood_bases: Mapping[str, str | None] | None = None,
+           phenomena: Sequence[PhenomenonRow] = ()) -> tuple[str, str, list[_Figure]]:
     """HTML text, Markdown text and the figures of one report."""
-    ctx = _context(latest, lineage, scatters, title, ood_bases)
+    ctx = _context(latest, lineage, scatters, title, ood_bases, phenomena)
     env = _templates()
     page = env.get_template("report.html.j2").render(ctx)
     markdown = env.get_template("report.md.j2").render(ctx)
@@ -605,13 +772,15 @@ def _commit(staging: Path, out_dir: Path, figure_names: set[str]) -> None:
 
 def render_report(results: pl.DataFrame, lineage: pl.DataFrame, out_dir: Path,
                   scatters: Sequence[ScatterData] = (), title: str = "amrsim evaluation report",
-                  ood_bases: Mapping[str, str | None] | None = None) -> ReportPaths:
+                  ood_bases: Mapping[str, str | None] | None = None,
+                  phenomena: Sequence[PhenomenonRow] = ()) -> ReportPaths:
     """Write report.html (self-contained, figures embedded), report.md and figures/*.png into out_dir. Everything
     is built in a temporary sibling directory first, so a failure leaves the previous report as it was. `ood_bases`
-    names each model's base for the out-of-distribution table (a model without one is not compared)."""
+    names each model's base for the out-of-distribution table (a model without one is not compared);
+    `phenomena` are the per-phenomenon means of tagged datasets (`report_views.phenomenon_view`)."""
     out_dir = Path(out_dir)
     latest = latest_results(results)
-    page, markdown, figures = _build(latest, lineage, scatters, title, ood_bases)
+    page, markdown, figures = _build(latest, lineage, scatters, title, ood_bases, phenomena)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
@@ -648,5 +817,11 @@ def write_report(wh: Warehouse, out_dir: Path | None = None, max_scatters: int =
             if len(pred):
                 scatters.append(ScatterData(row["model"], row["dataset"], row["split"], row["lang_pair"], pred, gold))
     ood_models = results.filter(pl.col("dataset").is_in(list(DATASETS)))["model"].unique().to_list()
+    phenomena: list[PhenomenonRow] = []
+    if results.height:
+        sts_rows = results.filter(pl.col("task") == "sts") if "task" in results.columns else results
+        for dataset in sorted(set(sts_rows["dataset"].to_list())):
+            models = sorted(set(sts_rows.filter(pl.col("dataset") == dataset)["model"].to_list()))
+            phenomena += phenomenon_view(wh, dataset, models)
     return render_report(results, wh.read(META, "lineage"), out_dir or wh.root / "reports", scatters,
-                         ood_bases={m: base_for(m, wh.models_root) for m in ood_models})
+                         ood_bases={m: base_for(m, wh.models_root) for m in ood_models}, phenomena=phenomena)

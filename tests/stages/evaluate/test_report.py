@@ -268,6 +268,31 @@ def test_rerender_replaces_report_and_stale_figures(results, lineage, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
 
 
+def test_newest_aspects_evaluation_defines_the_set(tmp_path):
+    """An aspect an older evaluation scored and the newest no longer does (wikification, constant on the data: no
+    graph has a :wiki) does not linger: the aspects mean is defined."""
+    def aspect(name: str, value: float | None) -> Score:
+        return Score("aspects", "m", "d", "test", name, "spearman", value, 30)
+
+    results = pl.concat([_scores("r1", "c1", [aspect("frames", 40.0), aspect("wikification", None)], T0),
+                         _scores("r2", "c2", [aspect("frames", 50.0)], T0 + timedelta(hours=1))])
+    current = report.current_aspects(latest_results(results))
+    assert current["lang_pair"].to_list() == ["frames"] and current["value"].to_list() == [50.0]
+    page = render_report(results, pl.DataFrame(), tmp_path / "out").html.read_text(encoding="utf-8")
+    board = _leaderboard(page)
+    assert "<td>50.00</td>" in _row(board, "m") and "undefined" not in board
+
+
+def test_phenomenon_tags_of_the_bundled_sample():
+    from amrsim.stages.evaluate.report_views import fitted_range, phenomenon_tags
+
+    pairs = pl.DataFrame({"item_id": ["p001", "p020"], "source_file": ["sts_pairs.tsv"] * 2})
+    tags = phenomenon_tags(pairs)
+    assert tags["p001"] == "role_swap" and tags["p020"] == "negation"
+    assert phenomenon_tags(pairs.with_columns(pl.lit("mine.tsv").alias("source_file"))) == {}
+    assert fitted_range([69.0, 80.0], include_zero=False) == (68, 80)  # 69 and 80 are far apart on this scale
+
+
 @pytest.mark.slow
 def test_report_module_does_not_import_matplotlib():
     import subprocess
@@ -277,3 +302,86 @@ def test_report_module_does_not_import_matplotlib():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=ROOT)
     assert done.stdout.strip() == "False"
+
+
+# --- the page in a real browser ------------------------------------------------------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--virtual-time-budget=5000"]
+
+
+def _browser() -> str:
+    import shutil
+
+    found = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
+                 None)
+    if found is None:
+        pytest.skip("no headless browser: chromium is not installed (apt-get install -y chromium; .ci/run does)")
+    return found
+
+
+def _dom(browser: str, page: str, tmp_path, query: str = "") -> str:
+    """The page's DOM after its onload script ran (chromium --dump-dom), a fresh profile each time."""
+    import subprocess
+    from pathlib import Path
+
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
+                           Path(page).resolve().as_uri() + query], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "<body" in done.stdout, done.stderr[-2000:]
+    return done.stdout
+
+
+def _board_rows(dom: str) -> dict[str, bool]:
+    """model -> shown, for the leaderboard's body rows of a dumped DOM."""
+    body = re.search(r'<table class="leaderboard">.*?<tbody>(.*?)</tbody>', dom, re.S).group(1)
+    rows = {}
+    for attrs, inner in re.findall(r"<tr([^>]*)>(.*?)</tr>", body, re.S):
+        model = html.unescape(re.sub(r"<[^>]+>", "", re.search(r"<td[^>]*>(.*?)</td>", inner, re.S).group(1)))
+        rows[model] = "hidden" not in attrs
+    return rows
+
+
+@pytest.mark.slow
+def test_report_in_a_browser(results, lineage, tmp_path, monkeypatch):
+    """The page in headless chromium: its script runs without error, every section the contents list exists,
+    charts are drawn, and the filters hide exactly the rows and columns they should."""
+    from amrsim.stages.evaluate import report_views
+    from amrsim.stages.evaluate.report_views import PhenomenonRow
+
+    browser = _browser()
+    phenomena = [PhenomenonRow("sample_sts", "negation", 20, 0.55, {"minilm": 0.77, "muse": 0.8}, 0.76, "negation",
+                               0.15),
+                 PhenomenonRow("sample_sts", "role_swap", 20, 0.56, {"minilm": 0.99, "muse": 0.97}, 0.8, "srl", 0.74),
+                 PhenomenonRow("sample_sts", "paraphrase", 20, 0.84, {"minilm": 0.77}, 0.38)]
+    piped = lineage.with_columns(pl.when(pl.col("run_id") == "evalB").then(pl.lit("bench"))
+                                 .otherwise(pl.col("pipeline")).alias("pipeline"))
+    page = render_report(results, piped, tmp_path / "out", phenomena=phenomena).html
+
+    dom = _dom(browser, page, tmp_path)
+    assert 'data-report-ready="yes"' in dom, "the page's script did not finish"
+    assert re.search(r'<pre id="js-errors" hidden="">\s*</pre>', dom), "the page recorded a script error"
+    toc = re.search(r'<nav class="toc".*?</nav>', dom, re.S).group(0)
+    anchors = re.findall(r'href="#([^"]+)"', toc)
+    assert {"leaderboard", "phenomena", "aspects", "details", "provenance", "lineage"} <= set(anchors)
+    assert all(f'id="{a}"' in dom for a in anchors)
+    assert dom.count("<svg") >= 2 and "role swap" in dom  # the phenomenon chart and the aspects chart
+    assert _board_rows(dom) == {"minilm": True, "muse": True, EVIL: True}
+    assert "3 of 3 models shown" in dom
+
+    muse_only = _dom(browser, page, tmp_path, "?model=mus")
+    assert _board_rows(muse_only) == {"minilm": False, "muse": True, EVIL: False}
+    assert "1 of 3 models shown" in muse_only
+    bench = _dom(browser, page, tmp_path, "?pipeline=bench")  # runs of evalB: minilm's transfer, EVIL's aspects
+    assert _board_rows(bench) == {"minilm": True, "muse": False, EVIL: True}
+    sts_only = _dom(browser, page, tmp_path, "?tasks=sts")
+    head = re.search(r'<table class="leaderboard">\s*<thead>(.*?)</thead>', sts_only, re.S).group(1)
+    shown = [re.sub(r"<[^>]+>", "", h) for a, h in re.findall(r"<th([^>]*)>(.*?)</th>", head) if "hidden" not in a]
+    assert shown == ["model", "STS sample_sts (mono, 3 pairs)", "STS sample_sts (cross, 2 pairs)", "runs and configs"]
+
+    # a broken script is caught: the error is in the page and the ready mark is missing
+    monkeypatch.setattr(report_views, "FILTER_JS", report_views.FILTER_JS.replace("apply();\n  }", "apply(;\n  }"))
+    monkeypatch.setattr(report, "FILTER_JS", report_views.FILTER_JS)
+    broken = _dom(browser, render_report(results, piped, tmp_path / "broken").html, tmp_path)
+    assert 'data-report-ready="yes"' not in broken
