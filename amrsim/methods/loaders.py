@@ -18,18 +18,10 @@ from amrsim.methods.spec import Derived, TrainedInputs
 __all__ = ["TRAINED_INPUTS", "TRAINED_LOADERS", "embed_sentences", "load_encoder", "vector_inputs"]
 
 
-def _loaders() -> dict[str, TrainedLoader]:
-    return {k: f for s in specs() for k, f in s.loaders().items()}
-
-
-def _inputs() -> dict[str, TrainedInputs]:
-    return {s.name: s.inputs for s in specs() if s.inputs is not None}
-
-
 # run kind -> its loader (a method's own, and further kinds such as pear_fused)
-TRAINED_LOADERS: Derived[TrainedLoader] = Derived(_loaders)
+TRAINED_LOADERS: Derived[TrainedLoader] = Derived(lambda: {k: f for s in specs() for k, f in s.loaders().items()})
 # what a method's vectors depend on besides its run and the text (part of their embedding keys)
-TRAINED_INPUTS: Derived[TrainedInputs] = Derived(_inputs)
+TRAINED_INPUTS: Derived[TrainedInputs] = Derived(lambda: {s.name: s.inputs for s in specs() if s.inputs is not None})
 
 
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",

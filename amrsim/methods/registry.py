@@ -41,15 +41,7 @@ def method_spec(name: str) -> MethodSpec:
     return SPECS[name]
 
 
-def _params() -> dict[str, type[MethodParams]]:
-    return {s.name: s.params for s in specs()}
-
-
-def _cards() -> dict[str, CardFacts]:
-    return {k: c for s in specs() for k, c in s.cards().items()}
-
-
 # method name -> its Params: what pipelines.yaml's `train:` entries are validated with
-METHODS: Derived[type[MethodParams]] = Derived(_params)
+METHODS: Derived[type[MethodParams]] = Derived(lambda: {s.name: s.params for s in specs()})
 # run kind (a method, or a further kind such as pear_fused) -> what its model card states
-CARDS: Derived[CardFacts] = Derived(_cards)
+CARDS: Derived[CardFacts] = Derived(lambda: {k: c for s in specs() for k, c in s.cards().items()})

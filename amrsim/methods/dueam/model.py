@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,8 +28,10 @@ class AnchorTargets:
     sentences_embedded: int
     distances_computed: int
 
-    def reasons(self) -> dict[str, int]:
-        return dict(Counter(self.skipped.values()))
+    def info(self) -> dict[str, Any]:
+        """Cache counts and skipped pairs by reason (model.json's `anchor`)."""
+        return {"sentences_embedded": self.sentences_embedded, "distances_computed": self.distances_computed,
+                "skipped": dict(Counter(self.skipped.values()))}
 
 
 class Anchor:

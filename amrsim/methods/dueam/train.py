@@ -36,17 +36,6 @@ RECIPE = ("lam", "batch_size", "lr", "warmup", "epochs", "anchor_layer", "weight
           "max_length", "weight_decay", "max_grad_norm", "train_embedding")
 
 
-def wmd_targets(anchor_path: str, texts1: list[str], texts2: list[str], hp: Hyper, device: str,
-                saved: Mapping[str, Any] | None, ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
-    """WMD per pair (NaN: skipped) and the anchor's counts: read from the checkpoint when resuming, else computed."""
-    if saved is not None:
-        return np.load(ckpt / TARGETS), saved["anchor"]
-    anchor = make_anchor(anchor_path, hp.anchor_layer, hp.max_length, device)
-    targets = anchor_targets(anchor, texts1, texts2, hp.wmd_weights, hp.unit_vectors)
-    return targets.wmd, {"sentences_embedded": targets.sentences_embedded,
-                         "distances_computed": targets.distances_computed, "skipped": targets.reasons()}
-
-
 def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], texts2: Sequence[str], out_dir: Path,
                 hp: Hyper | None = None, *, dev: tuple[Sequence[str], Sequence[str], np.ndarray] | None = None,
                 anchor_texts1: Sequence[str] | None = None, anchor_texts2: Sequence[str] | None = None,
@@ -77,7 +66,12 @@ def train_dueam(anchor_path: str, learner_path: str, texts1: Sequence[str], text
                          content_key(texts1, texts2, anchored1, anchored)),
                "dev": content_key(list(dev[0]), list(dev[1]), np.asarray(dev[2]).tolist()) if dev else None}
     ckpt, saved = open_checkpoint(out_dir, run_key, resume)
-    dist, anchor_info = wmd_targets(anchor_path, anchored1, anchored, hp, device, saved, ckpt)
+    if saved is not None:  # resuming: the WMDs the run started with
+        dist, anchor_info = np.load(ckpt / TARGETS), saved["anchor"]
+    else:
+        targets = anchor_targets(make_anchor(anchor_path, hp.anchor_layer, hp.max_length, device), anchored1, anchored,
+                                 hp.wmd_weights, hp.unit_vectors)
+        dist, anchor_info = targets.wmd, targets.info()
     keep = np.flatnonzero(np.isfinite(dist))
     if len(keep) < 1:
         raise ValueError(f"DuEAM: no usable training pairs (skipped: {anchor_info['skipped']})")

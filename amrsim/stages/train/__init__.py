@@ -49,12 +49,8 @@ def stage_of(method: str) -> Stage:
     return LAYER_STAGES[spec.name].train  # read when called: a test may replace a module's `train`
 
 
-def _stages() -> dict[str, Stage]:
-    return {s.name: stage_of(s.name) for s in specs()}
-
-
 # method name -> its stage, for every registered method (built from the specs each time it is read)
-STAGES: Mapping[str, Stage] = Derived(_stages)
+STAGES: Mapping[str, Stage] = Derived(lambda: {s.name: stage_of(s.name) for s in specs()})
 
 
 def train_method(pipe: Pipeline, method: str, params: dict[str, Any] | BaseModel | None, run_id: str,
