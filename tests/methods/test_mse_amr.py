@@ -357,7 +357,7 @@ def text_base_dir(tmp_path_factory) -> str:
 def test_text_views_draw_each_sentence_in_a_language_with_text(encoder_dir):
     triples = _triples(2)
     triples[0]["contradiction"]["de"] = {"text": None, "graph": None}  # no German text: English only
-    steps = mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir), mse_amr_train.LoopOptions(),
+    steps = mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir),
                                       torch.device("cpu"), base=object(), text_langs=["en", "de"])
     rng = random.Random(0)
     seen = {role: set() for role in ROLES}
@@ -368,7 +368,7 @@ def test_text_views_draw_each_sentence_in_a_language_with_text(encoder_dir):
             seen[role].add(lang)
     assert seen["premise"] == seen["entailment"] == {"en", "de"} and seen["contradiction"] == {"en"}
     with pytest.raises(ValueError, match="'premise' has no text in any of \\['fr'\\]"):
-        mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir), mse_amr_train.LoopOptions(),
+        mse_amr_train.TripleSteps(None, None, triples, ["en"], params(encoder_dir),
                                   torch.device("cpu"), base=object(), text_langs=["fr"]).text_view(triples[0], rng)
 
 

@@ -203,16 +203,16 @@ def test_an_older_pairs_table_without_graphs_gains_the_columns_when_rows_are_add
 
 def test_mse_amr_reads_a_pairs_own_graphs_and_a_sentence_its_smallest_keyed_one(wh, write_tsv):
     from amrsim.methods.mse_amr.data import sentence_graphs
-    from amrsim.stages.train.mse_amr import pair_graphs
 
     path = write_tsv("pairs.tsv", HEADER, ROWS)
     ingest_tables(wh, "bam", dataset(path), path, "r0")
     pairs = wh.read("bam", "pairs").sort("item_id")
-    own = pair_graphs(wh, "bam", pairs["amr1_key"].to_list()[:2])
+    own = sentence_graphs(wh, "bam", "provided", keys=pairs["amr1_key"].to_list()[:2], by="key")
     assert own.ok[pairs["amr1_key"][0]][0] != own.ok[pairs["amr1_key"][1]][0]  # a and b: BOY's two graphs
     amr = wh.read("bam", "amr").filter(pl.col("sentence_key") == pairs["sentence1_key"][0]).sort("key")
     by_sentence = sentence_graphs(wh, "bam", "provided", keys=[pairs["sentence1_key"][0]])
-    assert by_sentence.ok[pairs["sentence1_key"][0]][0] == pair_graphs(wh, "bam", [amr["key"][0]]).ok[amr["key"][0]][0]
+    assert by_sentence.ok[pairs["sentence1_key"][0]][0] == sentence_graphs(
+        wh, "bam", "provided", keys=[amr["key"][0]], by="key").ok[amr["key"][0]][0]
 
 
 def test_s3bert_trains_on_each_pairs_own_graphs_and_metrics(wh, write_tsv):

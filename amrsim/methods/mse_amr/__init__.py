@@ -13,6 +13,7 @@ from amrsim.methods.mse_amr.data import (
     mixed_view,
     sentence_graphs,
     text_langs,
+    translations,
 )
 from amrsim.methods.mse_amr.loss import simcse_loss
 from amrsim.methods.mse_amr.model import (
@@ -28,13 +29,13 @@ from amrsim.methods.mse_amr.model import (
     load_trained,
 )
 from amrsim.methods.mse_amr.params import Params
-from amrsim.methods.mse_amr.train import LoopOptions, TripleSteps, train_mse_amr
+from amrsim.methods.mse_amr.train import TripleSteps, train_mse_amr
 from amrsim.methods.spec import CardFacts, MethodSpec
 
-__all__ = ["ENGLISH", "INTEGRATIONS", "POOLINGS", "ROLES", "SPEC", "AmrEncoder", "Graphs", "LoopOptions",
-           "MseAmrEncoder", "Params", "Triple", "TripleSteps", "combine", "embed_combined", "encode_with",
-           "extend_vocabulary", "graphs_of", "load_trained", "mixed_view", "sentence_graphs", "simcse_loss",
-           "text_langs", "train_mse_amr"]
+__all__ = ["ENGLISH", "INTEGRATIONS", "POOLINGS", "ROLES", "SPEC", "AmrEncoder", "Graphs", "MseAmrEncoder", "Params",
+           "Triple", "TripleSteps", "combine", "embed_combined", "encode_with", "extend_vocabulary", "graphs_of",
+           "load_trained", "mixed_view", "sentence_graphs", "simcse_loss", "text_langs", "train_mse_amr",
+           "translations"]
 
 SPEC = MethodSpec(
     "mse_amr", Params, train_mse_amr, CardFacts(

@@ -1,6 +1,6 @@
 """MSE-AMR's data: triples (role -> language -> text and linearised graph), the mixed views drawn from them, graphs
-linearised from `amr` rows, and the two reads the trained encoder makes at encode time (a dataset's graphs and English
-sources; the training stage reads its tables itself). Light to import (polars only); parsers load on first use."""
+linearised from `amr` rows, and the two reads of a dataset the training stage and the trained encoder share (its graphs
+and its translations of English sentences). Light to import (polars only); parsers load on first use."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, PIVOT_LANG, ParserSpec
+from amrsim.amr.backends import BACKENDS, DEFAULT_BACKEND, ParserSpec
 from amrsim.amr.graph import AMRError
 from amrsim.amr.linearize import linearize
 from amrsim.amr.parsing import parse_texts
@@ -38,21 +38,15 @@ def mixed_view(example: Triple, langs: Sequence[str], rng: random.Random, p_grap
         raise ValueError(f"mixed_view: p_graph {p_graph} is not a probability")
     if lang_weights is not None and len(lang_weights) != len(langs):
         raise ValueError(f"mixed_view: {len(lang_weights)} lang_weights for {len(langs)} langs")
+    weights = [1.0] * len(langs) if lang_weights is None else [float(w) for w in lang_weights]
     view: dict[str, str] = {}
     for role in ROLES:
         per_lang = example.get(role) or {}
-        options: list[str] = []
-        weights: list[float] = []
-        for i, lang in enumerate(langs):
-            entry = per_lang.get(lang) or {}
-            usable = bool(entry.get("graph")) or (lang == ENGLISH and bool(entry.get("text")))
-            weight = 1.0 if lang_weights is None else float(lang_weights[i])
-            if usable and weight > 0:
-                options.append(lang)
-                weights.append(weight)
+        options = [(lang, w) for lang, w in zip(langs, weights, strict=True) if w > 0 and (
+            (per_lang.get(lang) or {}).get("graph") or (lang == ENGLISH and (per_lang.get(lang) or {}).get("text")))]
         if not options:
             raise ValueError(f"mixed_view: '{role}' has no usable graph (or English text) in any of {list(langs)}")
-        lang = rng.choices(options, weights=weights)[0]
+        lang = rng.choices([lg for lg, _ in options], weights=[w for _, w in options])[0]
         graph, text = per_lang[lang].get("graph"), per_lang[lang].get("text")
         use_text = lang == ENGLISH and text and (not graph or rng.random() >= p_graph)
         view[role] = str(text) if use_text else str(graph)
@@ -95,50 +89,42 @@ def graphs_of(amr: pl.DataFrame, by: str, variant: str) -> Graphs:
     """`Graphs` by column `by` of `amr` rows; of several rows for one id, an ok graph of the sentence itself (not of
     its English source) with the smallest amr key wins."""
     out = Graphs()
-    amr = amr.sort(pl.col("status") != OK, pl.col("pivot_lang").is_not_null(), by, "key")
-    ok = amr.filter(pl.col("status") == OK)
-    for key, (graph, error), pivot in zip(ok[by], linearized(ok["penman"].to_list(), variant),
-                                          ok["pivot_lang"], strict=True):
+    amr = amr.sort(pl.col("status") != OK, pl.col("pivot_lang").is_not_null(), by, "key")  # ok rows first
+    ok = (amr["status"] == OK).to_list()
+    lines = linearized([p if good else "" for p, good in zip(amr["penman"], ok, strict=True)], variant)
+    for key, good, (graph, error), pivot, why in zip(amr[by], ok, lines, amr["pivot_lang"], amr["error"], strict=True):
         if key in out.ok:
             continue
-        if graph is None:
-            out.failed.setdefault(key, error or "cannot linearise the graph")
-        else:
+        if graph is not None:
             out.ok[key] = (graph, pivot)
             out.failed.pop(key, None)
-    bad = amr.filter(pl.col("status") != OK)
-    for key, error in zip(bad[by], bad["error"], strict=True):
-        if key not in out.ok:
-            out.failed.setdefault(key, error or "parse failed")
+        else:
+            out.failed.setdefault(key, (error or "cannot linearise the graph") if good else (why or "parse failed"))
     return out
 
 
 def sentence_graphs(wh: Warehouse, dataset: str, parser: str, variant: str = "paper",
-                    keys: Iterable[str] | None = None, version: int | None = None) -> Graphs:
-    """The `amr` rows of `parser` (optionally only `keys`, optionally pinned), linearised with `variant` from their
-    PENMAN (the table's `linearized` column may hold another variant). A sentence the input gave several graphs
-    (provided, in different pairs) reads the one with the smallest amr key."""
+                    keys: Iterable[str] | None = None, version: int | None = None, by: str = "sentence_key") -> Graphs:
+    """The `amr` rows of `parser` (optionally only those whose column `by` is one of `keys`, optionally pinned) as
+    `Graphs` by `by`: by sentence, or by a graph's own key (a pair's `amr1_key`/`amr2_key`: the graphs its input row
+    gave). Linearised with `variant` from their PENMAN (the table's `linearized` column may hold another variant)."""
     if version is None and not wh.exists(dataset, "amr"):
         return Graphs()
     amr = wh.read(dataset, "amr", version=version,
                   columns=["key", "sentence_key", "penman", "parser", "pivot_lang", "status", "error"])
     amr = amr.filter(pl.col("parser") == parser)
     if keys is not None:
-        amr = amr.filter(pl.col("sentence_key").is_in(list(set(keys))))
-    return graphs_of(amr, "sentence_key", variant)
+        amr = amr.filter(pl.col(by).is_in(list(set(keys))))
+    return graphs_of(amr, by, variant)
 
 
-def english_sources(wh: Warehouse, dataset: str, version: int | None = None) -> dict[str, tuple[str, str]]:
-    """Sentence key of a translation -> (key, text) of its English source, from the `parallel` table."""
+def translations(wh: Warehouse, dataset: str, version: int | None = None) -> pl.DataFrame:
+    """The ok rows of the `parallel` table that translate an English sentence (none without the table)."""
+    columns = ["source_lang", "source_key", "source", "target_lang", "target_key", "target", "status"]
     if version is None and not wh.exists(dataset, "parallel"):
-        return {}
-    par = wh.read(dataset, "parallel", version=version,
-                  columns=["source_lang", "source_key", "source", "target_key", "status"])
-    par = par.filter((pl.col("status") == OK) & (pl.col("source_lang") == PIVOT_LANG))
-    out: dict[str, tuple[str, str]] = {}
-    for t, s, text in zip(par["target_key"], par["source_key"], par["source"], strict=True):
-        out.setdefault(t, (s, text))
-    return out
+        return pl.DataFrame(schema=dict.fromkeys(columns, pl.String))
+    par = wh.read(dataset, "parallel", version=version, columns=columns)
+    return par.filter((pl.col("status") == OK) & (pl.col("source_lang") == ENGLISH))
 
 
 def parse_now(texts: Sequence[str], lang: str, parser: str, variant: str) -> list[tuple[str | None, str | None]]:

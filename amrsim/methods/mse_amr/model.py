@@ -5,7 +5,7 @@ time (`load_trained`, its entry in `amrsim.methods.loaders`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +25,7 @@ from amrsim.encoders import (
 )
 from amrsim.encoders.cache import TABLE, embed_sentences
 from amrsim.langs import normalise_lang
-from amrsim.methods.mse_amr.data import ENGLISH, english_sources, parse_now, sentence_graphs
+from amrsim.methods.mse_amr.data import ENGLISH, parse_now, sentence_graphs, translations
 from amrsim.translate.run import TranslatorSpec, english_translations
 from amrsim.warehouse import OK, Warehouse, content_key
 
@@ -115,68 +115,52 @@ def embed_by_length(model: Any, tokenizer: Any, texts: Sequence[str], pooling: s
 def encode_with(model: Any, tokenizer: Any, texts: Sequence[str], *, pooling: str = "mlp", max_length: int = 128,
                 batch_size: int = 64) -> np.ndarray:
     """Embeddings (n, dim) float32 from a live model, without gradients, as the trained encoder computes them (what
-    a `train_mse_amr` ``dev_eval`` should use). Batches go by length to pad less; rows keep input order."""
+    a `train_mse_amr` ``dev_eval`` should use); `embed_by_length` in batches of `batch_size`."""
     import torch
 
     check_pooling(model, pooling)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"encode: item {i} is {type(t).__name__}, not a linearised graph string")
-    dim = int(model.config.hidden_size)
     if not texts:
-        return np.zeros((0, dim), np.float32)
-    device = next(model.parameters()).device
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = np.zeros((len(texts), dim), np.float32)
+        return np.zeros((0, int(model.config.hidden_size)), np.float32)
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                idx = order[start:start + batch_size]
-                out[idx] = embed(model, tokenizer, [texts[i] for i in idx], pooling, max_length,
-                                 device).float().cpu().numpy()
+            return embed_by_length(model, tokenizer, texts, pooling, max_length, next(model.parameters()).device,
+                                   batch_size).float().cpu().numpy()
     finally:
         model.train(was_training)
-    return out
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)  # a zero vector stays zero
 
 
 def combine(s: np.ndarray | None, h: np.ndarray | None, mode: str = "concat") -> np.ndarray:
-    """Final embedding from the sentence embedding `s` and the graph embedding `h` (last axis = features), float32:
-    ``concat`` s/|s| (+) h/|h| (cosine = mean of the two cosines), ``sum`` s/|s| + h/|h| (equal dims), ``s_only``
-    s/|s|, ``h_only`` h/|h|; the side a mode does not use may be None."""
+    """Final embedding from the sentence embedding `s` and the graph embedding `h` (last axis = features), float32,
+    C-contiguous: ``concat`` s/|s| (+) h/|h| (cosine = mean of the two cosines), ``sum`` s/|s| + h/|h| (equal dims),
+    ``s_only`` s/|s|, ``h_only`` h/|h|; the side a mode does not use may be None."""
     if mode not in INTEGRATIONS:
         raise ValueError(f"unknown integration '{mode}': use {', '.join(INTEGRATIONS)}")
-    need_s, need_h = mode != "h_only", mode != "s_only"
-    if (need_s and s is None) or (need_h and h is None):
+    used = {"s_only": (s,), "h_only": (h,)}.get(mode, (s, h))
+    if any(x is None for x in used):
         raise ValueError(f"integration '{mode}' needs both the sentence and the graph embedding")
-    sn = _unit(np.asarray(s, dtype=np.float32)) if need_s else None
-    hn = _unit(np.asarray(h, dtype=np.float32)) if need_h else None
-    if sn is None or hn is None:
-        return sn if hn is None else hn  # type: ignore[return-value]
-    if sn.shape[:-1] != hn.shape[:-1]:
-        raise ValueError(f"integration '{mode}': shapes {sn.shape} and {hn.shape} do not pair up")
-    if mode == "sum":
-        if sn.shape[-1] != hn.shape[-1]:
-            raise ValueError(f"integration 'sum' needs equal dimensions, got {sn.shape[-1]} and {hn.shape[-1]}: "
-                             f"use 'concat'")
-        return sn + hn
-    return np.concatenate([sn, hn], axis=-1)
+    # unit vectors; a zero vector stays zero
+    units = [x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+             for x in (np.asarray(x, dtype=np.float32) for x in used)]
+    if len(units) == 2 and units[0].shape[:-1] != units[1].shape[:-1]:
+        raise ValueError(f"integration '{mode}': sentence vectors {units[0].shape} and graph vectors "
+                         f"{units[1].shape} do not pair up")
+    if mode == "sum" and units[0].shape[-1] != units[1].shape[-1]:
+        raise ValueError(f"integration 'sum' needs equal dimensions, got {units[0].shape[-1]} and "
+                         f"{units[1].shape[-1]}: use 'concat'")
+    return np.ascontiguousarray(units[0] + units[1] if mode == "sum" else np.concatenate(units, axis=-1))
 
 
 def embed_combined(base_vectors: np.ndarray, graph_vectors: np.ndarray, mode: str = "concat") -> np.ndarray:
-    """`combine` for row-aligned matrices (n, d_s) and (n, d_h): one final embedding per sentence, C-contiguous."""
-    s = np.asarray(base_vectors, dtype=np.float32)
-    h = np.asarray(graph_vectors, dtype=np.float32)
-    if s.ndim != 2 or h.ndim != 2:
-        raise ValueError(f"embed_combined: expected 2-D matrices, got {s.ndim}-D and {h.ndim}-D")
-    if s.shape[0] != h.shape[0]:
-        raise ValueError(f"embed_combined: {s.shape[0]} sentence vectors but {h.shape[0]} graph vectors")
-    return np.ascontiguousarray(combine(s, h, mode))
+    """`combine` for row-aligned matrices (n, d_s) and (n, d_h): one final embedding per sentence."""
+    if np.ndim(base_vectors) != 2 or np.ndim(graph_vectors) != 2:
+        raise ValueError(f"embed_combined: expected 2-D matrices, got {np.ndim(base_vectors)}-D and "
+                         f"{np.ndim(graph_vectors)}-D")
+    return combine(base_vectors, graph_vectors, mode)
 
 
 @dataclass
@@ -252,9 +236,6 @@ class MseAmrEncoder:
         self._parsed: dict[tuple[str, str], tuple[str | None, str | None]] = {}
         self._vectors: dict[str, np.ndarray] = {}
 
-    def _combine(self, s: np.ndarray | None, h: np.ndarray | None) -> np.ndarray:
-        return np.ascontiguousarray(combine(s, h, self.integration), dtype=np.float32)
-
     def encode(self, texts: list[str]) -> np.ndarray:
         """Texts parsed as English; a text that fails to parse fails the call (naming it)."""
         texts = list(texts)
@@ -265,28 +246,25 @@ class MseAmrEncoder:
                 if g is None:
                     raise ValueError(f"text {i} ({texts[i][:60]!r}): no AMR graph: {err}")
             h = self._encode_graphs([g for g, _ in graphs])  # type: ignore[misc]
-        s = self.base.encode(texts) if self.integration != "h_only" else None
-        return self._combine(s, h)
+        return combine(self.base.encode(texts) if self.integration != "h_only" else None, h, self.integration)
+
+    def _cached(self, cache: dict[Any, Any], keys: list[Any], compute: Callable[[list[Any]], Any]) -> list[Any]:
+        """The values of `keys`, each computed (`compute(todo)`) once per process while `cache` holds it."""
+        todo = list(dict.fromkeys(k for k in keys if k not in cache))
+        if todo:
+            if len(cache) + len(todo) > self.cache_size:
+                cache.clear()
+            cache.update(zip(todo, compute(todo), strict=True))
+        return [cache[k] for k in keys]
 
     def _parse(self, texts: list[str], lang: str) -> list[tuple[str | None, str | None]]:
-        todo = list(dict.fromkeys(t for t in texts if (lang, t) not in self._parsed))
-        if todo:
-            if len(self._parsed) + len(todo) > self.cache_size:
-                self._parsed.clear()
-            self._parsed.update(zip(((lang, t) for t in todo), parse_now(todo, lang, self.parser, self.variant),
-                                    strict=True))
-        return [self._parsed[(lang, t)] for t in texts]
+        return self._cached(self._parsed, [(lang, t) for t in texts],
+                            lambda todo: parse_now([t for _, t in todo], lang, self.parser, self.variant))
 
     def _encode_graphs(self, graphs: list[str]) -> np.ndarray:
-        """Graph encoder vectors, each distinct graph encoded once per process."""
-        todo = list(dict.fromkeys(g for g in graphs if g not in self._vectors))
-        if todo:
-            if len(self._vectors) + len(todo) > self.cache_size:
-                self._vectors.clear()
-            self._vectors.update(zip(todo, self.graph_encoder.encode(todo), strict=True))
         if not graphs:
             return np.zeros((0, int(self.graph_encoder.dim)), np.float32)
-        return np.stack([self._vectors[g] for g in graphs])
+        return np.stack(self._cached(self._vectors, graphs, self.graph_encoder.encode))
 
     def graphs(self, wh: Warehouse, dataset: str, keys: list[str], texts: list[str],
                translate: dict[str, TranslatorSpec] | None = None) -> list[tuple[str | None, str]]:
@@ -294,8 +272,11 @@ class MseAmrEncoder:
         language has no parser is translated into English first when `translate` names a model for it."""
         wanted = graph_sentences(wh, dataset, keys, texts, self.graph_langs)
         table = sentence_graphs(wh, dataset, self.parser, self.variant, [w[0] for w in wanted])
+        parseable = BACKENDS[self.parser].langs if self.parser in BACKENDS else ()
+        translate = translate or {}
         out: list[tuple[str | None, str]] = [(None, "")] * len(keys)
         todo: dict[str, list[int]] = {}
+        foreign: list[int] = []  # translated into English, then parsed
         for i, (key, _, lang, how) in enumerate(wanted):
             if key in table.ok:
                 out[i] = (table.ok[key][0], f"amr table ({how})")
@@ -303,10 +284,22 @@ class MseAmrEncoder:
                 out[i] = (None, f"AMR parse of sentence {key} failed: {table.failed[key]}")
             elif lang is None:
                 out[i] = (None, f"sentence {keys[i]} is not in {dataset}/sentences (its language is unknown)")
+            elif lang not in parseable and lang in translate:
+                foreign.append(i)
             else:
                 todo.setdefault(lang, []).append(i)
-        parseable = BACKENDS[self.parser].langs if self.parser in BACKENDS else ()
-        self._translate_first(wh, dataset, keys, wanted, todo, out, parseable, translate or {})
+        english = english_translations(wh, dataset, pl.DataFrame(
+            [wanted[i][:3] for i in foreign], schema={"key": pl.String, "text": pl.String, "lang": pl.String},
+            orient="row"), translate) if foreign else {}
+        for i in foreign:
+            key, _, lang, _ = wanted[i]
+            text, err = english[key]
+            by = translate[str(lang)].id
+            if text is None:
+                out[i] = (None, f"English translation of sentence {keys[i]} (lang {lang}) by {by} failed: {err}")
+            else:
+                wanted[i] = (key, text, ENGLISH, f"translated by {by}")
+                todo.setdefault(ENGLISH, []).append(i)
         for lang, rows in todo.items():
             hint = ("add the dataset to parse: with pivot, or give it an English source (parallel table)"
                     if lang in parseable else
@@ -319,77 +312,63 @@ class MseAmrEncoder:
                           (None, f"no AMR graph for sentence {keys[i]} (lang {lang}): {err}; {hint}"))
         return out
 
-    @staticmethod
-    def _translate_first(wh: Warehouse, dataset: str, keys: list[str], wanted: list[tuple[str, str, str | None, str]],
-                         todo: dict[str, list[int]], out: list[tuple[str | None, str]], parseable: Sequence[str],
-                         translate: dict[str, TranslatorSpec]) -> None:
-        """Translate-then-parse: the rows of `todo` in a language without a parser that `translate` has a model for
-        move to the English rows parsed now (their `wanted` text replaced), or fail with the translation's error."""
-        foreign = [i for lang, rows in todo.items() if lang not in parseable and lang in translate for i in rows]
-        if not foreign:
-            return
-        english = english_translations(wh, dataset, pl.DataFrame(
-            {"key": [wanted[i][0] for i in foreign], "lang": [wanted[i][2] for i in foreign],
-             "text": [wanted[i][1] for i in foreign]}, schema={"key": pl.String, "lang": pl.String, "text": pl.String}),
-            translate)
-        for i in foreign:
-            lang = str(wanted[i][2])
-            todo[lang].remove(i)
-            text, err = english[wanted[i][0]]
-            if text is None:
-                out[i] = (None, f"English translation of sentence {keys[i]} (lang {lang}) by {translate[lang].id} "
-                                f"failed: {err}")
-            else:
-                wanted[i] = (wanted[i][0], text, ENGLISH, f"translated by {translate[lang].id}")
-                todo.setdefault(ENGLISH, []).append(i)
-
     def encode_sentences(self, wh: Warehouse, dataset: str, frame: pl.DataFrame,
                          translate: dict[str, TranslatorSpec] | None = None) -> tuple[np.ndarray, list[str | None]]:
         """Vectors for `frame` (key, text) of `dataset`, and per row None or why it failed (its vector is zeros).
         `translate`: language -> model translating sentences without a parser into English (see `graphs`)."""
         keys, texts = frame["key"].to_list(), frame["text"].to_list()
-        errors: list[str | None] = [None] * len(keys)
-        h_rows: dict[int, np.ndarray] = {}
+        graphs: list[tuple[str | None, str | None]] = [(None, None)] * len(keys)
         if self.integration != "s_only":
-            graphs = self.graphs(wh, dataset, keys, texts, translate)
-            for i, (g, why) in enumerate(graphs):
-                if g is None:
-                    errors[i] = why
-            good = [i for i, (g, _) in enumerate(graphs) if g is not None]
-            if good:
-                h = self._encode_graphs([graphs[i][0] for i in good])  # type: ignore[misc]
-                h_rows = {i: h[j] for j, i in enumerate(good)}
-        s_rows: dict[int, np.ndarray] = {}
+            graphs = self.graphs(wh, dataset, keys, texts, translate)  # type: ignore[assignment]
+        errors = [None if g is not None or self.integration == "s_only" else why for g, why in graphs]
+        s = None
         if self.integration != "h_only" and self.base_name is None:
-            s_rows = dict(enumerate(np.asarray(self.base.encode(texts), dtype=np.float32)))
+            s = np.asarray(self.base.encode(texts), dtype=np.float32)
         elif self.integration != "h_only":
-            s_rows, s_errors = _base_vectors(wh, dataset, self.base_name, self.base, frame, self.batch_size,
-                                             self.device)
-            for i, err in s_errors.items():
-                errors[i] = errors[i] or err
+            s, s_errors = self._base_vectors(wh, dataset, frame)
+            errors = [e or se for e, se in zip(errors, s_errors, strict=True)]
         out = np.zeros((len(keys), self.dim), np.float32)
-        ok = [i for i in range(len(keys)) if errors[i] is None]
+        ok = [i for i, e in enumerate(errors) if e is None]
         if ok:
-            s = np.stack([s_rows[i] for i in ok]) if s_rows else None
-            h = np.stack([h_rows[i] for i in ok]) if h_rows else None
-            out[ok] = self._combine(s, h)
+            h = self._encode_graphs([graphs[i][0] for i in ok]) if self.integration != "s_only" else None  # type: ignore[misc]
+            out[ok] = combine(None if s is None else s[ok], h, self.integration)
         return out, errors
+
+    def _base_vectors(self, wh: Warehouse, dataset: str, frame: pl.DataFrame) -> tuple[np.ndarray, list[str | None]]:
+        """The base encoder's vectors through the embedding cache (computed once per sentence and model), and per
+        row None or why it has none (its vector is zeros)."""
+        name = str(self.base_name)
+        embed_sentences(wh, dataset, name, frame.select("key", "text"), batch_size=self.batch_size,
+                        device=self.device, encoder=self.base)
+        table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status", "error"]).filter(
+            (pl.col("model_id") == model_id(name, wh.models_root)) & pl.col("sentence_key").is_in(frame["key"]))
+        have = {r["sentence_key"]: r for r in table.sort(pl.col("status") != OK).unique("sentence_key", keep="first")
+                .iter_rows(named=True)}
+        vectors, errors = np.zeros((frame.height, int(self.base.dim)), np.float32), []
+        for i, key in enumerate(frame["key"].to_list()):
+            row = have.get(key, {"status": None, "error": "no vector"})
+            ok = row["status"] == OK and row.get("vector") is not None
+            if ok:
+                vectors[i] = row["vector"]
+            errors.append(None if ok else f"base encoder {name}: {row['error'] or 'failed'}")
+        return vectors, errors
 
 
 def graph_sentences(wh: Warehouse, dataset: str, keys: list[str], texts: list[str], graph_langs: Sequence[str]
                     ) -> list[tuple[str, str, str | None, str]]:
     """Whose graph each sentence reads, as (key, text, lang, how): its English source's (from the `parallel`
     table) when its language is not one of `graph_langs` and it has one, else its own."""
-    langs = _langs(wh, dataset, keys)
-    sources = english_sources(wh, dataset)
+    langs = dict(wh.read(dataset, "sentences", columns=["key", "lang"]).filter(pl.col("key").is_in(list(set(keys))))
+                 .iter_rows()) if wh.exists(dataset, "sentences") else {}
+    sources: dict[str, tuple[str, str]] = {}
+    for target, *source in translations(wh, dataset).select("target_key", "source_key", "source").iter_rows():
+        sources.setdefault(target, tuple(source))  # type: ignore[arg-type]
     wanted: list[tuple[str, str, str | None, str]] = []
     for key, text in zip(keys, texts, strict=True):
         lang = langs.get(key)
         lang = (normalise_lang(lang) or lang) if lang else None  # Tatoeba's 'eng' is 'en'
-        if lang not in graph_langs and key in sources:
-            wanted.append((*sources[key], ENGLISH, "pivot:en"))
-        else:
-            wanted.append((key, text, lang, "own"))
+        wanted.append((*sources[key], ENGLISH, "pivot:en") if lang not in graph_langs and key in sources else
+                      (key, text, lang, "own"))
     return wanted
 
 
@@ -418,35 +397,6 @@ def graph_inputs(model: TrainedModel, wh: Warehouse, dataset: str, frame: pl.Dat
         spec = (translate or {}).get(lang) if lang not in parseable and lang is not None else None
         out.append(content_key("graph of", key, rows.get(key) or ["parsed now", spec.key if spec else None])[:16])
     return out
-
-
-def _langs(wh: Warehouse, dataset: str, keys: list[str]) -> dict[str, str]:
-    if not wh.exists(dataset, "sentences"):
-        return {}
-    rows = wh.read(dataset, "sentences", columns=["key", "lang"]).filter(pl.col("key").is_in(list(set(keys))))
-    return dict(zip(rows["key"].to_list(), rows["lang"].to_list(), strict=True))
-
-
-def _base_vectors(wh: Warehouse, dataset: str, name: str, encoder: Encoder, frame: pl.DataFrame, batch_size: int,
-                  device: str) -> tuple[dict[int, np.ndarray], dict[int, str]]:
-    """The base encoder's vectors through the embedding cache (computed once per sentence and model)."""
-    embed_sentences(wh, dataset, name, frame.select("key", "text"), batch_size=batch_size, device=device,
-                    encoder=encoder)
-    table = wh.read(dataset, TABLE, columns=["sentence_key", "model_id", "vector", "status", "error"])
-    table = table.filter((pl.col("model_id") == model_id(name, wh.models_root))
-                         & pl.col("sentence_key").is_in(frame["key"].to_list()))
-    table = table.sort(pl.col("status") != OK).unique("sentence_key", keep="first")
-    have = {k: (v, st, err) for k, v, st, err in zip(table["sentence_key"], table["vector"], table["status"],
-                                                    table["error"], strict=True)}
-    vectors: dict[int, np.ndarray] = {}
-    errors: dict[int, str] = {}
-    for i, key in enumerate(frame["key"].to_list()):
-        v, st, err = have.get(key, (None, None, "no vector"))
-        if st == OK and v is not None:
-            vectors[i] = np.asarray(v, dtype=np.float32)
-        else:
-            errors[i] = f"base encoder {name}: {err or 'failed'}"
-    return vectors, errors
 
 
 def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,

@@ -38,6 +38,14 @@ class Params(TrainingArgs):
     base_train_embedding: bool = True  # muse: False freezes its 128,010 x 512 token table
     keep_checkpoint: bool = False  # a finished run keeps only amr_encoder/ + model.json (the checkpoint: ~400 MB)
 
+    @property
+    def micro(self) -> int:
+        """Triples a micro-batch: batch_size / grad_accumulation_steps (rounded up) when that is over 1, else
+        micro_batch (at most batch_size)."""
+        if self.grad_accumulation_steps > 1:
+            return -(-self.batch_size // self.grad_accumulation_steps)
+        return min(self.micro_batch, self.batch_size)
+
     def dataset_refs(self) -> list[tuple[str, str]]:
         refs = [("datasets", d) for d in self.datasets]
         return refs + ([("dev_dataset", self.dev_dataset)] if self.dev_dataset else [])

@@ -10,7 +10,6 @@ import math
 import random
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +17,9 @@ from amrsim.amr.linearize import vocabulary
 from amrsim.encoders import resolve_device
 from amrsim.evaluate import DevScore
 from amrsim.files import own_tree
-from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Triple, mixed_view
-from amrsim.methods.mse_amr.data import text_langs as text_langs_of
+from amrsim.methods.mse_amr.data import ENGLISH, ROLES, Triple, mixed_view, text_langs
 from amrsim.methods.mse_amr.loss import simcse_loss
-from amrsim.methods.mse_amr.model import check_pooling, embed, embed_by_length, extend_vocabulary, reset_pooler
+from amrsim.methods.mse_amr.model import check_pooling, embed_by_length, extend_vocabulary, reset_pooler
 from amrsim.methods.mse_amr.params import Params
 from amrsim.methods.portable import save_amrsim_module
 from amrsim.methods.training import (
@@ -50,27 +48,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class LoopOptions:
-    """Settings of `train_mse_amr` that are not pipeline params: for experiments and tests."""
-
-    lang_weights: Sequence[float] | None = None  # sampling weights of `langs` in `mixed_view`
-    checkpoint_every: int | None = None  # default: params.eval_every
-    length_chunk: int | None = 32  # texts run through the model in length-sorted chunks (None: one padded batch)
-
-
 # the settings a checkpoint must agree on to be resumed (with the data, the languages and the micro-batch)
 SETTINGS = {"lr", "batch_size", "max_length", "epochs", "min_count", "p_graph", "temperature", "symmetric_loss",
             "pooling", "warmup", "weight_decay", "max_grad_norm", "train_base", "base_lr",
             "base_train_embedding"}
 TEXT_ENCODER = "text_encoder"  # train_base: the trained base, a sentence-transformers directory of the run
 BASE_WEIGHTS = "text_encoder.safetensors"  # train_base: the base's weights in the checkpoint and the best model
+LENGTH_CHUNK = 32  # texts run through the model in length-sorted chunks (`embed_by_length`)
 
 
 class TripleSteps:
     """A step of MSE-AMR for `Trainer`: `rows(step)` its triples (each epoch's seeded order) and one `mixed_view` of
-    each, drawn from (seed, step); the Trainer runs them micro-batch by micro-batch (`micro`, gradient
-    accumulation), each weighted by its share of the step: an anchor is contrasted with its micro-batch's
+    each, drawn from (seed, step); the Trainer runs them micro-batch by micro-batch (`params.micro`,
+    gradient accumulation), each weighted by its share of the step: an anchor is contrasted with its micro-batch's
     2 x micro-batch candidates (`__call__`: their loss).
 
     With a `base` (train_base): the same micro-batches also train the base sentence encoder with the same loss on
@@ -78,13 +68,9 @@ class TripleSteps:
     run draws); the loss is the sum, and each model's gradients are clipped on their own."""
 
     def __init__(self, model: Any, tokenizer: Any, triples: Sequence[Triple], langs: Sequence[str], params: Params,
-                 loop: LoopOptions, device: torch.device, base: Any = None, text_langs: Sequence[str] = ()):
-        self.model, self.tokenizer, self.triples, self.langs = model, tokenizer, triples, langs
-        self.params, self.loop, self.device = params, loop, device
-        self.base, self.text_langs = base, tuple(text_langs)
-        self.micro = micro_batch(params)
-        self.lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
-        self.steps_per_epoch = math.ceil(len(triples) / params.batch_size)
+                 device: torch.device, base: Any = None, text_langs: Sequence[str] = ()):
+        self.model, self.tokenizer, self.triples, self.langs, self.params = model, tokenizer, triples, langs, params
+        self.device, self.base, self.text_langs = device, base, tuple(text_langs)
         self.batches = seeded_batches(params.seed, len(triples), params.batch_size)
         self.views: dict[int, tuple[dict[str, str], dict[str, str] | None]] = {}
 
@@ -92,21 +78,18 @@ class TripleSteps:
         """The step's triples; their views (and text views) drawn."""
         rows, p = self.batches(step), self.params
         rng = random.Random(f"mse_amr:{p.seed}:{step}")
-        views = [mixed_view(self.triples[i], self.langs, rng, p.p_graph, lang_weights=self.lang_weights) for i in rows]
+        views = [mixed_view(self.triples[i], self.langs, rng, p.p_graph) for i in rows]
         text_rng = random.Random(f"mse_amr-text:{p.seed}:{step}")
         texts = [self.text_view(self.triples[i], text_rng) if self.base is not None else None for i in rows]
         self.views = {int(i): (v, t) for i, v, t in zip(rows, views, texts, strict=True)}
         return rows
 
-    def save_encoder(self, path: Path) -> None:
-        """The AMR encoder and its tokenizer in `path`."""
+    def save(self, path: Path, base: bool = True) -> None:
+        """The AMR encoder and its tokenizer in `path` (and, with a trained base, the base's weights as
+        `BASE_WEIGHTS` unless not `base`)."""
         self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
-
-    def save(self, path: Path) -> None:
-        """The AMR encoder (and, with a trained base, the base's weights as `BASE_WEIGHTS`) in `path`."""
-        self.save_encoder(path)
-        if self.base is not None:
+        if base and self.base is not None:
             from safetensors.torch import save_model
 
             save_model(self.base, str(path / BASE_WEIGHTS))
@@ -130,17 +113,13 @@ class TripleSteps:
             view[role] = str(per_lang[rng.choice(options)]["text"])
         return view
 
-    def embed(self, texts: list[str]) -> torch.Tensor:
-        p, chunk = self.params, self.loop.length_chunk
-        with autocast(self.device.type):
-            if chunk is None:
-                return embed(self.model, self.tokenizer, texts, p.pooling, p.max_length, self.device)
-            return embed_by_length(self.model, self.tokenizer, texts, p.pooling, p.max_length, self.device, chunk)
-
     def __call__(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
         """The contrastive loss of a micro-batch (anchors, positives, hard negatives), and its base's."""
-        views = [self.views[int(i)] for i in rows]
-        loss = self._loss(self.embed([v[role] for role in ROLES for v, _ in views]), len(rows))
+        views, p = [self.views[int(i)] for i in rows], self.params
+        with autocast(self.device.type):
+            emb = embed_by_length(self.model, self.tokenizer, [v[role] for role in ROLES for v, _ in views], p.pooling,
+                                  p.max_length, self.device, LENGTH_CHUNK)
+        loss = self._loss(emb, len(rows))
         if self.base is None:
             return {"loss": loss}
         with autocast(self.device.type):
@@ -153,46 +132,35 @@ class TripleSteps:
         return simcse_loss(anchor, positive, negative, self.params.temperature, symmetric=self.params.symmetric_loss)
 
 
-def micro_batch(params: Params) -> int:
-    """Triples a micro-batch: batch_size / grad_accumulation_steps when that is over 1, else micro_batch (at most
-    batch_size)."""
-    if params.grad_accumulation_steps > 1:
-        return math.ceil(params.batch_size / params.grad_accumulation_steps)
-    return min(params.micro_batch, params.batch_size)
-
-
 def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params, *,
                   langs: Sequence[str] | None = None, dev_eval: Callable[..., float | None] | None = None,
-                  resume: bool = True, extra_meta: Mapping[str, Any] | None = None,
-                  loop: LoopOptions = LoopOptions(), text_langs: Sequence[str] | None = None) -> dict[str, Any]:
+                  resume: bool = True, extra_meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Train the AMR encoder of MSE-AMR from `params.encoder` (`minilm`, `hf:<id|path>`, a directory) on NLI
     `triples` (role -> language -> {"text", "graph"}); writes `out_dir/amr_encoder/` (safetensors + extended
     tokenizer) and `out_dir/model.json` (`extra_meta`, what the data was, merged in). `langs`: the languages the
     data has (default `params.langs`, else English).
 
-    Steps as `TripleSteps`, on the shared `Trainer` (checkpoints every `loop.checkpoint_every` steps, default
-    `eval_every`, resumed when `resume`; views and data order derive from `seed` and the step, so a resumed run
-    sees what an uninterrupted one would). `dev_eval(model, tokenizer) -> score` (higher is better, None when
-    undefined; embed with `encode_with`) runs every `eval_every` steps and at the end, and the best model is the one
-    written; without it, the last. bf16 autocast on CUDA only.
+    Steps as `TripleSteps`, on the shared `Trainer` (checkpoints every `eval_every` steps, resumed when `resume`;
+    views and data order derive from `seed` and the step, so a resumed run sees what an uninterrupted one would).
+    `dev_eval(model, tokenizer) -> score` (higher is better, None when undefined; embed with `encode_with`) runs
+    every `eval_every` steps and at the end, and the best model is the one written; without it, the last. bf16
+    autocast on CUDA only.
 
-    `params.train_base`: the base encoder (`params.base_encoder`) trains beside it on text views in `text_langs`
-    (default: every language a triple has text in), is given to `dev_eval` as a third argument, and is written as
-    `out_dir/text_encoder/` (sentence-transformers)."""
+    `params.train_base`: the base encoder (`params.base_encoder`) trains beside it on text views in every language
+    a triple has text in, is given to `dev_eval` as a third argument, and is written as `out_dir/text_encoder/`
+    (sentence-transformers)."""
     import torch
 
     langs = tuple(langs if langs is not None else params.langs or (ENGLISH,))
     if not triples or not langs:
         raise ValueError(f"train_mse_amr: {'no triples' if not triples else 'langs is empty'}")
-    micro = micro_batch(params)
-    encoder_path = base_model_path(params.encoder)
-    out_dir = Path(out_dir)
+    micro, encoder_path, out_dir = params.micro, base_model_path(params.encoder), Path(out_dir)
     own_tree(out_dir)  # no link or special file that the savers would write through
     out_dir.mkdir(parents=True, exist_ok=True)
-    lang_weights = None if loop.lang_weights is None else [float(w) for w in loop.lang_weights]
+    # lang_weights: once a setting of experiments, always None now; kept so that earlier checkpoints resume
     run_key = _fingerprint(triples, encoder_path=encoder_path, langs=list(langs), micro_batch=micro,
-                           seed=params.seed, lang_weights=lang_weights, **params.model_dump(include=SETTINGS))
-    best_dir = out_dir / "best_model"
+                           seed=params.seed, lang_weights=None, **params.model_dump(include=SETTINGS))
+    best_dir, enc_dir = out_dir / "best_model", out_dir / "amr_encoder"
     recover_dir(best_dir)
     _, saved = open_checkpoint(out_dir, run_key, resume)
     if saved is None:
@@ -200,100 +168,79 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     model, tokenizer, added = _start_model(encoder_path, triples, langs, params, out_dir / CHECKPOINT, saved)
     device = torch.device(resolve_device(params.device))
     model.to(device).train()
-    base, base_langs = None, ()
+    base, parts = None, [Part(model, params.lr, "AMR encoder")]
     if params.train_base:
-        base_langs = tuple(text_langs if text_langs is not None else text_langs_of(triples))
         with torch.random.fork_rng(devices=[]):  # building it draws no numbers the AMR encoder's dropout would
-            base = load_sentence_encoder(_base_path(params.base_encoder), False, params.max_length, str(device),
-                                         params.base_train_embedding)
+            base = load_sentence_encoder(params.base_encoder if params.base_encoder == "muse" else
+                                         base_model_path(params.base_encoder), False, params.max_length,
+                                         str(device), params.base_train_embedding)
         base.train()
-    steps = TripleSteps(model, tokenizer, triples, langs, params, loop, device, base, base_langs)
+        parts.append(Part(base, params.base_lr or params.lr, "base encoder"))
+    steps = TripleSteps(model, tokenizer, triples, langs, params, device, base,
+                        text_langs(triples) if base is not None else ())
+
+    def score() -> float:
+        trained = [m for m in (model, base) if m is not None]
+        for m in trained:
+            m.eval()
+        with torch.no_grad():
+            value = dev_eval(model, tokenizer, *trained[1:])  # type: ignore[misc]
+        for m in trained:
+            m.train()
+        return math.nan if value is None else float(value)  # NaN: never the best
+
     # the AMR encoder was read with its tokenizer (`_start_model`); the base's weights are read here
     checkpoints = Checkpoints(out_dir, run_key, lambda ckpt: steps.save(ckpt / "model"),
                               lambda ckpt: steps.read_base(ckpt / "model"), resume)
-    trainer = _trainer(steps, checkpoints, dev_eval, best_dir).start()
+    trainer = Trainer(
+        "MSE-AMR", params, parts, math.ceil(len(triples) / params.batch_size), steps.rows, steps,
+        checkpoint_every=params.eval_every, evaluator=DevScore(score) if dev_eval is not None else None,
+        score_at_start=False, keep_best=lambda: swap_dir(best_dir, steps.save), checkpoints=checkpoints,
+        row_ids=sorted, rows_are="indices of its triples", micro_batch=micro, clip_apart=True,
+        step_losses=True).start()
     trainer.state.setdefault("losses", [])
     trainer.state["added_tokens"] = added
     result = trainer.fit()
     if dev_eval is not None and result.completed and (not result.history or result.history[-1]["step"] != result.steps):
         trainer.report(result.steps, {})  # a resumed run with nothing left to train, checkpointed after its last score
-    return _finish(out_dir, steps, trainer, added, encoder_path, dict(extra_meta or {}))
 
-
-def _trainer(steps: TripleSteps, checkpoints: Checkpoints, dev_eval: Callable[[Any, Any], float | None] | None,
-             best_dir: Path) -> Trainer:
-    import torch
-
-    model, params = steps.model, steps.params
-    trains = [Part(model, params.lr, "AMR encoder")]
-    if steps.base is not None:
-        trains.append(Part(steps.base, params.base_lr or params.lr, "base encoder"))
-
-    def score() -> float:
-        trained = [m for m in (model, steps.base) if m is not None]
-        for m in trained:
-            m.eval()
-        with torch.no_grad():
-            value = (dev_eval(model, steps.tokenizer) if steps.base is None else  # type: ignore[misc]
-                     dev_eval(model, steps.tokenizer, steps.base))  # type: ignore[misc]
-        for m in trained:
-            m.train()
-        return math.nan if value is None else float(value)  # NaN: never the best
-
-    return Trainer(
-        "MSE-AMR", params, trains, steps.steps_per_epoch, steps.rows, steps,
-        checkpoint_every=steps.loop.checkpoint_every or params.eval_every,
-        evaluator=DevScore(score) if dev_eval is not None else None, score_at_start=False,
-        keep_best=lambda: swap_dir(best_dir, steps.save), checkpoints=checkpoints, row_ids=sorted,
-        rows_are="indices of its triples", micro_batch=steps.micro, clip_apart=True, step_losses=True)
-
-
-def _finish(out_dir: Path, steps: TripleSteps, trainer: Trainer, added: int, encoder_path: str,
-            extra_meta: dict[str, Any]) -> dict[str, Any]:
-    """The best (else the last) weights as `out_dir/amr_encoder/`, the root's sentence-transformers files (amrsim's
-    module), model.json, and the summary `train_mse_amr`
-    returns; a completed run's checkpoint removed unless `keep_checkpoint`."""
-    params, state, best_dir, enc_dir = steps.params, trainer.state, out_dir / "best_model", out_dir / "amr_encoder"
-    step, best_step, losses = int(state["step"]), state["best_step"], state["losses"]
+    # the best (else the last) weights as amr_encoder/, the root's sentence-transformers files (amrsim's module),
+    # model.json; a completed run's checkpoint removed unless `keep_checkpoint`
+    state, step = trainer.state, result.steps
+    best_step, losses = state["best_step"], state["losses"]
     if best_step is not None and best_dir.is_dir():
         swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True,
                                                        ignore=shutil.ignore_patterns(BASE_WEIGHTS)))
         steps.read_base(best_dir)
     else:
-        swap_dir(enc_dir, steps.save_encoder)
-    if steps.base is not None:
-        swap_dir(out_dir / TEXT_ENCODER, lambda path: steps.base.save(str(path)))
+        swap_dir(enc_dir, lambda path: steps.save(path, base=False))
+    if base is not None:
+        swap_dir(out_dir / TEXT_ENCODER, lambda path: base.save(str(path)))
+    best_dev = state["best_score"] if best_step is not None else None
     run_params = {
         "encoder_path": encoder_path, **params.model_dump(include=SETTINGS | {"max_steps", "eval_every"}),
-        "micro_batch": steps.micro, "grad_accum": math.ceil(params.batch_size / steps.micro),
-        "candidates_per_anchor": 2 * steps.micro, "lang_weights": steps.lang_weights,
-        "length_chunk": steps.loop.length_chunk, "n_triples": len(steps.triples), "device": steps.device.type,
-        "bf16": steps.device.type == "cuda"}
-    best_dev = state["best_score"] if best_step is not None else None
+        "micro_batch": micro, "grad_accum": math.ceil(params.batch_size / micro), "candidates_per_anchor": 2 * micro,
+        "lang_weights": None, "length_chunk": LENGTH_CHUNK, "n_triples": len(triples), "device": device.type,
+        "bf16": device.type == "cuda"}
     metrics = {
-        "steps": step, "total_steps": trainer.total_steps, "completed": trainer.completed,
+        "steps": step, "total_steps": result.total_steps, "completed": result.completed,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "best_dev": best_dev, "best_step": best_step, "selected_step": best_step if best_step is not None else step,
-        "dev_history": [[e["step"], e["dev"]] for e in state["history"]] if trainer.evaluator is not None else [],
+        "dev_history": [[e["step"], e["dev"]] for e in state["history"]] if dev_eval is not None else [],
     }
     save_amrsim_module(out_dir, "encoder")  # `SentenceTransformer(out_dir, trust_remote_code=True)` loads it
     write_model_json(out_dir, "mse_amr", {
         "amr_encoder": enc_dir.name, "base_encoder": params.base_encoder, "integration": params.integration,
-        "pooling": params.pooling, "max_length": params.max_length, "langs": list(steps.langs), "params": run_params,
-        **({"text_encoder": TEXT_ENCODER, "text_langs": list(steps.text_langs)} if steps.base is not None else {}),
-        "seed": params.seed, "added_tokens": added, "metrics": metrics, **extra_meta,
+        "pooling": params.pooling, "max_length": params.max_length, "langs": list(langs), "params": run_params,
+        **({"text_encoder": TEXT_ENCODER, "text_langs": list(steps.text_langs)} if base is not None else {}),
+        "seed": params.seed, "added_tokens": added, "metrics": metrics, **dict(extra_meta or {}),
     })
-    if trainer.completed and not params.keep_checkpoint:
+    if result.completed and not params.keep_checkpoint:
         shutil.rmtree(out_dir / CHECKPOINT, ignore_errors=True)
         shutil.rmtree(best_dir, ignore_errors=True)
     return {"run_dir": str(out_dir), "model_json": str(out_dir / MODEL_JSON), "steps": step,
-            "total_steps": trainer.total_steps, "completed": trainer.completed, "resumed_from": trainer.resumed_from,
+            "total_steps": result.total_steps, "completed": result.completed, "resumed_from": result.resumed_from,
             "losses": losses, "best_dev": best_dev, "best_step": best_step, "added_tokens": added}
-
-
-def _base_path(name: str) -> str:
-    """What `load_sentence_encoder` reads for the base: `muse` (its PyTorch port) as is, others resolved."""
-    return name if name == "muse" else base_model_path(name)
 
 
 def _fingerprint(triples: Sequence[Triple], **settings: Any) -> dict[str, Any]:
@@ -313,15 +260,15 @@ def _start_model(encoder_path: str, triples: Sequence[Triple], langs: Sequence[s
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    if saved is not None:
-        tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "model"))
-        model = AutoModel.from_pretrained(str(ckpt_dir / "model"), use_safetensors=True)
-        check_pooling(model, params.pooling)
-        return model, tokenizer, int(saved["added_tokens"])
-    torch.manual_seed(params.seed)
-    tokenizer = AutoTokenizer.from_pretrained(encoder_path)
-    model = AutoModel.from_pretrained(encoder_path)
+    if saved is None:
+        torch.manual_seed(params.seed)
+    path = encoder_path if saved is None else str(ckpt_dir / "model")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    # a checkpoint is amrsim's own: safetensors only, never a pickled pytorch_model.bin
+    model = AutoModel.from_pretrained(path, use_safetensors=True if saved is not None else None)
     check_pooling(model, params.pooling)
+    if saved is not None:
+        return model, tokenizer, int(saved["added_tokens"])
     graphs = (entry.get("graph") for t in triples for role in ROLES
               for lang, entry in (t.get(role) or {}).items() if lang in langs and entry)
     added = extend_vocabulary(tokenizer, model, list(vocabulary(graphs, min_count=params.min_count)))

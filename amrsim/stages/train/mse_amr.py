@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,19 +32,18 @@ from amrsim.methods.loaders import embed_sentences
 from amrsim.methods.mse_amr import (
     ENGLISH,
     ROLES,
-    Graphs,
     Params,
     embed_combined,
     encode_with,
-    graphs_of,
     sentence_graphs,
     text_langs,
     train_mse_amr,
+    translations,
 )
 from amrsim.stages.train.common import TrainingStage, read_pinned, table_versions
 from amrsim.warehouse import OK, Warehouse
 
-__all__ = ["METHOD", "Params", "TripleData", "check_config", "dev_evaluator", "load_triples", "pair_graphs", "train"]
+__all__ = ["METHOD", "Params", "TripleData", "check_config", "dev_evaluator", "load_triples", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +75,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
     with stage.record(params, params.datasets, ["triples", "parallel", "amr"]) as versions:
         if params.dev_dataset:
             stage.versions |= table_versions(stage.wh, [params.dev_dataset], ["pairs", "amr"])
-        data = load_triples(stage.wh, params.datasets, params.split, params.parser, params.linearize, params.langs,
-                            params.require_graphs, versions, keep_texts=params.train_base)
+        data = load_triples(stage.wh, params, versions)
         stage.count(data.rows, len(data.triples), sum(data.skipped.values()))
         if len(data.triples) < 2:
             raise ConfigError(f"mse_amr: fewer than 2 usable triples in {params.datasets} (split {params.split}; "
@@ -97,7 +95,7 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         log.info("mse_amr: %d triples (%d rows, left out %s), langs %s", len(data.triples), data.rows,
                  dict(data.skipped), data.langs)
         result = stage.done(train_mse_amr(data.triples, stage.out_dir, params, langs=data.langs, dev_eval=dev_eval,
-                                          extra_meta=meta, text_langs=data.text_langs if params.train_base else None))
+                                          extra_meta=meta))
     return stage.summary(best_dev=result["best_dev"], best_step=result["best_step"], langs=data.langs,
                          left_out=dict(data.skipped), contradiction_sources=sources)
 
@@ -120,10 +118,8 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
     own = params.parser == PROVIDED and "amr1_key" in pairs.columns
     g1, g2 = ("amr1_key", "amr2_key") if own else ("sentence1_key", "sentence2_key")
     wanted = pairs[g1].drop_nulls().to_list() + pairs[g2].drop_nulls().to_list()
-    if own:
-        graphs = pair_graphs(wh, ds, wanted, params.linearize, versions.get(f"{ds}.amr"))
-    else:
-        graphs = sentence_graphs(wh, ds, params.parser, params.linearize, wanted, versions.get(f"{ds}.amr"))
+    graphs = sentence_graphs(wh, ds, params.parser, params.linearize, wanted, versions.get(f"{ds}.amr"),
+                             by="key" if own else "sentence_key")
     usable = pairs.filter(pl.col(g1).is_in(list(graphs.ok)) & pl.col(g2).is_in(list(graphs.ok)))
     info = {"dataset": ds, "split": params.dev_split, "metric": params.dev_metric, "pairs": usable.height,
             "left_out": {"failed or not English": total - pairs.height, "no graph": pairs.height - usable.height}}
@@ -142,7 +138,7 @@ def dev_evaluator(wh: Warehouse, params: Params, versions: dict[str, int | None]
         keys = [k for k, _ in nodes]
         sentences = wh.read(ds, "sentences", columns=["key", "text"]).filter(pl.col("key").is_in(keys))
         if params.train_base:
-            by_key = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
+            by_key = dict(sentences.iter_rows())
             sentence_texts = [by_key[k] for k in keys]
         else:
             embed_sentences(wh, ds, params.base_encoder, sentences)  # cached: computed once per sentence and model
@@ -173,71 +169,74 @@ class TripleData:
     rows: int = 0  # triple rows of the split read (every language variant counted once per item)
     skipped: Counter[str] = field(default_factory=Counter)
     per_dataset: dict[str, dict[str, Any]] = field(default_factory=dict)
-    graph_langs: Counter[str] = field(default_factory=Counter)  # languages with a graph of their own (not pivoted)
+    graph_langs: set[str] = field(default_factory=set)  # other languages with a graph of their own (not pivoted)
     langs: list[str] = field(default_factory=list)  # the languages the triples were built for
-    text_langs: list[str] = field(default_factory=list)  # keep_texts: every language some sentence has text in
+    text_langs: list[str] = field(default_factory=list)  # train_base: every language some sentence has text in
 
 
-def load_triples(wh: Warehouse, datasets: Sequence[str], split: str | None, parser: str, variant: str = "paper",
-                 langs: Sequence[str] | None = None, require_graphs: bool = True,
-                 versions: dict[str, int | None] | None = None, keep_texts: bool = False) -> TripleData:
-    """Triples of `split` (None: all) from each dataset's `triples` table with graphs from its `amr` table.
+def load_triples(wh: Warehouse, params: Params, versions: dict[str, int | None] | None = None) -> TripleData:
+    """Triples of `params.split` (None: all) from each of `params.datasets`' `triples` table (at `versions`) with
+    graphs of `params.parser` from its `amr` table.
 
     Per item: the English row's texts and graphs; other languages from triple rows of the same item (ingested
     translations) and from the `parallel` table (translations of each English sentence). A non-English sentence
-    counts only with a graph of its own. A role is usable with a graph in one of `langs` (default: English and every
-    language with a graph of its own), or, when not `require_graphs`, with English text; a triple with an unusable
-    role is skipped, counted by reason. `keep_texts` (a base encoder trained on texts) also keeps each usable
-    triple's texts in every other language, without a graph."""
+    counts only with a graph of its own. A role is usable with a graph in one of `params.langs` (default: English
+    and every language with a graph of its own), or, when not `require_graphs`, with English text; a triple with an
+    unusable role is skipped, counted by reason. With `train_base` (a base encoder trained on texts), each usable
+    triple also keeps its texts in every other language, without a graph."""
     out = TripleData()
-    items = [(ds, *item) for ds in datasets for item in _dataset_items(wh, ds, split, parser, variant, versions or {},
-                                                                         out)]
-    use = list(langs) if langs else [ENGLISH, *sorted(lg for lg, n in out.graph_langs.items() if n)]
+    items = [(ds, *item) for ds in params.datasets for item in _dataset_items(wh, ds, params, versions or {}, out)]
+    use = list(params.langs) if params.langs else [ENGLISH, *sorted(out.graph_langs)]
     for ds, item_id, example, missing in items:
         reason = None
         for role in ROLES:
             entries = {lg: e for lg, e in example[role].items() if lg in use}
             has_graph = any(e.get("graph") for e in entries.values())
             has_text = bool((entries.get(ENGLISH) or {}).get("text"))
-            if not has_graph and (require_graphs or not has_text):
+            if not has_graph and (params.require_graphs or not has_text):
                 reason = next((why for k, why in missing.items() if k.startswith(f"{role}:")), f"no graph in {use}")
                 break
         if reason is not None:
             out.skipped[reason] += 1
-            out.per_dataset[ds]["skipped"][reason] += 1
+            skipped = out.per_dataset[ds]["skipped"]
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         out.triples.append({r: {lg: dict(e) if lg in use else {"text": e.get("text"), "graph": None}
-                                for lg, e in example[r].items() if lg in use or (keep_texts and e.get("text"))}
+                                for lg, e in example[r].items() if lg in use or (params.train_base and e.get("text"))}
                             for r in ROLES})
         out.item_ids.append(f"{ds}:{item_id}")
         out.per_dataset[ds]["used"] += 1
-    out.per_dataset = {ds: {k: dict(v) if isinstance(v, Counter) else v for k, v in d.items()}
-                       for ds, d in out.per_dataset.items()}
     out.langs = use
-    if keep_texts:
+    if params.train_base:
         out.text_langs = text_langs(out.triples)
     return out
 
 
-def _dataset_items(wh: Warehouse, ds: str, split: str | None, parser: str, variant: str,
-                   versions: dict[str, int | None], out: TripleData) -> list[tuple[str, Example, dict[str, str]]]:
-    """(item id, example, role:lang -> why it has no graph) of one dataset's items, sorted; counts go to `out`."""
+def _dataset_items(wh: Warehouse, ds: str, params: Params, versions: dict[str, int | None],
+                   out: TripleData) -> list[tuple[str, Example, dict[str, str]]]:
+    """(item id, example, role:lang -> why it has no graph) of one dataset's items, sorted; counts go to `out`. A
+    sentence's text and own graph per language (a non-English sentence's graph parsed through English is none of
+    its own)."""
     if versions.get(f"{ds}.triples") is None and not wh.exists(ds, "triples"):
         raise ValueError(f"dataset '{ds}' has no triples table: is it a `kind: triples` dataset of the pipeline, "
                          f"ingested?")
-    table = read_pinned(wh, versions, ds, "triples", split)
+    table = read_pinned(wh, versions, ds, "triples", params.split)
     ok = table.filter(pl.col("status") == OK).sort("item_id", pl.col("lang") != ENGLISH, "lang")
     items = table.select("item_id").unique().height
     failed_items = items - ok.select("item_id").unique().height  # items without any ok row
-    out.per_dataset[ds] = {"items": items, "used": 0, "skipped": Counter()}
+    out.per_dataset[ds] = {"items": items, "used": 0, "skipped": {}}
     if failed_items:
         out.skipped["triple row failed at ingest"] += failed_items
         out.per_dataset[ds]["skipped"]["triple row failed at ingest"] = failed_items
     out.rows += items
+    trans: dict[str, list[tuple[str, str, str]]] = {}  # English sentence key -> (lang, key, text) of translations
+    for source, *target in translations(wh, ds, versions.get(f"{ds}.parallel")).select(
+            "source_key", "target_lang", "target_key", "target").iter_rows():
+        if tuple(target) not in trans.setdefault(source, []):
+            trans[source].append(tuple(target))  # type: ignore[arg-type]
     keys = [k for r in ROLES for k in ok[f"{r}_key"].to_list()]
-    trans = translations_of(wh, ds, versions.get(f"{ds}.parallel"))
     keys += [t for k in set(keys) for _, t, _ in trans.get(k, [])]
-    graphs = sentence_graphs(wh, ds, parser, variant, keys, versions.get(f"{ds}.amr"))
+    graphs = sentence_graphs(wh, ds, params.parser, params.linearize, keys, versions.get(f"{ds}.amr"))
     by_item: dict[str, Example] = {}
     why_missing: dict[str, dict[str, str]] = {}
     for row in ok.iter_rows(named=True):
@@ -247,60 +246,23 @@ def _dataset_items(wh: Warehouse, ds: str, split: str | None, parser: str, varia
             variants = [(row["lang"], row[f"{role}_key"], row[role])]
             if row["lang"] == ENGLISH:
                 variants += trans.get(row[f"{role}_key"], [])
-            for v_lang, v_key, v_text in variants:
-                if v_lang not in example[role]:
-                    example[role][v_lang] = _variant(v_lang, v_key, v_text, graphs, f"{role}:{v_lang}", reasons,
-                                                     out.graph_langs)
+            for lang, key, text in variants:
+                if lang in example[role]:
+                    continue
+                graph, pivot = graphs.ok.get(key, (None, None))
+                if lang != ENGLISH and pivot is not None:
+                    graph = None  # the English graph again
+                elif graph is not None and lang != ENGLISH:
+                    out.graph_langs.add(lang)
+                if graph is None and (key in graphs.failed or lang == ENGLISH or pivot is None):
+                    reasons.setdefault(f"{role}:{lang}", "graph failed to parse" if key in graphs.failed else
+                                       "no graph (dataset not parsed?)")
+                example[role][lang] = {"text": text, "graph": graph}
     return [(item_id, example, why_missing.get(item_id, {})) for item_id, example in sorted(by_item.items())]
-
-
-def _variant(lang: str, key: str, text: str | None, graphs: Graphs, where: str, reasons: dict[str, str],
-             graph_langs: Counter[str]) -> dict[str, str | None]:
-    """A sentence of a triple in one language: its text and own graph (a non-English sentence's graph parsed
-    through English is none of its own); why it has none goes to `reasons[where]`."""
-    graph, pivot = graphs.ok.get(key, (None, None))
-    if lang != ENGLISH and pivot is not None:
-        graph = None  # the English graph again
-    if graph is None:
-        if key in graphs.failed:
-            reasons.setdefault(where, "graph failed to parse")
-        elif lang == ENGLISH or pivot is None:
-            reasons.setdefault(where, "no graph (dataset not parsed?)")
-    else:
-        graph_langs[lang] += lang != ENGLISH
-    return {"text": text, "graph": graph}
-
-
-def translations_of(wh: Warehouse, dataset: str, version: int | None = None) -> dict[str, list[tuple[str, str, str]]]:
-    """English sentence key -> [(target lang, target key, target text)] from the `parallel` table."""
-    if version is None and not wh.exists(dataset, "parallel"):
-        return {}
-    par = wh.read(dataset, "parallel", version=version,
-                  columns=["source_lang", "source_key", "target_lang", "target_key", "target", "status"])
-    par = par.filter((pl.col("status") == OK) & (pl.col("source_lang") == ENGLISH))
-    out: dict[str, list[tuple[str, str, str]]] = {}
-    for s, lang, t, text in zip(par["source_key"], par["target_lang"], par["target_key"], par["target"], strict=True):
-        if (lang, t, text) not in out.setdefault(s, []):
-            out[s].append((lang, t, text))
-    return out
-
-
-def pair_graphs(wh: Warehouse, dataset: str, amr_keys: Sequence[str], variant: str = "paper",
-                version: int | None = None) -> Graphs:
-    """Graphs by their own `amr` key (a pair's `amr1_key`/`amr2_key`: the graphs its input row gave), linearised
-    with `variant`."""
-    if version is None and not wh.exists(dataset, "amr"):
-        return Graphs()
-    amr = wh.read(dataset, "amr", version=version, columns=["key", "penman", "pivot_lang", "status", "error"])
-    return graphs_of(amr.filter(pl.col("key").is_in(list(set(amr_keys)))), "key", variant)
 
 
 def _contradiction_sources(item_ids: list[str]) -> dict[str, int]:
     """Triples by where their contradiction came from (`from_pairs` item ids `<id>/C|I|R<id>`; others: given)."""
     names = {"C": "labelled", "I": "inferred", "R": "random"}
-    counts: dict[str, int] = {}
-    for item in item_ids:
-        m = re.search(r"/([CIR])[^/]*$", item)
-        kind = names[m.group(1)] if m else "given"
-        counts[kind] = counts.get(kind, 0) + 1
-    return counts
+    return dict(Counter(names[m.group(1)] if (m := re.search(r"/([CIR])[^/]*$", item)) else "given"
+                        for item in item_ids))

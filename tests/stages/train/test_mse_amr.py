@@ -246,11 +246,11 @@ def project(tmp_path, write_tsv, write_config, tiny_bert):
 
 
 def test_training_data_skips_failed_graph_and_uses_own_translation_graphs(project):
-    from amrsim.stages.train.mse_amr import load_triples
+    from amrsim.stages.train.mse_amr import Params, load_triples
 
     _, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})  # German graphs are the English ones again: not a language
-    data = load_triples(wh, ["nli"], "train", "ud")
+    data = load_triples(wh, Params(datasets=["nli"], split="train", parser="ud"))
     assert data.langs == ["en"] and data.rows == 5 and len(data.triples) == 4
     assert dict(data.skipped) == {"graph failed to parse": 1}  # t3: its entailment's graph failed
     assert data.per_dataset["nli"] == {"items": 5, "used": 4, "skipped": {"graph failed to parse": 1}}
@@ -263,11 +263,12 @@ def test_training_data_skips_failed_graph_and_uses_own_translation_graphs(projec
     for table in ("triples", "sentences", "parallel"):
         wh2.upsert("nli", table, wh.read("nli", table))
     write_amr(wh2, "nli")
-    data = load_triples(wh2, ["nli"], "train", "ud")
+    data = load_triples(wh2, Params(datasets=["nli"], split="train", parser="ud"))
     assert data.langs == ["en", "de"] and len(data.triples) == 5 and not data.skipped  # t3: a German graph
     assert data.triples[0]["contradiction"]["de"]["graph"] == "( will-01 :ARG0 ( junge ) :ARG1 ( apfel ) " \
                                                                ":ARG2 ( nicht ) )"
-    english_only = load_triples(wh2, ["nli"], "train", "ud", langs=["en"], require_graphs=False)
+    english_only = load_triples(wh2, Params(datasets=["nli"], split="train", parser="ud", langs=["en"],
+                                            require_graphs=False))
     assert len(english_only.triples) == 5 and set(english_only.triples[2]["entailment"]) == {"en"}
     assert english_only.triples[2]["entailment"]["en"]["graph"] is None  # t3 keeps its English text
 
@@ -481,15 +482,15 @@ def test_train_base_through_the_warehouse_and_as_an_encoder(project):
     its trained base as text_encoder/, and `mse_amr:<run>` embeds texts with that base (not the base's cache)."""
     from amrsim.methods.loaders import embed_sentences, load_encoder
     from amrsim.methods.mse_amr import combine
-    from amrsim.stages.train.mse_amr import load_triples, train
+    from amrsim.stages.train.mse_amr import Params, load_triples, train
 
     cfg, wh = project
     write_amr(wh, "nli", pivot_langs={"de": "en"})
     write_amr(wh, "dev")
-    data = load_triples(wh, ["nli"], "train", "ud", keep_texts=True)
+    data = load_triples(wh, Params(datasets=["nli"], split="train", parser="ud", train_base=True))
     assert data.langs == ["en"] and data.text_langs == ["en", "de"] and len(data.triples) == 4
     assert data.triples[0]["premise"]["de"] == {"text": "der junge will den apfel", "graph": None}
-    assert load_triples(wh, ["nli"], "train", "ud").text_langs == []
+    assert load_triples(wh, Params(datasets=["nli"], split="train", parser="ud")).text_langs == []
 
     result = train(cfg.section("p"), _params(cfg, epochs=2, train_base=True, base_lr=1e-3), "tb")
     assert result["status"] == "ok"
