@@ -32,26 +32,14 @@ def make_head(kind: str, dim: int, hidden: int | None = None, dropout: float = 0
     "identity" (the map starts as x -> x; an MLP becomes x + MLP(x)) or "zero" (starts at 0); None: random."""
     if kind not in HEADS:
         raise ValueError(f"head '{kind}' unknown; use one of {', '.join(HEADS)}")
-    if kind == "linear":
-        head: nn.Module = nn.Linear(dim, dim)
-        last = head
-    else:
-        h = hidden or dim
-        layers: list[nn.Module] = [nn.Linear(dim, h), nn.ReLU()]
-        if dropout > 0:
-            layers.append(nn.Dropout(dropout))
-        head = nn.Sequential(*layers, nn.Linear(h, dim))
-        last = head[-1]
+    h = hidden or dim
+    head: nn.Module = nn.Linear(dim, dim) if kind == "linear" else nn.Sequential(
+        nn.Linear(dim, h), nn.ReLU(), *([nn.Dropout(dropout)] if dropout > 0 else []), nn.Linear(h, dim))
     if start is not None:
-        assert isinstance(last, nn.Linear)
-        with torch.no_grad():
-            last.weight.zero_()
-            last.bias.zero_()
-            if start == "identity" and kind == "linear":
-                last.weight.copy_(torch.eye(dim))
-        if start == "identity" and kind == "mlp":
-            head = Residual(head)
-    return head
+        last = head if kind == "linear" else head[-1]
+        (nn.init.eye_ if start == "identity" and kind == "linear" else nn.init.zeros_)(last.weight)
+        nn.init.zeros_(last.bias)
+    return Residual(head) if start == "identity" and kind == "mlp" else head
 
 
 class Residual(nn.Module):

@@ -40,10 +40,10 @@ class BestWeights:
     buffer of `model`, and the trainable parameters of `also` (the trained encoder; its frozen table is not copied)."""
 
     def __init__(self, model: nn.Module, also: nn.Module | None = None):
-        self.model, self.also, self.state = model, also, None
+        self.model, self.also = model, also
+        self.state: dict[str, torch.Tensor] | None = None
         self.also_state: dict[str, torch.Tensor] | None = None
-        self.score: float | None = None
-        self.step: int | None = None
+        self.score, self.step = None, None  # the best's, where the Trainer does not keep it (no dev score)
 
     def keep(self) -> None:
         self.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -85,31 +85,20 @@ class Stage1Losses:
 
     def __init__(self, model: MeaningModel, vectors: np.ndarray, langs: np.ndarray, hp: Hyper, device: str,
                  encoder: Any = None, texts: Sequence[str] | None = None):
-        self.model, self.hp, self.device, self.weights = model, hp, device, hp.weights
+        self.model, self.hp, self.device, self.encoder, self.texts = model, hp, device, encoder, texts
         self.same = SameLanguage(langs)
         self.x, self.lang = torch.as_tensor(vectors, device=device), torch.as_tensor(langs, device=device)
-        self.encoder, self.texts = encoder, texts
-
-    def inputs(self, idx: np.ndarray) -> torch.Tensor:
-        """The heads' input for sentence indices `idx`: the vectors, or the encoder's embeddings (with gradients)."""
-        if self.encoder is None:
-            return self.x[idx]
-        assert self.texts is not None
-        return st_embed(self.encoder, [self.texts[i] for i in idx], self.device)
 
     def __call__(self, batch: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        a, b = batch[:, 0], batch[:, 1]
-        same = self.same.draw(np.concatenate([a, b]), rng)
-        x = self.inputs(np.concatenate([a, b, same]))
-        n = len(batch)
-        x_a, x_b, x_same = x[:n], x[n:2 * n], x[2 * n:]
-        original = None if self.encoder is None else self.x[np.concatenate([a, b])]
-        return stage1_losses(self.model, x_a, x_b, self.lang[a], self.lang[b], x_same,
-                             torch.as_tensor(derangement(len(batch), rng), device=self.device), self.hp.margin,
-                             self.hp.negatives, original)
+        n, a, b = len(batch), batch[:, 0], batch[:, 1]
+        idx = np.concatenate([a, b, self.same.draw(np.concatenate([a, b]), rng)])
+        x = self.x[idx] if self.encoder is None else st_embed(self.encoder, [self.texts[i] for i in idx], self.device)
+        return stage1_losses(self.model, x[:n], x[n:2 * n], self.lang[a], self.lang[b], x[2 * n:],
+                             torch.as_tensor(derangement(n, rng), device=self.device), self.hp.margin,
+                             self.hp.negatives, None if self.encoder is None else self.x[idx[:2 * n]])
 
     def total(self, parts: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return sum((self.weights[k] * parts[k] for k in LOSSES), torch.zeros((), device=self.device))
+        return sum((self.hp.weights[k] * parts[k] for k in LOSSES), torch.zeros((), device=self.device))
 
     def dev(self, pairs: np.ndarray) -> dict[str, float]:
         self.model.eval()
@@ -151,7 +140,7 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
     hp = hp or Hyper()
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     langs = np.asarray(langs, dtype=np.int64)
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2) if np.asarray(pairs).size else np.zeros((0, 2), int)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     check_parallel(vectors, langs, pairs, n_langs)
     rng = np.random.default_rng(hp.seed)
     torch.manual_seed(hp.seed)
@@ -177,13 +166,11 @@ def train_stage1(vectors: np.ndarray, langs: np.ndarray, pairs: np.ndarray, n_la
         return devs[-1]["total"]
 
     def entry(step: int, means: dict[str, float], score: float | None) -> dict[str, Any]:
-        out = {"epoch": -(-step // steps), **({"step": step} if hp.eval_every else {}), "train": means}
-        if n_dev:
-            out["dev"] = devs[-1]
-        elif best.score is None or means["total"] < best.score:  # no dev pairs: the lowest train loss
+        if not n_dev and (best.score is None or means["total"] < best.score):  # no dev pairs: the lowest train loss
             best.keep()
             best.score, best.step = means["total"], step
-        return out
+        return {"epoch": -(-step // steps), **({"step": step} if hp.eval_every else {}), "train": means,
+                **({"dev": devs[-1]} if n_dev else {})}
 
     result = Trainer("meaning stage 1", hp, trains, steps, rows, lambda r: losses(train_pairs[r], rng),
                      objective=losses.total,
