@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import os
 import re
@@ -24,6 +25,14 @@ if TYPE_CHECKING:  # only annotations: the command line imports this module befo
     import polars as pl
 
 PROGRESS_LINE_SECONDS = 10.0  # a log gets one progress line per stage at most this often
+SUMMARY_COLUMNS = ("stage", "dataset", "rows_in", "computed", "failed", "rows_out", "seconds", "status")
+
+# What the console shows (progress, stage summaries) as log records, for a log that does not see the console: a
+# Prefect flow run's (flows/ attach Prefect's handler here). Not propagated, so a console that already shows the bar
+# or table does not print it twice; the null handler keeps logging's last resort from printing a warning.
+log = logging.getLogger(__name__)
+log.propagate = False
+log.addHandler(logging.NullHandler())
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -63,12 +72,13 @@ def _is_terminal(stream: IO[str]) -> bool:
 
 class ProgressLines:
     """Progress as plain lines for a log: `<what>: 1200/5000 rows (24%), 35 s`, at most one every `every` seconds,
-    and one when the work is done."""
+    and one when the work is done; on `stream`, and as records of `logger` where one is given."""
 
-    def __init__(self, total: int, description: str, stream: IO[str], every: float = PROGRESS_LINE_SECONDS,
-                 clock: Callable[[], float] = time.monotonic, unit: str = "rows"):
+    def __init__(self, total: int, description: str, stream: IO[str] | None, every: float = PROGRESS_LINE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic, unit: str = "rows",
+                 logger: logging.Logger | None = None):
         self.total, self.description, self.stream, self.every, self.clock = total, description, stream, every, clock
-        self.unit = unit
+        self.unit, self.logger = unit, logger
         self.done = self.already = 0
         self.started = self.last_line = clock()
 
@@ -84,7 +94,7 @@ class ProgressLines:
 
     def finish(self) -> None:
         if self.total == 0 and self.already:
-            print(f"{self.description}: {self.already} {self.unit} already computed", file=self.stream, flush=True)
+            self._say(f"{self.description}: {self.already} {self.unit} already computed")
             return
         self._line(self.clock())
 
@@ -92,8 +102,14 @@ class ProgressLines:
         self.last_line = now
         percent = 100 * self.done / self.total if self.total else 100
         already = f" ({self.already} already computed)" if self.already else ""
-        print(f"{self.description}: {self.done}/{self.total} {self.unit}{already} ({percent:.0f}%), "
-              f"{now - self.started:.0f} s", file=self.stream, flush=True)
+        self._say(f"{self.description}: {self.done}/{self.total} {self.unit}{already} ({percent:.0f}%), "
+                  f"{now - self.started:.0f} s")
+
+    def _say(self, text: str) -> None:
+        if self.stream is not None:
+            print(text, file=self.stream, flush=True)
+        if self.logger is not None:
+            self.logger.info("%s", text)
 
 
 class Advance:
@@ -111,17 +127,19 @@ class Advance:
 def progress_bar(total: int, description: str, stream: IO[str] | None = None, unit: str = "rows",
                  least: int = 256) -> Iterator[Advance]:
     """Yields an `advance(n)` callback (with `.plan(todo, already)`). On stderr: a bar on a terminal, periodic lines
-    otherwise (a log, a pipe, CI), never on stdout, which carries results. Nothing for jobs of fewer than `least`
-    units (256 rows: seconds of work). Work found done already (a rerun) says so instead of a bar at 0%."""
+    otherwise (a log, a pipe, CI), never on stdout, which carries results; the same lines as records of this
+    module's logger (a flow run's log). Nothing for jobs of fewer than `least` units (256 rows: seconds of work).
+    Work found done already (a rerun) says so instead of a bar at 0%."""
     if total < least:
         yield Advance()
         return
     stream = stream or sys.stderr
     if not _is_terminal(stream):
-        lines = ProgressLines(total, description, stream, unit=unit)
+        lines = ProgressLines(total, description, stream, unit=unit, logger=log)
         yield Advance(lines.advance, lines.plan)
         lines.finish()
         return
+    records = ProgressLines(total, description, None, unit=unit, logger=log)  # the log's lines beside the bar
     console_ = Console(file=stream, markup=False, emoji=False, highlight=False)
     planned: dict[str, int] = {}
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
@@ -130,22 +148,45 @@ def progress_bar(total: int, description: str, stream: IO[str] | None = None, un
 
         def plan(todo: int, already: int) -> None:
             planned.update(todo=todo, already=already)
+            records.plan(todo, already)
             label = f"{description} ({already} already computed)" if already else description
             progress.update(task, total=todo, description=label)
 
-        yield Advance(lambda n: progress.advance(task, n), plan)
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            records.advance(n)
+
+        yield Advance(advance, plan)
+    records.finish()
     if planned.get("todo") == 0 and planned.get("already"):
         console_.print(f"{description}: {planned['already']} {unit} already computed")
 
 
 def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") -> Table:
     table = Table(title=title)
-    columns = ["stage", "dataset", "rows_in", "computed", "failed", "rows_out", "seconds", "status"]
-    for c in columns:
+    for c in SUMMARY_COLUMNS:
         table.add_column(c, justify="right" if c not in ("stage", "dataset", "status") else "left")
-    for r in rows:
-        table.add_row(*(str(r.get(c, "")) for c in columns))
+    for r in summary_rows(rows):
+        table.add_row(*(str(v) for v in r.values()))
     return table
+
+
+def summary_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary table's rows: its columns of each stage summary ('' where one lacks a column)."""
+    return [{c: r.get(c, "") for c in SUMMARY_COLUMNS} for r in rows]
+
+
+def stage_line(what: str, summary: dict[str, Any]) -> str:
+    """A stage summary as one log line: `<what>: 40 rows in, 38 computed, 2 failed, 40 rows out, 1.2 s (ok)`, and a
+    training run's model and steps."""
+    line = (f"{what}: {summary.get('rows_in')} rows in, {summary.get('computed')} computed, "
+            f"{summary.get('failed')} failed, {summary.get('rows_out')} rows out, {summary.get('seconds')} s "
+            f"({summary.get('status')})")
+    if summary.get("model"):
+        line += f"; model {summary['model']}"
+        if summary.get("total_steps"):
+            line += f", step {summary.get('steps')} of {summary['total_steps']}"
+    return line
 
 
 def print_stage_notes(rows: Sequence[dict[str, Any]]) -> None:

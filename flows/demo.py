@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import Overrides, load
+from flows.common import Overrides, ended, load, publish_summary
 from flows.evaluate import evaluate
 from flows.refresh_dataset import refresh_dataset
 from flows.train import train
@@ -22,5 +22,7 @@ def demo(pipeline: str | None = None, config: str = "pipelines.yaml",
     if cfg.section(name).spec.train:
         stages += train(None, name, config, overrides, run_id, refresh=False)
     evaluated = evaluate(name, config, overrides, run_id)
-    return {"run_id": run_id, "stages": stages + evaluated["stages"], "results": evaluated["results"],
-            "tables": evaluated["tables"], "notes": evaluated["notes"], "report": evaluated["report"]}
+    stages += evaluated["stages"]
+    publish_summary("demo", name, run_id, stages)
+    return ended({"run_id": run_id, "stages": stages, "results": evaluated["results"],  # type: ignore[return-value]
+                  "tables": evaluated["tables"], "notes": evaluated["notes"], "report": evaluated["report"]}, stages)

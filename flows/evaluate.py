@@ -8,7 +8,7 @@ import polars as pl
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import Overrides, load
+from flows.common import Overrides, load, publish_summary
 from tasks.evaluate import evaluate_others, evaluate_sts, write_report
 
 
@@ -28,5 +28,6 @@ def evaluate(pipeline: str | None = None, config: str = "pipelines.yaml",
         tables, notes = evaluate_others(pipe, run_id)
     if ev and ev.report:
         report = write_report(pipe)
+    publish_summary("evaluate", name, run_id, stages)
     frame = pl.concat(results, how="vertical_relaxed") if results else pl.DataFrame()
     return {"stages": stages, "results": frame, "tables": tables, "notes": notes, "report": report}

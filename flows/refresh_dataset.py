@@ -8,7 +8,7 @@ from typing import Any
 from prefect import flow
 
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import Overrides, load
+from flows.common import Overrides, load, publish_summary
 from tasks.augment import augment
 from tasks.encode import encode
 from tasks.ingest import ingest
@@ -31,4 +31,5 @@ def refresh_dataset(pipeline: str | None = None, config: str = "pipelines.yaml",
                for encoder in (spec.encode.encoders if spec.encode else [])]
     stages += [augment(pipe, ds, run_id) for ds in (spec.augment.datasets if spec.augment else [])]
     stages += [metrics(pipe, ds, run_id) for ds in (spec.metrics.datasets if spec.metrics else [])]
+    publish_summary("refresh-dataset", name, run_id, stages)
     return stages

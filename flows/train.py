@@ -11,7 +11,7 @@ from amrsim.errors import ConfigError
 from amrsim.methods import METHODS
 from amrsim.secrets import unseal
 from amrsim.warehouse.lineage import new_run_id
-from flows.common import Overrides, load
+from flows.common import Overrides, ended, load, publish_summary
 from flows.refresh_dataset import refresh_dataset
 from tasks.train import train as train_task
 
@@ -50,4 +50,6 @@ def train(method: Method | None = None, pipeline: str | None = None, config: str
     if not jobs:
         raise ConfigError(f"{pipe.where} has no train entries; name a method")
     stages: list[dict[str, Any]] = list(refresh_dataset(name, config, overrides, run_id)) if refresh else []
-    return stages + [train_task(pipe, m, params, run_id, reuse) for m, params in jobs]
+    stages += [train_task(pipe, m, params, run_id, reuse) for m, params in jobs]
+    publish_summary("train", name, run_id, stages)
+    return ended(stages, stages)  # type: ignore[return-value]  # a State: the flow's result is its data

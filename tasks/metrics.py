@@ -10,12 +10,16 @@ from amrsim.config import Pipeline
 from amrsim.metrics.engine import PairScorer, score_pairs
 from amrsim.stages.metrics import metrics_stage
 from amrsim.warehouse import Warehouse
-from tasks.common import TASK_OPTIONS, spread
+from tasks.common import TASK_OPTIONS, spread, told
 from tasks.ray_map import ray_wanted
 
 
 @task(name="metrics", **TASK_OPTIONS)
 def metrics(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
+    return told(f"metrics {dataset}", partial(_metrics, pipe, dataset, run_id))
+
+
+def _metrics(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     m = pipe.spec.metrics
     assert m is not None
     options, wh = m.options(), Warehouse(pipe.warehouse_root)

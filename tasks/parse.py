@@ -12,7 +12,7 @@ from amrsim.config import Pipeline
 from amrsim.stages.parse import parse_stage
 from amrsim.stages.translate import model_path
 from amrsim.warehouse import Warehouse
-from tasks.common import TASK_OPTIONS, spread
+from tasks.common import TASK_OPTIONS, spread, told
 
 
 @task(name="parse", **TASK_OPTIONS)
@@ -25,5 +25,6 @@ def parse(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     run = spread(pipe, partial(parse_frame, specs=specs, linearize=p.linearize), batch_size=per_batch,
                  gpu_actors=BACKENDS[p.backend].gpu)
     translate = pipe.spec.translate if dataset in pipe.spec.translate_datasets() else None  # English to pivot through
-    return parse_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, p, parser_id, run_id, run,
-                       translate, partial(model_path, pipe)).summary()
+    return told(f"parse {dataset}", lambda: parse_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, p,
+                                                         parser_id, run_id, run, translate,
+                                                         partial(model_path, pipe)).summary())

@@ -11,7 +11,7 @@ from amrsim.config import Pipeline
 from amrsim.errors import ConfigError
 from amrsim.methods import method_params
 from amrsim.stages.train import train_method
-from tasks.common import TASK_OPTIONS
+from tasks.common import TASK_OPTIONS, told
 
 
 @task(name="train", **(TASK_OPTIONS | {"retries": 0}))
@@ -22,4 +22,4 @@ def train(pipe: Pipeline, method: str, params: dict[str, Any], run_id: str, reus
         raise ConfigError(f"{pipe.where}: {e.args[0]}") from None
     except ValidationError as e:
         raise ConfigError(f"{pipe.where}: train {method} params: {e}") from None
-    return train_method(pipe, method, checked, run_id, reuse)
+    return told(f"train {method}", lambda: train_method(pipe, method, checked, run_id, reuse))

@@ -10,7 +10,7 @@ from amrsim.config import Pipeline
 from amrsim.stages.translate import model_path, translate_stage, translator_spec
 from amrsim.translate.run import translate_frame
 from amrsim.warehouse import Warehouse
-from tasks.common import TASK_OPTIONS, spread
+from tasks.common import TASK_OPTIONS, spread, told
 
 
 @task(name="translate", **TASK_OPTIONS)
@@ -19,5 +19,5 @@ def translate(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     assert tr is not None
     specs = {m: translator_spec(pipe, m) for m in {*tr.models.values(), *tr.to_english.values()}}
     run = spread(pipe, partial(translate_frame, specs=specs), gpu_actors=True)
-    return translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, tr, run_id, run,
-                           partial(model_path, pipe)).summary()
+    return told(f"translate {dataset}", lambda: translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset,
+                                                                 tr, run_id, run, partial(model_path, pipe)).summary())
