@@ -141,8 +141,6 @@ def encoder_vectors(wh: Warehouse, dataset: str, encoder: str, frame: pl.DataFra
                     ) -> np.ndarray:
     """Vectors of the sentences (key, lang, text) in row order, through the embeddings cache (one encode pass for
     what is missing); `register` first adds unknown sentences to `<dataset>/sentences`."""
-    if not frame.height:
-        return np.zeros((0, 0), np.float32)
     unique = frame.unique("key", maintain_order=True)
     if register:
         have = wh.keys(dataset, "sentences")
@@ -294,9 +292,7 @@ def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: Meanin
     genres = {ds: item_genres(pipe, wh, ds, path) for ds, path in params.sts_genre_files.items()}
     read = partial(sts_pairs, pipe, wh, params, genres=genres, encode=encode)
     trained, _ = read(params.sts_train_split, params.sts_train_lang_pairs, strict=True)
-    dev_sets: dict[str, StsSet] = {}
-    held_out: dict[str, StsSet] = {}
-    missing: dict[str, str] = {}
+    dev_sets, held_out, missing = {}, {}, {}  # type: ignore[var-annotated]
     if params.sts_dev_split:
         dev_sets, _ = read(params.sts_dev_split, params.sts_train_lang_pairs)
         held_out, missing = read(params.sts_dev_split, params.sts_eval_lang_pairs)
@@ -385,13 +381,11 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
                      "sts_table_versions": table_versions(stage.wh, params.sts_datasets, ["pairs", "sentences"]),
                      "sts_train_lang_pairs": params.sts_train_lang_pairs,
                      "sts_eval_lang_pairs": params.sts_eval_lang_pairs}
-        text_encoder = {}
         if encoder is not None:
             swap_dir(stage.out_dir / TEXT_ENCODER, lambda path: encoder.save(str(path)))
-            text_encoder = {"text_encoder": TEXT_ENCODER}
         save_model(stage.out_dir, model, params.encoder, lang_names, params, head,
-                   extra_meta={**text_encoder, "base_model_id": model_id(params.encoder, stage.wh.models_root),
-                               "seed": params.seed,
+                   extra_meta={**({"text_encoder": TEXT_ENCODER} if encoder is not None else {}),
+                               "base_model_id": model_id(params.encoder, stage.wh.models_root), "seed": params.seed,
                                "device": device, "params": params.model_dump(mode="json"), "data": data_meta,
                                "metrics": {"stage1": m1, "stage2": m2}, "stage2_selection": selection})
         stage.count(len(data.pairs) + sum(data.skipped.values()), len(data.pairs),
