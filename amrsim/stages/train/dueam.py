@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 METHOD = "dueam"
 ENGLISH_ONLY = ("all-MiniLM-L6-v2 (the packaged `minilm`) is an English model: other languages are split into "
                 "English word pieces, so anchor WMDs and the learner are English-only in substance")
-# each kind's text columns: the premise, then its hypotheses
-ROLES = {"triples": ("premise", ("entailment", "contradiction")), "pairs": ("sentence1", ("sentence2",))}
+# each kind (its table's name): the premise's column, its hypotheses', the premise's language column, the hypotheses'
+ROLES = {"triples": ("premise", ("entailment", "contradiction"), "lang", "lang"),
+         "pairs": ("sentence1", ("sentence2",), "lang1", "lang2")}
 
 
 def check_config(pipe: Pipeline, params: Params) -> dict[str, str]:
@@ -69,28 +70,25 @@ def load_items(wh: Warehouse, kinds: dict[str, str], split: str | None, versions
     left_out: Counter[str] = Counter()
     rows_read = 0
     for ds, kind in kinds.items():
-        table = "triples" if kind == "triples" else "pairs"
-        if versions.get(f"{ds}.{table}") is None and not wh.exists(ds, table):
-            raise ConfigError(f"dueam: dataset '{ds}' has no {table} table; ingest it first (the train flow's refresh "
+        if versions.get(f"{ds}.{kind}") is None and not wh.exists(ds, kind):
+            raise ConfigError(f"dueam: dataset '{ds}' has no {kind} table; ingest it first (the train flow's refresh "
                               f"does)")
-        frame = read_pinned(wh, versions, ds, table, split)
+        frame = read_pinned(wh, versions, ds, kind, split)
         rows_read += frame.height
         failed = frame.filter(pl.col("status") != OK).height
         if failed:
             left_out["row failed at ingest"] += failed
         frame = frame.filter(pl.col("status") == OK).sort("item_id", "source_line")
-        premise_col, hyp_cols = ROLES[kind]
+        premise_col, hyp_cols, lang_p, lang_h = ROLES[kind]
         trans = translations_by_key(wh, ds, versions)
         # item id -> (premise by language, hypotheses by language, sentence keys per role: premise, then hypotheses)
         grouped: dict[str, tuple[dict[str, str], list[dict[str, str]], list[list[str]]]] = {}
         for row in frame.iter_rows(named=True):
             premise, hyps, keys = grouped.setdefault(
                 row["item_id"], ({}, [{} for _ in hyp_cols], [[] for _ in range(1 + len(hyp_cols))]))
-            lang_p = row["lang"] if kind == "triples" else row["lang1"]
-            lang_h = row["lang"] if kind == "triples" else row["lang2"]
-            premise.setdefault(lang_p, row[premise_col])
+            premise.setdefault(row[lang_p], row[premise_col])
             for hyp, col in zip(hyps, hyp_cols, strict=True):
-                hyp.setdefault(lang_h, row[col])
+                hyp.setdefault(row[lang_h], row[col])
             for role_keys, col in zip(keys, (premise_col, *hyp_cols), strict=True):
                 role_keys.append(row[f"{col}_key"])
         for item_id, (premise, hyps, keys) in sorted(grouped.items()):
