@@ -128,15 +128,13 @@ def translations(wh: Warehouse, dataset: str, version: int | None = None) -> pl.
 
 
 def parse_now(texts: Sequence[str], lang: str, parser: str, variant: str) -> list[tuple[str | None, str | None]]:
-    """(linearised graph, error) per text, parsed now with `parser` (only the default backend parses without a
-    model dir)."""
+    """(linearised graph, error) per distinct text, parsed now with `parser` (only the default backend parses without
+    a model dir)."""
     if parser != DEFAULT_BACKEND or lang not in BACKENDS[DEFAULT_BACKEND].langs:
         why = (f"no {parser} parser for '{lang}' here" if parser == DEFAULT_BACKEND else
                f"parser '{parser}' cannot parse here")
         return [(None, why)] * len(texts)
-    distinct = list(dict.fromkeys(texts))
-    results, _ = parse_texts(ParserSpec(DEFAULT_BACKEND, lang), distinct)
+    results, _ = parse_texts(ParserSpec(DEFAULT_BACKEND, lang), list(texts))
     graphs = linearized([r.penman if r.status == OK else None for r in results], variant)
-    by_text = {t: (g, e if r.status == OK else (r.error or "parse failed"))
-               for t, r, (g, e) in zip(distinct, results, graphs, strict=True)}
-    return [by_text[t] for t in texts]
+    return [(g, e if r.status == OK else (r.error or "parse failed"))
+            for r, (g, e) in zip(results, graphs, strict=True)]

@@ -85,8 +85,7 @@ class TripleSteps:
         return rows
 
     def save(self, path: Path, base: bool = True) -> None:
-        """The AMR encoder and its tokenizer in `path` (and, with a trained base, the base's weights as
-        `BASE_WEIGHTS` unless not `base`)."""
+        """The AMR encoder and its tokenizer in `path`; with `base`, a trained base's weights (`BASE_WEIGHTS`)."""
         self.model.save_pretrained(str(path))
         self.tokenizer.save_pretrained(str(path))
         if base and self.base is not None:
