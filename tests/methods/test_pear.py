@@ -22,14 +22,13 @@ from amrsim.methods import method_params
 from amrsim.methods.loaders import load_encoder
 from amrsim.methods.pear import (
     BaseOffset,
-    CrossEncoderScorer,
     Params,
     PearCrossEncoder,
-    RunControl,
     base_cosines,
     base_targets,
     bce_loss,
     both_orders,
+    cross_encoder_scorer,
     fit_pear,
     gold_scale_line,
     length_batches,
@@ -60,8 +59,8 @@ def tiny_bert(tmp_path_factory) -> str:
 
 
 def hyper(**settings) -> Params:
-    """PEAR's params for a call of the core (the datasets are the stage's business)."""
-    return Params(datasets=["toy"], **settings)
+    """PEAR's params for a call of the core on the CPU (the datasets are the stage's business)."""
+    return Params(datasets=["toy"], device="cpu", **settings)
 
 
 def toy(seed: int, n: int) -> tuple[list[str], list[str], np.ndarray]:
@@ -160,7 +159,7 @@ def test_length_batches_cover_every_row_once_and_sort_within_buckets():
 def test_cross_encoder_scorer_labels_knn_pairs(tiny_bert):
     model = PearCrossEncoder(tiny_bert, device="cpu")
     texts = [f"the {c} {a} runs" for c in COLOURS for a in ANIMALS[:2]]
-    scorer = CrossEncoderScorer(model, texts, "tiny")
+    scorer = cross_encoder_scorer(model, texts, "tiny")
     assert isinstance(scorer, Scorer)
     pairs = [(0, 1), (2, 5), (7, 3)]
     labels = scorer.score(pairs)
@@ -198,17 +197,16 @@ def test_resampling_labels_with_the_weak_model_and_adds_silver_pairs(tiny_bert):
 
     target = normalise_scores(y, 0, 5)
     model, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, e_weak=1, k=2, batch_size=4),
-                           augment=augment, device="cpu")
+                           augment=augment)
     assert len(calls) == 1 and calls[0][0] is model and calls[0][1] == 2  # the cross-encoder after E_weak epochs
     assert info["silver_pairs"] == 2 and info["train_rows"] == 14
     assert [h["phase"] for h in info["history"]] == ["weak", "main"]
     assert info["history"][1]["steps"] == 4  # ceil(14 / 4): silver pairs are trained on
     calls.clear()
     _, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, e_weak=0, k=1, batch_size=4),
-                       augment=augment, device="cpu")
+                       augment=augment)
     assert calls == [(None, 1)]  # E_weak = 0: no cross-encoder yet, the augmenter falls back to the bi-encoder
-    _, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment,
-                       device="cpu")
+    _, info = fit_pear(tiny_bert, t1, t2, target, hyper(lr=1e-3, epochs=1, k=0, batch_size=4), augment=augment)
     assert info["silver_pairs"] == 0 and len(calls) == 1  # k = 0: no re-sampling
 
 
@@ -223,7 +221,7 @@ def test_both_orders_trains_every_gold_and_silver_pair_swapped(tiny_bert):
 
     _, info = fit_pear(tiny_bert, g1, g2, normalise_scores(gy, 0, 5),
                        hyper(lr=1e-3, epochs=1, e_weak=1, k=1, batch_size=4, both_orders=True),
-                       augment=augment, device="cpu")
+                       augment=augment)
     assert info["gold_pairs"] == 12 and info["silver_pairs"] == 2 and info["train_rows"] == 28
     assert [h["steps"] for h in info["history"]] == [6, 7]  # ceil(24 / 4) weak, ceil(28 / 4) main
 
@@ -241,8 +239,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_same_weights(tiny_bert
 
     def fit(name, max_steps=None):
         return fit_pear(tiny_bert, t1, t2, normalise_scores(y, 0, 5), hyper(lr=1e-3, epochs=2, e_weak=1, k=1,
-                        batch_size=4, max_steps=max_steps), augment=augment, device="cpu",
-                        control=RunControl(tmp_path / name))
+                        batch_size=4, max_steps=max_steps), augment=augment, out_dir=tmp_path / name)
 
     torch.manual_seed(0)  # the new head's initial weights
     whole, info = fit("whole")

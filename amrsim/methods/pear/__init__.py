@@ -7,12 +7,10 @@ from amrsim.methods.pear.loss import base_targets, bce_loss, gold_scale_line, no
 from amrsim.methods.pear.model import (
     FUSED_METHOD,
     BaseOffset,
-    CrossEncoderScorer,
     Fusion,
     PearCrossEncoder,
-    TrainedCrossEncoder,
-    TrainedFused,
     base_cosines,
+    cross_encoder_scorer,
     fit_fusion,
     load_fused,
     load_trained,
@@ -21,22 +19,14 @@ from amrsim.methods.pear.model import (
     start_from_base,
 )
 from amrsim.methods.pear.params import Params, SearchParams
-from amrsim.methods.pear.train import (
-    RunControl,
-    both_orders,
-    checkpoint_state,
-    fit_pear,
-    length_batches,
-    train_epochs,
-)
+from amrsim.methods.pear.train import both_orders, checkpoint_state, fit_pear, length_batches, train_epochs
 from amrsim.methods.spec import CardFacts, MethodSpec, RunKind
 
 __all__ = [
-    "FUSED_METHOD", "SPEC", "BaseOffset", "CrossEncoderScorer", "Fusion", "Params", "PearCrossEncoder",
-    "RunControl", "SearchParams", "TrainedCrossEncoder", "TrainedFused", "base_cosines", "base_targets", "bce_loss",
-    "both_orders", "checkpoint_state", "fit_fusion", "fit_pear", "gold_scale_line", "length_batches", "load_fused",
-    "load_trained", "normalise_scores", "on_gold_scale", "save_fused", "save_run", "start_from_base",
-    "train_epochs",
+    "FUSED_METHOD", "SPEC", "BaseOffset", "Fusion", "Params", "PearCrossEncoder", "SearchParams", "base_cosines",
+    "base_targets", "bce_loss", "both_orders", "checkpoint_state", "cross_encoder_scorer", "fit_fusion", "fit_pear",
+    "gold_scale_line", "length_batches", "normalise_scores", "on_gold_scale", "save_fused", "save_run",
+    "start_from_base", "train_epochs",
 ]
 
 PAPER = "Jørgensen 2024, SemEval-2024 Task 1 (semantic textual relatedness)"

@@ -5,14 +5,15 @@ torch and transformers are imported inside the functions: the loader registry im
 from __future__ import annotations
 
 import shutil
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from amrsim.augment import CallableScorer
 from amrsim.encoders import (
     Encoder,
     EncoderLoader,
@@ -49,14 +50,13 @@ class PearCrossEncoder:
         self.path, self.max_length = str(path), max_length
         self.device = resolve_device(device)
         self.offset: BaseOffset | None = None
-        kwargs: dict[str, Any] = {"num_labels": 1}
-        if safetensors_only:  # a trained model from the warehouse: never a pickled pytorch_model.bin
-            kwargs["use_safetensors"] = True
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # a base model's load report says the head is new: it is, by design
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-            self.model = AutoModelForSequenceClassification.from_pretrained(self.path, **kwargs).to(self.device)
+            # a trained model from the warehouse (`safetensors_only`): never a pickled pytorch_model.bin
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                self.path, num_labels=1, use_safetensors=safetensors_only or None).to(self.device)
         finally:
             hf_logging.set_verbosity(verbosity)
 
@@ -85,11 +85,9 @@ class PearCrossEncoder:
         self.model.eval()
         try:
             with torch.inference_mode():
-                for start in range(0, len(order), batch_size):
-                    rows = order[start:start + batch_size]
+                for rows in (order[i:i + batch_size] for i in range(0, len(order), batch_size)):
                     z = self.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
-                    if offsets is not None:
-                        z = z + torch.as_tensor(offsets[rows], device=z.device)
+                    z = z if offsets is None else z + torch.as_tensor(offsets[rows], device=z.device)
                     out[rows] = torch.sigmoid(z).cpu().numpy()
         finally:
             self.model.train(was_training)
@@ -102,17 +100,10 @@ class PearCrossEncoder:
         self.tokenizer.save_pretrained(str(directory))
 
 
-class CrossEncoderScorer:
+def cross_encoder_scorer(model: PearCrossEncoder, texts: Sequence[str], name: str) -> CallableScorer:
     """amrsim.augment.knn's `Scorer` backed by a cross-encoder: weak labels σ(logit) of index pairs into `texts`."""
-
-    def __init__(self, model: PearCrossEncoder, texts: Sequence[str], name: str = "cross-encoder",
-                 batch_size: int = 64):
-        self.model, self.texts, self.batch_size = model, list(texts), batch_size
-        self.name = f"cross-encoder:{name}"
-
-    def score(self, pairs: list[tuple[int, int]]) -> np.ndarray:
-        return self.model.predict([self.texts[i] for i, _ in pairs], [self.texts[j] for _, j in pairs],
-                                  self.batch_size).astype(np.float64)
+    return CallableScorer(f"cross-encoder:{name}", lambda pairs: model.predict([texts[i] for i, _ in pairs],
+                                                                               [texts[j] for _, j in pairs]))
 
 
 def base_cosines(encoder: Encoder, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
@@ -181,43 +172,25 @@ def save_run(model: PearCrossEncoder, out_dir: Path, meta: Mapping[str, Any]) ->
     return out_dir
 
 
+@dataclass
 class PairScorer:
-    """A loaded model that scores sentence pairs (`score(texts1, texts2)`) and has no sentence embedding."""
+    """A loaded `pear:<run>` or `pear_fused:<run>`: it scores sentence pairs and has no sentence embedding."""
 
     name: str
-    dim = 0
+    model_id: str
+    score: Callable[[Sequence[str], Sequence[str]], np.ndarray]
+    dim: int = 0
 
     def encode(self, texts: list[str]) -> np.ndarray:
         raise ValueError(f"'{self.name}' is a cross-encoder: it scores sentence pairs and has no sentence "
                          f"embedding; use `amrsim score --model {self.name}` or `amrsim evaluate sts`")
 
 
-class TrainedCrossEncoder(PairScorer):
-    """A trained PEAR model loaded by name."""
-
-    def __init__(self, name: str, model_id: str, network: PearCrossEncoder, batch_size: int = 64,
-                 symmetric: bool = False):
-        self.name, self.model_id, self.batch_size, self._model, self._symmetric = (name, model_id, batch_size,
-                                                                                   network, symmetric)
-        self._recent: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = OrderedDict()
-
-    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
-        """Scores of the pairs; the last few calls' are kept, as the loaded model is shared within a process and
-        `pear_fused` of this run scores the same pairs again (an evaluation of both runs the network once)."""
-        key = (tuple(texts1), tuple(texts2))
-        if key in self._recent:
-            self._recent.move_to_end(key)
-            return self._recent[key].copy()
-        scores = self._model.predict(texts1, texts2, self.batch_size, symmetric=self._symmetric)
-        self._recent[key] = scores.copy()
-        if len(self._recent) > RECENT_SCORES:
-            self._recent.popitem(last=False)
-        return scores
-
-
 def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-                 load: EncoderLoader) -> TrainedCrossEncoder:
-    """`pear:<run>` (amrsim.methods.loaders); a residual run's base bi-encoder is loaded through `load`."""
+                 load: EncoderLoader) -> PairScorer:
+    """`pear:<run>` (amrsim.methods.loaders); a residual run's base bi-encoder is loaded through `load`. The last few
+    calls' scores are kept: the loaded model is shared within a process and `pear_fused` of this run scores the same
+    pairs again (an evaluation of both runs the network once)."""
     meta = model.meta
     sub = model_subdir(str(model.path), str(meta.get("encoder", MODEL_SUBDIR)))
     if not sub.is_dir():
@@ -226,7 +199,9 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
     if meta.get("residual"):
         base = load(meta["residual"]["base"], device=device, models_root=models_root)
         network.offset = BaseOffset(base, **meta["residual"])
-    return TrainedCrossEncoder(name, model.model_id, network, batch_size, bool(meta.get("symmetric", False)))
+    symmetric = bool(meta.get("symmetric", False))
+    scores = lru_cache(RECENT_SCORES)(lambda t1, t2: network.predict(t1, t2, batch_size, symmetric))
+    return PairScorer(name, model.model_id, lambda t1, t2: scores(tuple(t1), tuple(t2)).copy())
 
 
 # ---------------------------------------------------------------------------------------------------- fusion
@@ -254,8 +229,6 @@ def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -
     pear, cosine = np.asarray(pear, np.float64), np.asarray(cosine, np.float64)
     if len(pear) < 2 or len(pear) != len(cosine):
         raise ValueError(f"fusion: needs at least 2 pairs scored by both models, got {len(pear)} and {len(cosine)}")
-    if not 0 <= weight <= 1:
-        raise ValueError(f"fusion: weight {weight} must lie in [0, 1]")
     stds = float(pear.std()), float(cosine.std())
     if min(stds) <= 1e-9:
         raise ValueError("fusion: the cross-encoder's or the base's scores are constant on the fitting pairs")
@@ -274,25 +247,13 @@ def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str,
     return out_dir
 
 
-@dataclass
-class TrainedFused(PairScorer):
-    """`pear_fused:<run>`: scores pairs with the PEAR run and the base bi-encoder it names, fused (`Fusion`)."""
-
-    name: str
-    model_id: str
-    fusion: Fusion
-    pear: Any  # the loaded PEAR run (a TrainedCrossEncoder)
-    base: Encoder
-
-    def score(self, texts1: Sequence[str], texts2: Sequence[str]) -> np.ndarray:
-        return self.fusion.combine(self.pear.score(texts1, texts2), base_cosines(self.base, texts1, texts2))
-
-
 def load_fused(model: TrainedModel, name: str, batch_size: int, device: str, models_root: str | None,
-               load: EncoderLoader) -> TrainedFused:
-    """`pear_fused:<run>` (amrsim.methods.loaders): the PEAR run and the base it names loaded through `load`."""
+               load: EncoderLoader) -> PairScorer:
+    """`pear_fused:<run>` (amrsim.methods.loaders): the PEAR run and the base it names, loaded through `load`, their
+    scores fused (`Fusion`)."""
     fusion, pear = Fusion(**model.meta["fusion"]), str(model.meta["pear"])
     if not is_trained_name(pear) or parse_name(pear).method != "pear" or is_latest_name(pear):
         raise ValueError(f"{model.path / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
-    return TrainedFused(name, model.model_id, fusion, load(pear, batch_size, device, models_root),
-                        load(fusion.base, batch_size, device, models_root))
+    run, base = load(pear, batch_size, device, models_root), load(fusion.base, batch_size, device, models_root)
+    return PairScorer(name, model.model_id,
+                      lambda t1, t2: fusion.combine(run.score(t1, t2), base_cosines(base, t1, t2)))

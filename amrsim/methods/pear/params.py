@@ -116,11 +116,6 @@ class Params(TrainingArgs):
         return self.model_copy(update={"datasets": [dataset], "train_split": "train", "dev_datasets": [dataset],
                                        "dev_split": "dev"})
 
-    def hyper(self, **searched: Any) -> Params:
-        """These params with `searched` values (an Optuna trial's, drawn in the search's checked ranges) in place of
-        the configured ones."""
-        return self.model_copy(update=searched)
-
     def recipe(self) -> dict[str, Any]:
         """The training configuration a run records."""
         return {"warmup_ratio" if k == "warmup" else k: getattr(self, k) for k in RECIPE}

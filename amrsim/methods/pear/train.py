@@ -7,14 +7,13 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from amrsim.methods.pear.loss import bce_loss
-from amrsim.methods.pear.model import MAX_LENGTH, BaseOffset, PearCrossEncoder, start_from_base
+from amrsim.methods.pear.model import BaseOffset, PearCrossEncoder, start_from_base
 from amrsim.methods.pear.params import Params
 from amrsim.methods.training import CHECKPOINT, STATE_JSON, Checkpoints, Trainer, TrainResult, recover_dir
 
@@ -67,74 +66,43 @@ def checkpoint_state(out_dir: Path) -> dict[str, Any] | None:
     return json.loads((ckpt / STATE_JSON).read_text(encoding="utf-8")) if (ckpt / STATE_JSON).is_file() else None
 
 
-@dataclass(frozen=True)
-class RunControl:
-    """A final training's checkpoints (`out_dir/checkpoint/`, resumed when there) and what to `carry` in them; such
-    a run (not a search trial) also takes its params' `max_steps` (over both phases) and `eval_every`."""
-
-    out_dir: Path
-    carry: Mapping[str, Any] = field(default_factory=dict)
-
-
-class Phase:
-    """A phase's `rows(step)` (each epoch's `length_batches`, a function of (seed, epoch): resumable) and
-    `losses(rows)` for the `Trainer`."""
-
-    def __init__(self, model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
-                 batch_size: int, seed: int):
-        import torch
-
-        self.model, self.texts1, self.texts2, self.targets, self.batch_size, self.seed = (
-            model, texts1, texts2, targets, batch_size, seed)
-        self.steps_per_epoch = math.ceil(len(targets) / batch_size)
-        self.lengths = np.array([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)])
-        self.offsets = None if model.offset is None else torch.as_tensor(model.offset(texts1, texts2),
-                                                                         device=model.device)
-        self.epoch, self.batches = -1, []
-
-    def rows(self, step: int) -> np.ndarray:
-        epoch, k = divmod(step, self.steps_per_epoch)
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self.batches = length_batches(self.lengths, self.batch_size, np.random.default_rng([self.seed, epoch]))
-        return self.batches[k]
-
-    def losses(self, rows: np.ndarray) -> dict[str, torch.Tensor]:
-        import torch
-
-        z = self.model.logits([self.texts1[i] for i in rows], [self.texts2[i] for i in rows])
-        if self.offsets is not None:
-            z = z + self.offsets[torch.as_tensor(rows, device=self.model.device)]
-        return {"loss": bce_loss(z, torch.as_tensor(self.targets[rows], device=self.model.device))}
-
-
 def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
-                 hp: Params, *, epochs: int, seed: int = 0, phase: str = "train", control: RunControl | None = None,
+                 hp: Params, *, epochs: int, seed: int = 0, phase: str = "train", out_dir: Path | None = None,
                  run_key: Mapping[str, Any] | None = None, max_steps: int | None = None, resume: bool = True,
                  extra: Mapping[str, Any] | None = None) -> TrainResult | None:
-    """`epochs` passes with a fresh AdamW and warmup-linear schedule (as each `fit` of the paper's code), a history
-    entry per epoch; with `control`, checkpointed (settings `run_key`, state `extra`). None when `epochs` < 1."""
+    """`epochs` passes with a fresh AdamW and warmup-linear schedule (as each `fit` of the paper's code) over each
+    epoch's `length_batches` (a function of (seed, epoch): resumable), a history entry per epoch; with `out_dir`,
+    checkpointed there (settings `run_key`, state `extra`). None when `epochs` < 1."""
     import torch
     from safetensors.torch import load_model, save_model
 
     y = check_pairs(texts1, texts2, targets)
     if epochs < 1:
         return None
-    data = Phase(model, texts1, texts2, y, hp.batch_size, seed)
-    key = {**(run_key or {}), "phase": phase, "train": hashlib.sha256(json.dumps(
-        [list(texts1), list(texts2), y.tolist()], ensure_ascii=False).encode("utf-8")).hexdigest()[:16]}
-    checkpoints = None if control is None else Checkpoints(
-        control.out_dir, key, lambda d: save_model(model.model, str(d / WEIGHTS)),
-        lambda d: load_model(model.model, str(d / WEIGHTS), device=str(model.device)), resume)
+    lengths = np.array([len(a) + len(b) for a, b in zip(texts1, texts2, strict=True)])
+    batches = [b for epoch in range(epochs)
+               for b in length_batches(lengths, hp.batch_size, np.random.default_rng([seed, epoch]))]
+    per_epoch = len(batches) // epochs
+    offsets = None if model.offset is None else torch.as_tensor(model.offset(texts1, texts2), device=model.device)
+
+    def losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
+        z = model.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
+        if offsets is not None:
+            z = z + offsets[torch.as_tensor(rows, device=model.device)]
+        return {"loss": bce_loss(z, torch.as_tensor(y[rows], device=model.device))}
 
     def entry(step: int, means: dict[str, float], score: float | None) -> dict[str, Any]:
         done = sum(h["steps"] for h in trainer.state["history"])
-        return {"phase": phase, "epoch": math.ceil(step / data.steps_per_epoch), "steps": step - done,
-                "loss": means["loss"]}
+        return {"phase": phase, "epoch": math.ceil(step / per_epoch), "steps": step - done, "loss": means["loss"]}
 
+    key = {**(run_key or {}), "phase": phase, "train": hashlib.sha256(json.dumps(
+        [list(texts1), list(texts2), y.tolist()], ensure_ascii=False).encode("utf-8")).hexdigest()[:16]}
+    checkpoints = None if out_dir is None else Checkpoints(
+        out_dir, key, lambda d: save_model(model.model, str(d / WEIGHTS)),
+        lambda d: load_model(model.model, str(d / WEIGHTS), device=str(model.device)), resume)
     args = hp.model_copy(update={"epochs": epochs, "max_steps": max_steps,
-                                 "eval_every": hp.eval_every if control else None})
-    trainer = Trainer("PEAR", args, [model.model], data.steps_per_epoch, data.rows, data.losses, entry=entry,
+                                 "eval_every": hp.eval_every if out_dir else None})
+    trainer = Trainer("PEAR", args, [model.model], per_epoch, batches.__getitem__, losses, entry=entry,
                       checkpoints=checkpoints)
     torch.manual_seed(seed)
     if trainer.start().resumed_from is None:
@@ -146,29 +114,30 @@ def train_epochs(model: PearCrossEncoder, texts1: Sequence[str], texts2: Sequenc
 
 
 def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray, hp: Params, *,
-             augment: Augmenter | None = None, seed: int = 0, device: str = "auto", max_length: int = MAX_LENGTH,
-             offset: BaseOffset | None = None,
-             control: RunControl | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
+             augment: Augmenter | None = None, offset: BaseOffset | None = None, out_dir: Path | None = None,
+             carry: Mapping[str, Any] | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
     """PEAR's augmented re-sampling: E_weak epochs on gold; with k > 0, `augment(model, k)` gives kNN silver pairs
     weak-labelled by that model (None when E_weak = 0: by the bi-encoder's cosine); E epochs on gold + silver.
     `hp.both_orders` trains each pair in both orders; `offset` makes the model residual (`start_from_base`). With
-    `control`, a run stopped by `max_steps` (`completed` False) resumes from its checkpoint, silver pairs included."""
+    `out_dir` (a final training, not a search trial), checkpointed there with `carry` and stopped by `hp.max_steps`
+    over both phases (`completed` False); such a run resumes from its checkpoint, silver pairs included."""
     y = check_pairs(texts1, texts2, targets)
-    model = PearCrossEncoder(base, device=device, max_length=max_length)
+    model = PearCrossEncoder(base, device=hp.device, max_length=hp.max_length)
     if offset is not None:
         start_from_base(model, offset)
     orders = both_orders if hp.both_orders else (lambda a, b, t: (list(a), list(b), np.asarray(t, np.float32)))
     t1, t2, all_y = orders(texts1, texts2, y)
-    key = {"base": base, "seed": seed, "max_length": max_length, "residual": offset and offset.record(), **hp.recipe()}
-    saved = None if control is None else checkpoint_state(control.out_dir)
+    key = {"base": base, "seed": hp.seed, "max_length": hp.max_length, "residual": offset and offset.record(),
+           **hp.recipe()}
+    saved = None if out_dir is None else checkpoint_state(out_dir)
     in_main = saved is not None and saved["run"].get("phase") == "main"
-    carry, budget = dict(control.carry) if control else {}, hp.max_steps if control else None
+    carry, budget = dict(carry or {}), None if out_dir is None else hp.max_steps
     weak_steps = hp.e_weak * math.ceil(len(all_y) / hp.batch_size)
     info: dict[str, Any] = {"gold_pairs": len(y), "completed": True, "steps": weak_steps, "resumed_from": None}
     if in_main:
         history, silver = saved["extra"]["weak_history"], saved["extra"]["silver"]
     else:
-        weak = train_epochs(model, t1, t2, all_y, hp, epochs=hp.e_weak, seed=seed, phase="weak", control=control,
+        weak = train_epochs(model, t1, t2, all_y, hp, epochs=hp.e_weak, seed=hp.seed, phase="weak", out_dir=out_dir,
                             run_key=key, max_steps=budget, extra=carry)
         history = [] if weak is None else weak.history
         if weak is not None:
@@ -179,12 +148,11 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
         silver = [list(s1), list(s2), np.asarray(sy, np.float32).tolist()]
     s1, s2, sy = orders(*silver[:2], np.asarray(silver[2], np.float32))
     t1, t2, all_y = t1 + list(s1), t2 + list(s2), np.concatenate([all_y, np.clip(sy, 0.0, 1.0)])
-    main = train_epochs(model, t1, t2, all_y, hp, epochs=hp.epochs, seed=seed + 1, phase="main", control=control,
+    main = train_epochs(model, t1, t2, all_y, hp, epochs=hp.epochs, seed=hp.seed + 1, phase="main", out_dir=out_dir,
                         run_key=key, max_steps=None if budget is None else budget - weak_steps, resume=in_main,
                         extra={**carry, "weak_history": history, "silver": silver})
-    if main is not None:
-        history = history + main.history
-        info["completed"], info["steps"] = main.completed, weak_steps + main.steps
-        if main.resumed_from is not None:
-            info["resumed_from"] = weak_steps + main.resumed_from
-    return model, {**info, "history": history, "silver_pairs": len(silver[0]), "train_rows": len(all_y)}
+    assert main is not None  # (epochs >= 1: the params check it)
+    if main.resumed_from is not None:
+        info["resumed_from"] = weak_steps + main.resumed_from
+    return model, {**info, "completed": main.completed, "steps": weak_steps + main.steps,
+                   "history": history + main.history, "silver_pairs": len(silver[0]), "train_rows": len(all_y)}

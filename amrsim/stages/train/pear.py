@@ -14,7 +14,6 @@ import numpy as np
 import polars as pl
 
 from amrsim.config import Pipeline
-from amrsim.encoders import parse_name
 from amrsim.errors import ConfigError
 from amrsim.evaluate.ood import SCORE_RANGE
 from amrsim.evaluate.sts import correlations, cosine
@@ -23,12 +22,12 @@ from amrsim.methods.loaders import load_encoder
 from amrsim.methods.pear import (
     FUSED_METHOD,
     BaseOffset,
-    CrossEncoderScorer,
+    Params,
     PearCrossEncoder,
-    RunControl,
     base_cosines,
     base_targets,
     checkpoint_state,
+    cross_encoder_scorer,
     fit_fusion,
     fit_pear,
     gold_scale_line,
@@ -37,10 +36,11 @@ from amrsim.methods.pear import (
     save_fused,
     save_run,
 )
-from amrsim.methods.pear.params import SEARCHED, Params
+from amrsim.methods.pear.params import SEARCHED
+from amrsim.methods.pear.train import Augmenter
 from amrsim.methods.training import NonFiniteLossError, base_model_path
 from amrsim.stages.evaluate.ood import derive_split
-from amrsim.stages.train.common import TrainingStage, run_dir, sampled, score_range, table_versions
+from amrsim.stages.train.common import TrainingStage, read_pinned, run_dir, sampled, score_range, table_versions
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
@@ -53,13 +53,6 @@ TRIALS_DATASET, TRIALS_TABLE = "meta", "optuna_trials"
 
 
 # ---------------------------------------------------------------------------------------------------- data
-
-
-def score_ranges(pipe: Pipeline, wh: Warehouse, datasets: list[str]) -> dict[str, tuple[float, float]]:
-    """Each dataset's gold range: `score_range` from the config, else min and max over its ok pairs."""
-    return {ds: score_range(pipe, ds, lambda ds=ds: wh.read(ds, "pairs", columns=["score", "status"]),
-                            f"pear: dataset '{ds}' has no score_range in the config and its ok pairs give no range "
-                            f"to normalise by; set datasets.{ds}.score_range") for ds in datasets}
 
 
 def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
@@ -81,12 +74,12 @@ def gold_pairs(wh: Warehouse, datasets: list[str], split: str, langs: list[str],
 
 def _cosines(name: str, pairs: pl.DataFrame, params: Params, models_root: Path | None) -> np.ndarray:
     """Cosine of the bi-encoder `name`'s embeddings of each pair's two sentences."""
-    encoder = load_encoder(name, device=params.device, models_root=models_root)
-    return base_cosines(encoder, pairs["sentence1"].to_list(), pairs["sentence2"].to_list())
+    return base_cosines(load_encoder(name, device=params.device, models_root=models_root),
+                        pairs["sentence1"].to_list(), pairs["sentence2"].to_list())
 
 
-def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.DataFrame, dev: pl.DataFrame,
-                  models_root: Path | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.DataFrame,
+                  dev: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, Any]]:
     """`params.distill_pairs` pairs (sentence1, sentence2, target) of `params.distill_datasets`' sentences in `langs`
     that are in no gold or dev pair: half nearest neighbours by `params.biencoder`, half random partners (targets span
     the scale), then `params.distill_edits` (English sentence, edited copy) pairs; targets the bi-encoder's cosine on
@@ -96,13 +89,10 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
     if params.distill_edits and "en" not in langs:
         raise ConfigError(f"pear: distill_edits edits English sentences; langs {langs} has no 'en' "
                           "(set distill_edits: 0)")
-    seen = set(gold["sentence1_key"]) | set(gold["sentence2_key"])
-    if dev.height:
-        seen |= set(dev["sentence1_key"]) | set(dev["sentence2_key"])
+    seen = {k for pairs in (gold, dev) if pairs.height for c in ("sentence1_key", "sentence2_key") for k in pairs[c]}
     versions = table_versions(wh, params.distill_datasets, ["sentences"])
-    parts = [wh.read(d, "sentences", version=versions.get(f"{d}.sentences"))
-             .filter((pl.col("status") == OK) & pl.col("lang").is_in(langs)).select("key", "text", "lang")
-             for d in params.distill_datasets]
+    parts = [read_pinned(wh, versions, d, "sentences").filter((pl.col("status") == OK) & pl.col("lang").is_in(langs))
+             .select("key", "text", "lang") for d in params.distill_datasets]
     pool = (pl.concat(parts).unique("key").filter(~pl.col("key").is_in(list(seen))).sort("key")
             .filter(pl.col("text").str.strip_chars() != ""))
     half = params.distill_pairs // 2
@@ -112,7 +102,7 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
         raise ConfigError(f"pear: distill_datasets {params.distill_datasets} hold {pool.height} usable sentences in "
                           f"{langs} (not in the gold or dev pairs); ingest them first")
     texts = pool["text"].to_list()
-    encoder = load_encoder(params.biencoder, device=params.device, models_root=models_root)
+    encoder = load_encoder(params.biencoder, device=params.device, models_root=wh.models_root)
     vectors = np.asarray(encoder.encode(texts), np.float32)
     rng = np.random.default_rng(params.seed)
     anchors = rng.choice(pool.height, size=min(half, pool.height), replace=False)
@@ -123,14 +113,14 @@ def distill_pairs(wh: Warehouse, params: Params, langs: list[str], gold: pl.Data
         first, second = np.concatenate([anchors, anchors]), np.concatenate([nearest[anchors, 0], others])
         first, second = first[second >= 0], second[second >= 0]
     s1, s2 = [texts[i] for i in first], [texts[j] for j in second]
-    cos = cosine(vectors[first], vectors[second]) if len(first) else np.zeros(0, np.float32)
+    cos = cosine(vectors[first], vectors[second])
     edited: dict[str, int] = {}
     if params.distill_edits:
         rows, s2e, edited = _edited_pairs(pool, set(anchors.tolist()), params)
         # the sentences are the pool's, already encoded: only their edited copies are new
         cos = np.concatenate([cos, cosine(vectors[rows], np.asarray(encoder.encode(s2e), np.float32))])
         s1, s2 = s1 + [texts[i] for i in rows], s2 + s2e
-    line = gold_scale_line(gold["target"].to_numpy(), _cosines(params.biencoder, gold, params, models_root))
+    line = gold_scale_line(gold["target"].to_numpy(), _cosines(params.biencoder, gold, params, wh.models_root))
     frame = pl.DataFrame({"sentence1": s1, "sentence2": s2, "target": on_gold_scale(cos, line).astype(np.float32)},
                          schema={"sentence1": pl.String, "sentence2": pl.String, "target": pl.Float32})
     return frame, {"datasets": params.distill_datasets, "pairs": frame.height, "sentences": pool.height,
@@ -154,45 +144,42 @@ def _edited_pairs(pool: pl.DataFrame, anchors: set[int], params: Params) -> tupl
     return [rows[i] for i, _, _ in edits], [text for _, _, text in edits], counts
 
 
-class KnnSilver:
+def knn_silver(gold: pl.DataFrame, params: Params, models_root: Path | None) -> Augmenter:
     """The augmenter of `fit_pear`: kNN silver pairs of the gold pairs' sentences, by language, weak-labelled by the
     cross-encoder handed in (by the bi-encoder's cosine when none)."""
+    from amrsim.augment.knn import CosineScorer, augment_pairs
 
-    def __init__(self, gold: pl.DataFrame, params: Params, seed: int, models_root: Path | None):
-        self.params, self.seed, self.models_root = params, seed, models_root
-        sides = pl.concat([gold.select(key="sentence1_key", text="sentence1", lang="lang1"),
-                           gold.select(key="sentence2_key", text="sentence2", lang="lang2")])
-        self.sentences = sides.unique("key", keep="first").sort("key")
-        self.labelled = set(zip(gold["sentence1_key"].to_list(), gold["sentence2_key"].to_list(), strict=True))
+    sides = pl.concat([gold.select(key="sentence1_key", text="sentence1", lang="lang1"),
+                       gold.select(key="sentence2_key", text="sentence2", lang="lang2")])
+    sentences = sides.unique("key", keep="first").sort("key")
+    labelled = set(zip(gold["sentence1_key"].to_list(), gold["sentence2_key"].to_list(), strict=True))
 
-    def __call__(self, model: PearCrossEncoder | None, k: int) -> tuple[list[str], list[str], np.ndarray]:
-        from amrsim.augment.knn import CosineScorer, augment_pairs
-
-        encoder = load_encoder(self.params.biencoder, device=self.params.device, models_root=self.models_root)
+    def augment(model: PearCrossEncoder | None, k: int) -> tuple[list[str], list[str], np.ndarray]:
+        encoder = load_encoder(params.biencoder, device=params.device, models_root=models_root)
         t1: list[str] = []
         t2: list[str] = []
         labels: list[float] = []
-        for lang in sorted(set(self.sentences["lang"].to_list())):
-            rows = self.sentences.filter(pl.col("lang") == lang)
+        for lang in sorted(set(sentences["lang"].to_list())):
+            rows = sentences.filter(pl.col("lang") == lang)
             if rows.height < 2:
                 continue
             keys, texts = rows["key"].to_list(), rows["text"].to_list()
-            scorer = CosineScorer(self.params.biencoder) if model is None else CrossEncoderScorer(model, texts, "pear")
+            scorer = CosineScorer(params.biencoder) if model is None else cross_encoder_scorer(model, texts, "pear")
             silver = augment_pairs(keys, np.asarray(encoder.encode(texts), np.float32), min(k, len(keys) - 1),
-                                   labelled=self.labelled, scorer=scorer)
-            silver = sampled(silver.filter(pl.col("status") == OK), self.params.max_silver, self.seed)
+                                   labelled=labelled, scorer=scorer)
+            silver = sampled(silver.filter(pl.col("status") == OK), params.max_silver, params.seed)
             index = {key: i for i, key in enumerate(keys)}
             t1 += [texts[index[a]] for a in silver["sentence1_key"]]
             t2 += [texts[index[b]] for b in silver["sentence2_key"]]
             labels += silver["weak_label"].to_list()
         return t1, t2, np.clip(np.asarray(labels, dtype=np.float32), 0.0, 1.0)
 
+    return augment
 
-def _fit(params: Params, gold: pl.DataFrame, hp: Params, seed: int, models_root: Path | None = None,
-         distill: pl.DataFrame | None = None,
-         control: RunControl | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
+
+def _fit(params: Params, gold: pl.DataFrame, models_root: Path | None = None, distill: pl.DataFrame | None = None,
+         out_dir: Path | None = None, carry: dict[str, Any] | None = None) -> tuple[PearCrossEncoder, dict[str, Any]]:
     """The cross-encoder on `gold` (kNN silver from its sentences) and `distill`'s pairs, trained as gold pairs."""
-    silver = KnnSilver(gold, params, seed, models_root) if hp.k > 0 else None
     texts1, texts2, targets = gold["sentence1"].to_list(), gold["sentence2"].to_list(), gold["target"].to_numpy()
     extra: dict[str, Any] = {}
     if params.base_target is not None:
@@ -208,8 +195,9 @@ def _fit(params: Params, gold: pl.DataFrame, hp: Params, seed: int, models_root:
         cos = base_cosines(encoder, gold["sentence1"].to_list(), gold["sentence2"].to_list())
         offset = BaseOffset(encoder, params.residual_on, **gold_scale_line(gold["target"].to_numpy(), cos))
         extra["residual"] = offset.record()
-    model, fit = fit_pear(base_model_path(params.base_model), texts1, texts2, targets, hp, augment=silver, seed=seed,
-                          device=params.device, max_length=params.max_length, offset=offset, control=control)
+    model, fit = fit_pear(base_model_path(params.base_model), texts1, texts2, targets, params, offset=offset,
+                          augment=knn_silver(gold, params, models_root) if params.k > 0 else None, out_dir=out_dir,
+                          carry=carry)
     return model, {**fit, "gold_pairs": gold.height, **extra}  # (fit_pear counts the distilled pairs as gold)
 
 
@@ -239,14 +227,10 @@ def open_study(wh: Warehouse, study: str, seed: int = 0) -> Any:
 
 def trials_frame(study: Any) -> pl.DataFrame:
     """One row per trial of the study (the `meta/optuna_trials` rows)."""
-    rows = []
-    for t in study.trials:
-        seconds = ((t.datetime_complete - t.datetime_start).total_seconds()
-                   if t.datetime_complete and t.datetime_start else None)
-        rows.append({"key": content_key("optuna_trial", study.study_name, t.number), "study": study.study_name,
-                     "trial": t.number, "state": t.state.name, "value": t.value,
-                     **{name: t.params.get(name) for name in SEARCHED},
-                     "seconds": seconds, "started_at": t.datetime_start, "error": t.user_attrs.get("error")})
+    rows = [{"key": content_key("optuna_trial", study.study_name, t.number), "study": study.study_name,
+             "trial": t.number, "state": t.state.name, "value": t.value, **{n: t.params.get(n) for n in SEARCHED},
+             "seconds": None if t.duration is None else t.duration.total_seconds(), "started_at": t.datetime_start,
+             "error": t.user_attrs.get("error")} for t in study.trials]
     schema = {"key": pl.String, "study": pl.String, "trial": pl.Int64, "state": pl.String, "value": pl.Float64,
               "lr": pl.Float64, "k": pl.Int64, "epochs": pl.Int64, "e_weak": pl.Int64, "max_grad_norm": pl.Float64,
               "seconds": pl.Float64, "started_at": pl.Datetime("us"), "error": pl.String}
@@ -269,24 +253,23 @@ def best_or_none(study: Any) -> tuple[dict[str, Any] | None, str]:
             f"(dev Spearman {best.value:.2f})")
 
 
-def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFrame, study_name: str,
-               seed: int = 0) -> dict[str, Any]:
+def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFrame, study_name: str) -> dict[str, Any]:
     """`search.trials` more trials (up to `search.timeout` seconds) of the stored study over the paper's space, every
     trial in `meta/optuna_trials`, the best in `<study>.best.json`; failed trials are recorded (none done: no best)."""
     import optuna
 
     space = params.search
     assert space is not None
-    study = open_study(wh, study_name, seed)
-    train, dev = sampled(gold, space.max_train_pairs, seed), sampled(dev, space.max_dev_pairs, seed)
+    study = open_study(wh, study_name, params.seed)
+    train, dev = sampled(gold, space.max_train_pairs, params.seed), sampled(dev, space.max_dev_pairs, params.seed)
 
     def objective(trial: optuna.Trial) -> float:
-        hp = params.hyper(lr=trial.suggest_float("lr", *space.lr, log=True), k=trial.suggest_int("k", *space.k),
-                          epochs=trial.suggest_int("epochs", *space.epochs),
-                          e_weak=trial.suggest_int("e_weak", *space.e_weak),
-                          max_grad_norm=trial.suggest_float("max_grad_norm", *space.max_grad_norm))
+        # the ranges' types say how to draw (lr log-uniform), in SEARCHED's order
+        ranges = {name: getattr(space, name) for name in SEARCHED}
+        hp = params.model_copy(update={name: (trial.suggest_float if isinstance(lo, float) else trial.suggest_int)(
+            name, lo, hi, log=name == "lr") for name, (lo, hi) in ranges.items()})
         try:
-            model = _fit(params, train, hp, seed, wh.models_root)[0]
+            model = _fit(hp, train, wh.models_root)[0]
             value = None if dev.height < 2 else correlations(model.predict(
                 dev["sentence1"].to_list(), dev["sentence2"].to_list(), symmetric=params.symmetric),
                 dev["target"].to_numpy())["spearman"]
@@ -315,41 +298,28 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
     return out
 
 
-def _hyper(wh: Warehouse, pipe: Pipeline, params: Params, langs: list[str], gold: pl.DataFrame, dev: pl.DataFrame,
+def _hyper(stage: TrainingStage, params: Params, langs: list[str], gold: pl.DataFrame, dev: pl.DataFrame,
            out_dir: Path) -> tuple[Params, dict[str, Any] | None]:
     """The configured hyperparameters or the search's best (a run resuming its checkpoint: what its search chose)."""
     if params.search is None:
-        return params.hyper(), None
+        return params, None
     saved = checkpoint_state(out_dir)
     if saved is not None:
-        return params.hyper(**{k: saved["extra"]["hyper"][k] for k in SEARCHED}), saved["extra"]["search"]
-    study = params.search.study or f"pear-{pipe.name}"
-    search = run_search(wh, params, gold, dev, study if params.mode == "all" else f"{study}-{langs[0]}", params.seed)
-    best = search["best"]
-    return params.hyper(**({} if best is None else {k: best[k] for k in SEARCHED})), search
+        chosen, search = saved["extra"]["hyper"], saved["extra"]["search"]
+    else:
+        study = params.search.study or f"pear-{stage.pipe.name}"
+        search = run_search(stage.wh, params, gold, dev, study if params.mode == "all" else f"{study}-{langs[0]}")
+        chosen = search["best"] or {}
+    return params.model_copy(update={k: chosen[k] for k in SEARCHED if k in chosen}), search
 
 
 # ---------------------------------------------------------------------------------------------------- train
 
 
-def save_fused_run(wh: Warehouse, pear_name: str, params: Params, pairs: pl.DataFrame, pear_pred: np.ndarray,
-                   meta: dict[str, Any]) -> str:
-    """Fit the fusion of a PEAR run (its predictions on `pairs` given) with `params.fused_with`; save it as
-    `pear_fused:<same run id>`."""
-    assert params.fused_with is not None
-    cos = _cosines(params.fused_with, pairs, params, wh.models_root)
-    fusion = fit_fusion(pear_pred, cos, params.fused_with, params.fused_weight)
-    run = parse_name(pear_name).run
-    rho = correlations(fusion.combine(pear_pred, cos), pairs["target"].to_numpy())["spearman"]
-    save_fused(run_dir(wh, FUSED_METHOD, run), pear_name, fusion,
-               {**meta, "metrics": {"fit_pairs": pairs.height, "fit_spearman": rho}})
-    return f"{FUSED_METHOD}:{run}"
-
-
-def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs: list[str],
-                ranges: dict[str, tuple[float, float]], versions: dict[str, int | None]) -> dict[str, Any]:
+def train_langs(stage: TrainingStage, params: Params, name: str, langs: list[str],
+                ranges: dict[str, tuple[float, float]]) -> dict[str, Any]:
     """Search (when configured), train and save `pear:<name>` on the pairs in `langs` (and `pear_fused:<name>`)."""
-    out_dir = run_dir(wh, "pear", name)
+    wh, out_dir = stage.wh, run_dir(stage.wh, METHOD, name)
     gold, left = gold_pairs(wh, params.datasets, params.train_split, langs, ranges)
     out: dict[str, Any] = {"rows_in": gold.height + sum(left.values()), "failed": sum(left.values()), "models": [],
                            "completed": False}
@@ -360,13 +330,11 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
     out["rows_used"] = gold.height
     dev = gold_pairs(wh, params.dev_datasets, params.dev_split, langs, ranges)[0] if params.dev_datasets \
         else pl.DataFrame()
-    hp, search = _hyper(wh, pipe, params, langs, gold, dev, out_dir)
+    hp, search = _hyper(stage, params, langs, gold, dev, out_dir)
     t0 = time.perf_counter()
     log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp.recipe())
-    distill, distilled = (distill_pairs(wh, params, langs, gold, dev, wh.models_root)
-                          if params.distill_datasets else (None, None))
-    control = RunControl(out_dir, {"hyper": hp.recipe(), "search": search})
-    model, fit = _fit(params, gold, hp, params.seed, wh.models_root, distill, control)
+    distill, distilled = distill_pairs(wh, hp, langs, gold, dev) if hp.distill_datasets else (None, None)
+    model, fit = _fit(hp, gold, wh.models_root, distill, out_dir, {"hyper": hp.recipe(), "search": search})
     train_seconds = time.perf_counter() - t0
     out["details"] = {**({"search": search["message"]} if search else {}), "silver_pairs": fit.get("silver_pairs"),
                       "params": hp.recipe(), **({"resumed_from": fit["resumed_from"]} if fit["resumed_from"] else {})}
@@ -374,28 +342,33 @@ def train_langs(wh: Warehouse, pipe: Pipeline, params: Params, name: str, langs:
         out["details"]["stopped_at_step"] = fit["steps"]
         return out
     # dev predictions serve the dev Spearman and the fusion's scaling (gold pairs when there is no dev)
-    fit_on = dev if dev.height >= 2 else gold if params.fused_with else None
-    fit_pred = None if fit_on is None else model.predict(
-        fit_on["sentence1"].to_list(), fit_on["sentence2"].to_list(), symmetric=params.symmetric)
-    dev_rho = correlations(fit_pred, dev["target"].to_numpy())["spearman"] if dev.height >= 2 else None
-    data = {"pipeline": pipe.name, "datasets": params.datasets, "train_split": params.train_split,
-            "dev_datasets": params.dev_datasets, "dev_split": params.dev_split, "langs": langs, "mode": params.mode,
-            "score_ranges": {d: list(r) for d, r in ranges.items()}, "table_versions": versions, "left_out": left,
-            "dev_pairs": dev.height}
+    fit_on = dev if dev.height >= 2 else gold
+    pred = model.predict(fit_on["sentence1"].to_list(), fit_on["sentence2"].to_list(), symmetric=hp.symmetric) \
+        if fit_on is dev or hp.fused_with else None
+    dev_rho = correlations(pred, dev["target"].to_numpy())["spearman"] if fit_on is dev else None
+    data = {"pipeline": stage.pipe.name, "datasets": hp.datasets, "train_split": hp.train_split,
+            "dev_datasets": hp.dev_datasets, "dev_split": hp.dev_split, "langs": langs, "mode": hp.mode,
+            "score_ranges": {d: list(r) for d, r in ranges.items()}, "table_versions": stage.versions,
+            "left_out": left, "dev_pairs": dev.height}
     metrics = {"dev_spearman": dev_rho, "gold_pairs": fit["gold_pairs"], "silver_pairs": fit["silver_pairs"],
                "train_rows": fit["train_rows"], "train_seconds": round(train_seconds, 1),
                "final_loss": fit["history"][-1]["loss"] if fit["history"] else None}
-    save_run(model, out_dir, {"base_model": params.base_model, "params": hp.recipe(), "seed": params.seed,
-                              "symmetric": params.symmetric, "device": model.device, "biencoder": params.biencoder,
+    save_run(model, out_dir, {"base_model": hp.base_model, "params": hp.recipe(), "seed": hp.seed,
+                              "symmetric": hp.symmetric, "device": model.device, "biencoder": hp.biencoder,
                               "metrics": metrics, "history": fit["history"], "search": search, "data": data,
                               "base_target": fit.get("base_target"), "distill": distilled,
                               "residual": fit.get("residual")})
-    out["models"].append(f"pear:{name}")
+    out["models"].append(f"{METHOD}:{name}")
     out["completed"], out["details"] = True, {"dev_spearman": dev_rho, **out["details"]}
-    if params.fused_with is not None and fit_on is not None and fit_pred is not None:
+    if hp.fused_with is not None:  # `pear_fused:<name>`: this run's scores fused with the base's cosine
         try:
-            out["models"].append(save_fused_run(wh, f"pear:{name}", params, fit_on, fit_pred,
-                                                {"data": data, "seed": params.seed, "dev_spearman_pear": dev_rho}))
+            cos = _cosines(hp.fused_with, fit_on, hp, wh.models_root)
+            fusion = fit_fusion(pred, cos, hp.fused_with, hp.fused_weight)
+            rho = correlations(fusion.combine(pred, cos), fit_on["target"].to_numpy())["spearman"]
+            save_fused(run_dir(wh, FUSED_METHOD, name), f"{METHOD}:{name}", fusion,
+                       {"data": data, "seed": hp.seed, "dev_spearman_pear": dev_rho,
+                        "metrics": {"fit_pairs": fit_on.height, "fit_spearman": rho}})
+            out["models"].append(f"{FUSED_METHOD}:{name}")
         except ValueError as e:  # PEAR itself is saved; say why the fusion is not
             log.warning("pear %s: no pear_fused model: %s", name, e)
             out["details"] = {"fused": str(e), **out["details"]}
@@ -409,12 +382,15 @@ def train(pipe: Pipeline, params: Params, run_id: str) -> dict[str, Any]:
         derive_split(stage.wh, pipe, params.ood_split, run_id)
         params = params.on_ood_split()
         ranges = {params.datasets[0]: SCORE_RANGE}
-    else:
-        ranges = score_ranges(pipe, stage.wh, list(dict.fromkeys(params.datasets + params.dev_datasets)))
+    else:  # each dataset's gold range: `score_range` from the config, else min and max over its ok pairs
+        ranges = {ds: score_range(pipe, ds, lambda ds=ds: stage.wh.read(ds, "pairs", columns=["score", "status"]),
+                                  f"pear: dataset '{ds}' has no score_range in the config and its ok pairs give no "
+                                  f"range to normalise by; set datasets.{ds}.score_range")
+                  for ds in dict.fromkeys(params.datasets + params.dev_datasets)}
     groups = [[lang] for lang in params.langs] if params.mode == "per_language" else [list(params.langs)]
-    with stage.record(params, params.datasets + params.dev_datasets, ["pairs"]) as versions:
+    with stage.record(params, params.datasets + params.dev_datasets, ["pairs"]):
         names = [run_id if params.mode == "all" else f"{run_id}-{langs[0]}" for langs in groups]
-        runs = {name: train_langs(stage.wh, pipe, params, name, langs, ranges, versions)
+        runs = {name: train_langs(stage, params, name, langs, ranges)
                 for name, langs in zip(names, groups, strict=True)}
         models = [m for r in runs.values() for m in r["models"]]
         if params.mode == "per_language":  # the request record of the whole run (incremental reruns) lives here
