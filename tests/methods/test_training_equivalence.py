@@ -114,8 +114,9 @@ def test_pear(tmp_path):
         s1, s2 = t1[:k], t2[::-1][:k]
         return s1, s2, model.predict(s1, s2) if model is not None else np.full(k, 0.5, np.float32)
 
-    hp = pear.Params(datasets=["toy"], e_weak=1, k=4, epochs=1, lr=1e-3, batch_size=8, both_orders=True)
-    model, info = pear.fit_pear(base, t1, t2, gold, hp, augment=augment, seed=6, device="cpu", max_length=16)
+    hp = pear.Params(datasets=["toy"], e_weak=1, k=4, epochs=1, lr=1e-3, batch_size=8, both_orders=True, seed=6,
+                     device="cpu", max_length=16)
+    model, info = pear.fit_pear(base, t1, t2, gold, hp, augment=augment)
     assert info["silver_pairs"] == 4
     scores = model.predict(t1[:4], t2[:4])
     check("pear", dict(model.model.state_dict()), [*history_numbers(info["history"]), *scores.tolist()])
