@@ -214,10 +214,12 @@ try {
     var models = JSON.parse(box.getAttribute('data-models'));
     var tasks = JSON.parse(box.getAttribute('data-columns'));
     var fm = document.getElementById('f-model'), fp = document.getElementById('f-pipeline');
+    var fc = document.getElementById('f-column');
     var boxes = Array.prototype.slice.call(document.querySelectorAll('input.f-task'));
     var q = new URLSearchParams(location.search);
     if (q.has('model')) fm.value = q.get('model');
     if (q.has('pipeline')) fp.value = q.get('pipeline');
+    if (q.has('columns')) fc.value = q.get('columns');
     if (q.has('tasks')) {
       var want = q.get('tasks').split(',');
       boxes.forEach(function (b) { b.checked = want.indexOf(b.value) >= 0; });
@@ -248,12 +250,13 @@ try {
         rows[i].hidden = !ok;
         if (ok) shown++;
       }
-      var on = {};
+      var on = {}, ctext = fc.value.trim().toLowerCase(), head = table.tHead.rows[0].cells;
       boxes.forEach(function (b) { on[b.value] = b.checked; });
       for (var r = 0; r < table.rows.length; r++) {
         for (var c = 1; c <= tasks.length; c++) {
           var cell = table.rows[r].cells[c];
-          if (cell) cell.hidden = !on[tasks[c - 1]];
+          var want = on[tasks[c - 1]] && head[c].textContent.toLowerCase().indexOf(ctext) >= 0;
+          if (cell) cell.hidden = !want;
         }
       }
       document.getElementById('f-count').textContent = shown + ' of ' + rows.length + ' models shown';
@@ -261,6 +264,7 @@ try {
     };
     fm.addEventListener('input', apply);
     fp.addEventListener('change', apply);
+    fc.addEventListener('input', apply);
     boxes.forEach(function (b) { b.addEventListener('change', apply); });
     apply();
   }

@@ -379,6 +379,10 @@ def test_report_in_a_browser(results, lineage, tmp_path, monkeypatch):
     head = re.search(r'<table class="leaderboard">\s*<thead>(.*?)</thead>', sts_only, re.S).group(1)
     shown = [re.sub(r"<[^>]+>", "", h) for a, h in re.findall(r"<th([^>]*)>(.*?)</th>", head) if "hidden" not in a]
     assert shown == ["model", "STS sample_sts (mono, 3 pairs)", "STS sample_sts (cross, 2 pairs)", "runs and configs"]
+    cross = _dom(browser, page, tmp_path, "?columns=cross")
+    head = re.search(r'<table class="leaderboard">\s*<thead>(.*?)</thead>', cross, re.S).group(1)
+    shown = [re.sub(r"<[^>]+>", "", h) for a, h in re.findall(r"<th([^>]*)>(.*?)</th>", head) if "hidden" not in a]
+    assert shown == ["model", "STS sample_sts (cross, 2 pairs)", "runs and configs"]
 
     # a broken script is caught: the error is in the page and the ready mark is missing
     monkeypatch.setattr(report_views, "FILTER_JS", report_views.FILTER_JS.replace("apply();\n  }", "apply(;\n  }"))
