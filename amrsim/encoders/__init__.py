@@ -17,6 +17,7 @@ from amrsim.encoders.trained import (
     model_id,
     model_subdir,
     models_root_default,
+    resolve,
     resolves_inside,
     run_name,
 )
@@ -25,4 +26,4 @@ from amrsim.generation import resolve_device
 __all__ = ["PACKAGED", "Encoder", "EncoderLoader", "EncoderName", "SentenceTransformerEncoder", "TrainedLoader",
            "TrainedModel", "base_for", "base_model", "find_trained", "is_latest_name", "is_trained_name",
            "list_trained", "load_encoder_with", "model_id", "model_subdir", "models_root_default", "parse_name",
-           "resolve_device", "resolves_inside", "run_base_encoder", "run_name", "split_hf_name"]
+           "resolve", "resolve_device", "resolves_inside", "run_base_encoder", "run_name", "split_hf_name"]

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import polars as pl
 
-from amrsim.encoders import Encoder, TrainedLoader, load_encoder_with, model_id
+from amrsim.encoders import Encoder, TrainedLoader, load_encoder_with, model_id, resolve
 from amrsim.errors import WarehouseError
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import FAILED, OK, Warehouse
@@ -64,8 +64,9 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
     without a parser into English. `loaders`: as `load_encoder_with`'s, for a trained run that is loaded only when
     something is missing; `inputs`: what else the vectors read (part of their keys: a sentence whose graph changed
     is encoded again, its old vector removed). `on_plan(todo, already)` is called once
-    the rows to embed are known."""
-    mid = model_id(encoder_name, wh.models_root)
+    the rows to embed are known. Rows name the encoder as asked, except `<method>:latest`, which they name by the
+    run it resolved to (`<method>:<run id>`): a later run must not change what a stored row says."""
+    recorded, mid = resolve(encoder_name, wh.models_root)
     frame = sentences.select("key", "text").unique("key", maintain_order=True)
     read = inputs(wh, dataset, encoder_name, frame, translate) if inputs is not None else None
     frame = frame.with_columns(pl.Series("emb_key", [embedding_key(mid, k, r) for k, r in zip(
@@ -110,7 +111,7 @@ def embed_sentences(wh: Warehouse, dataset: str, encoder_name: str, sentences: p
                 vector = pl.Series("vector", [None] * batch.height, dtype=pl.List(pl.Float32))
                 status, error, dim = pl.lit(FAILED), pl.lit(f"{type(e).__name__}: {e}"[:500]), pl.lit(None, pl.Int32)
             parts.append(batch.select(key="emb_key", sentence_key="key").with_columns(
-                encoder=pl.lit(encoder_name), model_id=pl.lit(mid), dim=dim, vector=vector,
+                encoder=pl.lit(recorded), model_id=pl.lit(mid), dim=dim, vector=vector,
                 status=status, error=error))
             if on_progress:
                 on_progress(batch.height)

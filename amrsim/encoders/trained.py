@@ -208,6 +208,15 @@ def resolves_inside(root: Path | str, path: Path | str) -> bool:
     return Path(root).resolve() in Path(path).resolve().parents
 
 
+def resolve(name: str, models_root: Path | str | None = None) -> tuple[str, str]:
+    """(`run_name`, `model_id`) of an encoder name from one look-up of its run, so the two cannot name different
+    runs when a newer one appears in between: what a stored row names the encoder by, and what computed it."""
+    if not is_trained_name(name):
+        return name, model_id(name, models_root)
+    model = find_trained(name, models_root)
+    return f"{model.method}:{model.run_id}", model.model_id
+
+
 def run_name(name: str, models_root: Path | str | None = None) -> str:
     """The name a result row gives an encoder: `<method>:latest` becomes `<method>:<run id>` (the run it resolves
     to now), so a stored number keeps naming the model that produced it; other names are returned unchanged."""

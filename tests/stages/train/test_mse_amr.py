@@ -364,7 +364,7 @@ def test_graph_aware_encoder(project):
         "seconds": 0.0}]))
     frame = pl.DataFrame({"key": list(keys.values()), "text": [t for _, t in texts.values()]})
     assert embed_sentences(wh, "ev", "mse_amr:latest", frame) == (4, 1)
-    emb = wh.read("ev", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    emb = wh.read("ev", "embeddings").filter(pl.col("encoder") == "mse_amr:run2")  # the run :latest resolved to
     row = {k: r for k, r in zip(emb["sentence_key"], emb.iter_rows(named=True), strict=True)}
     assert row[keys["none"]]["status"] == "failed" and row[keys["none"]]["vector"] is None
     assert (f"no AMR graph for sentence {keys['none']} (lang ja)" in row[keys["none"]]["error"]
