@@ -12,7 +12,7 @@ from pydantic import Field, StrictFloat, StrictInt, field_validator, model_valid
 from amrsim.methods.training import TrainingArgs
 
 LOSSES = ("meaning", "reconstruction", "language_id", "language_similarity")
-LANG_PAIR = re.compile(r"^[A-Za-z]+(?:-[A-Za-z]+)?-[A-Za-z]+(?:-[A-Za-z]+)?$")
+LANG_PAIR = re.compile(r"^[A-Za-z]+-[A-Za-z]+$")
 
 
 class Hyper(TrainingArgs):
@@ -95,7 +95,7 @@ class Params(Hyper):
     @classmethod
     def _pairs(cls, v: list[str]) -> list[str]:
         for p in v:
-            if not LANG_PAIR.fullmatch(p) or p.count("-") != 1:
+            if not LANG_PAIR.fullmatch(p):
                 raise ValueError(f"lang pair '{p}' must look like 'en-de'")
         return v
 
