@@ -13,6 +13,7 @@ import re
 import duckdb
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from amrsim.config import DatasetConfig
 from amrsim.metrics import metric_columns
@@ -137,9 +138,12 @@ def test_the_view_is_one_row_per_pair_and_configuration_as_computed_apart(wareho
     assert ud["wlk"].is_null().all() and ud["smatch_f1"].is_not_null().all()  # aspects not computed: null
 
 
+def readme_section() -> str:
+    return README.read_text(encoding="utf-8").split("\n## The analyst view\n", 1)[1].split("\n## ", 1)[0]
+
+
 def readme_query() -> str:
-    section = README.read_text(encoding="utf-8").split("\n## The analyst view\n", 1)[1].split("\n## ", 1)[0]
-    sql = re.findall(r'amrsim query "([^"]+)"', section)
+    sql = re.findall(r'amrsim query "([^"]+)"', readme_section())
     assert sql, "warehouse/README.md's analyst view section lost its query"
     return sql[0]
 
@@ -157,6 +161,17 @@ def test_the_readme_query_gives_mean_smatch_per_split_and_language(warehouse):
                                              ("bilingual", "dev", "en", "de", 3), ("bilingual", "dev", "en", "en", 3),
                                              ("bilingual", "train", "en", "de", 3),
                                              ("bilingual", "train", "en", "en", 3)]
+
+
+def test_the_readme_python_block_reads_the_view(warehouse):
+    blocks = re.findall(r"```python\n(.*?)```", readme_section(), re.S)
+    assert len(blocks) == 1 and 'Warehouse("warehouse")' in blocks[0]
+    namespace: dict = {}
+    exec(compile(blocks[0].replace('Warehouse("warehouse")', f"Warehouse({str(warehouse.root)!r})"), str(README),
+                 "exec"), namespace)
+    means = query(warehouse, "SELECT * FROM pair_metrics WHERE status = 'ok' AND parser = 'provided'")
+    want = means.group_by("dataset", "split", "lang1", "lang2").agg(pl.col("smatch_f1").mean())
+    assert_frame_equal(namespace["per_split"], want.sort("dataset", "split", "lang1", "lang2"))
 
 
 def test_a_row_written_before_graphs_md5_reaches_its_recorded_pair_once(warehouse, tmp_path):
