@@ -1,8 +1,8 @@
 """The analyst view `pair_metrics`: one row per scored pair of every dataset (and metrics configuration), with its
 dataset, split, languages, gold score and every aspect's columns, so "mean Smatch per split and language" is one
 GROUP BY. `amr_metrics` alone holds one row per distinct graph pair (repeated graphs share a row, whose pair columns
-are one pair's), so averaging it over-weights nothing but under-counts repeated pairs and has no languages; the view
-joins each pair to its graphs and to the metrics row of those graphs (warehouse/README.md, "The analyst view")."""
+are one pair's) and no languages, so averaging it counts graph pairs, not pairs; the view joins each pair to its
+graphs and to the metrics row of those graphs (warehouse/README.md, "The analyst view")."""
 
 from __future__ import annotations
 
