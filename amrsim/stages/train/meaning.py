@@ -272,12 +272,10 @@ def _rows(sets: dict[str, StsSet], drop: str | None = None) -> StsSet | None:
 def _summary(by_lang_pair: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """A held-out set's stage-1 and stage-2 score: the mean Spearman over its language pairs (those where both
     are defined); None when none is."""
-    both = {lp: x for lp, x in by_lang_pair.items() if x["meaning"] is not None and x["sts_head"] is not None}
-    if not both:
-        return None
-    return {"stage1": float(np.mean([x["meaning"] for x in both.values()])),
-            "stage2": float(np.mean([x["sts_head"] for x in both.values()])),
-            "n": int(sum(x["n"] for x in both.values())), "by_lang_pair": by_lang_pair}
+    both = [x for x in by_lang_pair.values() if x["meaning"] is not None and x["sts_head"] is not None]
+    return None if not both else {"stage1": float(np.mean([x["meaning"] for x in both])),
+                                  "stage2": float(np.mean([x["sts_head"] for x in both])),
+                                  "n": int(sum(x["n"] for x in both)), "by_lang_pair": by_lang_pair}
 
 
 def train_sts_stage(pipe: Pipeline, wh: Warehouse, params: Params, model: MeaningModel, device: str,
