@@ -115,23 +115,26 @@ def embed_by_length(model: Any, tokenizer: Any, texts: Sequence[str], pooling: s
 def encode_with(model: Any, tokenizer: Any, texts: Sequence[str], *, pooling: str = "mlp", max_length: int = 128,
                 batch_size: int = 64) -> np.ndarray:
     """Embeddings (n, dim) float32 from a live model, without gradients, as the trained encoder computes them (what
-    a `train_mse_amr` ``dev_eval`` should use); `embed_by_length` in batches of `batch_size`."""
+    a `train_mse_amr` ``dev_eval`` should use). Batches go by length to pad less; rows keep input order."""
     import torch
 
     check_pooling(model, pooling)
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise TypeError(f"encode: item {i} is {type(t).__name__}, not a linearised graph string")
-    if not texts:
-        return np.zeros((0, int(model.config.hidden_size)), np.float32)
+    device, out = next(model.parameters()).device, np.zeros((len(texts), int(model.config.hidden_size)), np.float32)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            return embed_by_length(model, tokenizer, texts, pooling, max_length, next(model.parameters()).device,
-                                   batch_size).float().cpu().numpy()
+            for start in range(0, len(order), batch_size):
+                idx = order[start:start + batch_size]
+                out[idx] = embed(model, tokenizer, [texts[i] for i in idx], pooling, max_length,
+                                 device).float().cpu().numpy()
     finally:
         model.train(was_training)
+    return out
 
 
 def combine(s: np.ndarray | None, h: np.ndarray | None, mode: str = "concat") -> np.ndarray:
@@ -317,11 +320,14 @@ class MseAmrEncoder:
         """Vectors for `frame` (key, text) of `dataset`, and per row None or why it failed (its vector is zeros).
         `translate`: language -> model translating sentences without a parser into English (see `graphs`)."""
         keys, texts = frame["key"].to_list(), frame["text"].to_list()
-        graphs: list[tuple[str | None, str | None]] = [(None, None)] * len(keys)
+        errors: list[str | None] = [None] * len(keys)
+        h = s = None
         if self.integration != "s_only":
-            graphs = self.graphs(wh, dataset, keys, texts, translate)  # type: ignore[assignment]
-        errors = [None if g is not None or self.integration == "s_only" else why for g, why in graphs]
-        s = None
+            graphs = self.graphs(wh, dataset, keys, texts, translate)
+            errors = [None if g is not None else why for g, why in graphs]
+            good = [i for i, e in enumerate(errors) if e is None]  # every graph found (its base may still fail)
+            h = np.zeros((len(keys), int(self.graph_encoder.dim)), np.float32)
+            h[good] = self._encode_graphs([graphs[i][0] for i in good])  # type: ignore[misc]
         if self.integration != "h_only" and self.base_name is None:
             s = np.asarray(self.base.encode(texts), dtype=np.float32)
         elif self.integration != "h_only":
@@ -330,8 +336,7 @@ class MseAmrEncoder:
         out = np.zeros((len(keys), self.dim), np.float32)
         ok = [i for i, e in enumerate(errors) if e is None]
         if ok:
-            h = self._encode_graphs([graphs[i][0] for i in ok]) if self.integration != "s_only" else None  # type: ignore[misc]
-            out[ok] = combine(None if s is None else s[ok], h, self.integration)
+            out[ok] = combine(None if s is None else s[ok], None if h is None else h[ok], self.integration)
         return out, errors
 
     def _base_vectors(self, wh: Warehouse, dataset: str, frame: pl.DataFrame) -> tuple[np.ndarray, list[str | None]]:
