@@ -312,8 +312,16 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 def _browser() -> str:
+    import os
     import shutil
+    import time
+    from pathlib import Path
 
+    # .ci/run installs chromium in the background while the suite runs: wait for that install, not fail before it
+    installing = Path(os.environ.get("AMRSIM_CHROMIUM_INSTALL", "/nonexistent"))
+    deadline = time.monotonic() + 600
+    while installing.is_file() and installing.read_text().strip() == "running" and time.monotonic() < deadline:
+        time.sleep(2)
     found = next((p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p),
                  None)
     if found is None:
