@@ -13,14 +13,15 @@ from amrsim.errors import AmrsimError
 # duckdb and the warehouse (polars) are imported inside the command: `amrsim --help` does not need them.
 
 
-def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset>.<table>")],
+def query(sql: Annotated[str, typer.Argument(help="SQL over views named <dataset>.<table> and pair_metrics")],
           config: ConfigOpt = "pipelines.yaml",
           limit: Annotated[int, typer.Option(min=0, help="rows to print (DuckDB stops after them)")] = 50,
           allow_external: Annotated[bool, typer.Option(
               "--allow-external", help="let the SQL use DuckDB's file functions (read_csv, COPY TO, ATTACH, ...) "
                                        "with your file permissions; off by default")] = False,
           json_: JsonOpt = False) -> None:
-    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs). The SQL can
+    """Run DuckDB SQL over every warehouse table (views `<dataset>.<table>`, e.g. sample_sts.pairs) and the analyst
+    view `pair_metrics` (one row per scored pair: dataset, split, languages, gold score, every aspect). The SQL can
     read only those views unless --allow-external is given."""
     import duckdb
 
