@@ -227,7 +227,7 @@ def test_cli_scores_model_and_base_side_by_side_and_stores_the_rows(project, tin
     assert proc.returncode == 2 and "unknown out-of-distribution split 'loo-poetry'" in proc.stderr
 
 
-def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(project, tiny_bert):
+def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(project, tiny_bert, monkeypatch):
     import numpy as np
 
     from amrsim.encoders import base_for, find_trained
@@ -276,9 +276,11 @@ def test_pear_trains_on_one_splits_train_pairs_and_its_fusion_with_the_base(proj
 
     # the fusion scores with the loaded PEAR model, which remembers its last pairs: evaluating pear and pear_fused
     # runs the network once; other pairs run it again, and a caller changing a result changes no later one
+    from amrsim.methods.pear import PearCrossEncoder
+
     shared = load_encoder("pear:p1", device="cpu", models_root=wh.models_root)
-    calls, predict = [], shared._model.predict
-    shared._model.predict = lambda *a, **k: calls.append(len(a[0])) or predict(*a, **k)
+    calls, predict = [], PearCrossEncoder.predict
+    monkeypatch.setattr(PearCrossEncoder, "predict", lambda *a, **k: calls.append(len(a[1])) or predict(*a, **k))
     first = shared.score(t1, t2)
     first[:] = 99.0
     assert load_encoder("pear_fused:p1", device="cpu", models_root=wh.models_root).score(t1, t2) == pytest.approx(
