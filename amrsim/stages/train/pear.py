@@ -216,13 +216,11 @@ def open_study(wh: Warehouse, study: str, seed: int = 0) -> Any:
     path = study_path(wh, study)
     own_dir(path.parent)
     check_own(path, in_place=True)  # optuna appends to the journal by name, through a link
-    storage = JournalStorage(JournalFileBackend(str(path)))
-    existing = optuna.study.get_all_study_names(storage)
-    previous = len(optuna.load_study(study_name=study, storage=storage).trials) if study in existing else 0
+    opened = optuna.create_study(study_name=study, storage=JournalStorage(JournalFileBackend(str(path))),
+                                 direction="maximize", load_if_exists=True)
     # seeded by the trial count too: a resumed search does not replay the first run's suggestions
-    sampler = optuna.samplers.TPESampler(seed=seed + previous)
-    return optuna.create_study(study_name=study, storage=storage, direction="maximize", sampler=sampler,
-                               load_if_exists=True)
+    opened.sampler = optuna.samplers.TPESampler(seed=seed + len(opened.trials))
+    return opened
 
 
 def trials_frame(study: Any) -> pl.DataFrame:
