@@ -122,3 +122,20 @@ def test_a_failing_stage_logs_its_reason_and_fails_the_run(tmp_path, toy):
         lines = _log_lines(client, [train.id])
         failed = [line for line in lines if line.startswith("amrsim.console | train s3bert failed: ")]
         assert len(failed) == 1 and str(missing) in failed[0], "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_stages_on_ray_tell_the_same_story(tmp_path, toy):
+    """Metrics batches on a local Ray: their stage's lines come from the flow's process, in the same run's log."""
+    pytest.importorskip("ray")
+    from prefect.client.orchestration import SyncPrefectClient
+
+    proc = run_cli(tmp_path, "train", "s3bert", "--pipeline", "toy", "--config", str(toy), "--set", "ray.enabled=true",
+                   "--set", "ray.num_cpus=1", "--param", "max_steps=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with SyncPrefectClient(api=shared_prefect_server()) as client:
+        refresh = _runs(client, str(toy))["refresh-dataset"]
+        lines = _log_lines(client, [refresh.id])
+    assert "amrsim.console | metrics toy_pairs: started" in lines, lines
+    assert any(line.startswith("amrsim.console | metrics toy_pairs: 31 rows in, 31 computed, 1 failed, 31 rows out, ")
+               for line in lines), lines
