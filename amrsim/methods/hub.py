@@ -1,6 +1,8 @@
 """Trained runs whose model is more than one transformer (MSE-AMR, meaning, symmetric or residual PEAR, pear_fused)
 as sentence-transformers modules, so `SentenceTransformer(run_dir, trust_remote_code=True)` /
-`CrossEncoder(run_dir, trust_remote_code=True)` load them. The module is amrsim's own loader behind
+`CrossEncoder(run_dir, trust_remote_code=True)` load them where amrsim is installed: the module of runs that could
+not carry their model whole, and of runs written before (a run that can carries its own module code,
+amrsim/methods/standalone, and needs no amrsim). The module is amrsim's own loader behind
 sentence-transformers' module interface: its `load` builds the encoder or scorer that `amrsim.methods.loaders`
 builds for the run (the same code, so the same numbers); the run's modules.json names this installed class, nothing
 is imported from the run directory. A run's other trained runs and base models are found by name under the models
@@ -20,6 +22,7 @@ from sentence_transformers.base.modules import Module
 
 from amrsim.encoders import Encoder, TrainedModel
 from amrsim.methods.loaders import TRAINED_LOADERS, load_encoder
+from amrsim.methods.portable import check_code
 from amrsim.warehouse.keys import DIGESTS
 
 MODEL_JSON = "model.json"
@@ -34,6 +37,7 @@ def load_run(run_dir: Path, batch_size: int = 64, device: str = "auto") -> Any:
     meta_path = run_dir / MODEL_JSON
     if not meta_path.is_file():
         raise ValueError(f"{run_dir}: no {MODEL_JSON}; not an amrsim run directory")
+    check_code(run_dir)
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     method = str(meta.get("method"))
     if method not in TRAINED_LOADERS:

