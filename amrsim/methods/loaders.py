@@ -12,6 +12,7 @@ import polars as pl
 from amrsim.encoders import Encoder, TrainedLoader, find_trained, is_trained_name
 from amrsim.encoders.cache import embed_sentences as cached_embed
 from amrsim.encoders.load import load_encoder_with
+from amrsim.methods.portable import check_code
 from amrsim.methods.registry import specs
 from amrsim.methods.spec import Derived, TrainedInputs
 
@@ -27,7 +28,9 @@ TRAINED_INPUTS: Derived[TrainedInputs] = Derived(lambda: {s.name: s.inputs for s
 def load_encoder(name: str, batch_size: int = 64, device: str = "auto",
                  models_root: Path | str | None = None) -> Encoder:
     """Any encoder by name, every method's trained runs included: `amrsim.encoders.load_encoder_with` with
-    `TRAINED_LOADERS`."""
+    `TRAINED_LOADERS`. A run folder whose module code differs from what amrsim wrote is refused."""
+    if is_trained_name(name):
+        check_code(find_trained(name, models_root).path)
     return load_encoder_with(name, batch_size, device, models_root, loaders=TRAINED_LOADERS)
 
 
