@@ -612,8 +612,9 @@ def test_a_residual_cross_encoder_starts_as_its_base_and_keeps_the_base_after_lo
     kept = trained.meta["residual"]
     assert (kept["base"], kept["eps"]) == (biencoder, offset.eps)
     assert (kept["slope"], kept["intercept"]) == pytest.approx((line["slope"], line["intercept"]))
-    # the base is part of the saved model: sentence-transformers loads it only through amrsim's module
-    assert json.loads((trained.path / "modules.json").read_text())[0]["type"] == "amrsim.methods.hub.AmrsimPairScorer"
+    # the base is part of the saved model: its copy and the module code that scores with it lie in the run folder
+    assert json.loads((trained.path / "modules.json").read_text())[0]["type"] == "modeling_amrsim_pear.PearScorer"
+    assert (trained.path / "base" / "modules.json").is_file()
     card = (trained.path / "README.md").read_text()
     assert "trust_remote_code=True" in card
     loaded = load_encoder("pear:res", device="cpu", models_root=wh.models_root).score(t1, t2)
