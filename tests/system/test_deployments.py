@@ -226,7 +226,13 @@ def test_worker_runs_a_train_deployment(server, deployed):
     # max_steps reached the method: stopped after 1 of 2 steps, checkpointed, no finished model
     state = json.loads((models[0] / "checkpoint" / "state.json").read_text(encoding="utf-8"))
     assert state["step"] == 1 and not (models[0] / "model.json").exists()
-    assert "Running 1 deployment pull step" in server.logs(run_id)
+    logs = server.logs(run_id)
+    assert "Running 1 deployment pull step" in logs
+    # the run is not shown as a finished model (docs/operations.md: What a run shows in Prefect), and its log holds
+    # amrsim's own lines, not only Prefect's
+    assert run["state"]["name"] == "Unfinished", run["state"]
+    assert "stopped at step 1 of 2 before its model was finished" in run["state"]["message"]
+    assert "train s3bert" in logs and "stopped at step 1 of 2" in logs, logs[-3000:]
 
 
 @pytest.mark.slow
