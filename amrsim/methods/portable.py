@@ -23,6 +23,8 @@ from amrsim.files import atomic_json
 MODULES = "modules.json"
 ST_CONFIG = "config_sentence_transformers.json"
 ROOT = "."  # model.json `encoder` of a run whose transformer lies at its root
+HF_CONFIG = "config.json"  # the root transformer's config
+AMRSIM_KEY = "amrsim"  # what amrsim records in it (the method's layout), kept by transformers through a save
 
 
 def link_run_root(run_dir: Path, sub: str = "encoder", extra: dict[str, Any] | None = None) -> None:
@@ -46,10 +48,18 @@ def root_config(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def transformer_config(run_dir: Path) -> dict[str, Any]:
+    """What the transformer's config.json at the run root keeps for amrsim (`amrsim`: {method: ...}); {} without."""
+    path = run_dir / HF_CONFIG
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return config.get(AMRSIM_KEY) or {} if isinstance(config, dict) else {}
+
+
 def method_config(run_dir: Path, method: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """What the run's sentence-transformers config records for `method` (S3BERT: aspects, residual, scales); a run
-    saved before that config existed falls back to its model.json."""
-    return root_config(run_dir).get(method) or meta
+    """What the run's sentence-transformers config records for `method` (S3BERT: aspects, residual, scales), else
+    its transformer's config.json (what a `model.save()` copy keeps), else, for a run saved before either, its
+    model.json."""
+    return root_config(run_dir).get(method) or transformer_config(run_dir).get(method) or meta
 
 
 def add_cross_encoder_files(directory: Path, max_length: int) -> None:
@@ -66,9 +76,15 @@ def add_cross_encoder_files(directory: Path, max_length: int) -> None:
 
 
 def add_root_config(run_dir: Path, extra: dict[str, Any] | None) -> None:
-    """Merge `extra` (e.g. {"s3bert": {...aspect layout...}}) into the run root's sentence-transformers config."""
+    """Merge `extra` (e.g. {"s3bert": {...aspect layout...}}) into the run root's sentence-transformers config, and
+    under `amrsim` into the root transformer's config.json: sentence-transformers' `save()` rewrites its own config
+    with its keys only, while transformers keeps a config's other keys through a save, so a copy keeps them."""
     if extra:
         atomic_json(run_dir / ST_CONFIG, {**root_config(run_dir), **extra})
+        path = run_dir / HF_CONFIG
+        if path.is_file():
+            config = json.loads(path.read_text(encoding="utf-8"))
+            atomic_json(path, {**config, AMRSIM_KEY: {**(config.get(AMRSIM_KEY) or {}), **extra}})
 
 
 def save_at_root(model: Any, run_dir: Path, extra: dict[str, Any] | None = None) -> None:

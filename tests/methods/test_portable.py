@@ -45,6 +45,16 @@ def test_s3bert_run_loads_with_sentence_transformers_and_carries_its_aspect_layo
     assert config["s3bert"]["aspects"] == {"concepts": [0, 16], "frames": [16, 32], "named_entities": [32, 48]}
     assert config["s3bert"]["residual"] == [48, 64] and set(config["s3bert"]["aspect_scales"]) == set(
         config["s3bert"]["aspects"])
+    # sentence-transformers' save() keeps it: in the transformer's config.json, which transformers saves whole
+    from sentence_transformers import SentenceTransformer
+
+    from amrsim.methods.portable import method_config
+
+    copy = tmp_path / "copy"
+    SentenceTransformer(str(run), device="cpu").save(str(copy))
+    assert method_config(copy, "s3bert", {}) == config["s3bert"]
+    assert json.loads((copy / "config.json").read_text(encoding="utf-8"))["amrsim"]["s3bert"] == config["s3bert"]
+    np.testing.assert_allclose(SentenceTransformer(str(copy), device="cpu").encode(TEXTS), inside, atol=1e-6, rtol=0)
     # amrsim reads the layout from there: model.json without it changes nothing
     meta_path = run / "model.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8"))

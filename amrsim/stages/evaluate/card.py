@@ -259,6 +259,27 @@ def card_template() -> Any:
     return env.get_template("card.md.j2")
 
 
+def local_paths(value: Any) -> set[str]:
+    """The absolute local paths in model.json's strings (a local base `hf:/data/models/x#mean`, a graph encoder's
+    directory): a card meant for the Hub names none of this machine's paths."""
+    if isinstance(value, dict):
+        return {p for v in value.values() for p in local_paths(v)}
+    if isinstance(value, list):
+        return {p for v in value for p in local_paths(v)}
+    if isinstance(value, str):
+        path = value.removeprefix("hf:").partition("#")[0]
+        if path.startswith(("/", "~")) and len(path.strip("/~")) > 0:
+            return {path}
+    return set()
+
+
+def without_local_paths(text: str, meta: Any) -> str:
+    """`text` with each absolute local path in `meta` shown as `<local>/<its last name>`."""
+    for path in sorted(local_paths(meta), key=len, reverse=True):  # longest first: a path inside another
+        text = text.replace(path, f"<local>/{Path(path).name}")
+    return text
+
+
 def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
     """The run's model card (huggingface_hub `ModelCard`: front matter + the body of templates/card.md.j2)."""
     from huggingface_hub import ModelCard
@@ -282,7 +303,7 @@ def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
         versions=sorted(versions.items()), params=parameters(meta, fused), selection=stage2_selection(meta),
         languages=(sorted(trained_languages(meta)), sorted(evaluated_languages(rows))),
         results=results, compared=compared, load=load)
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
+    return ModelCard(without_local_paths(f"---\n{data.to_yaml()}\n---\n\n{body}", [meta, fused]))
 
 
 def results_beside_base(wh: Warehouse, name: str, rows: pl.DataFrame) -> tuple[str | None, list[tuple[Any, ...]]]:
