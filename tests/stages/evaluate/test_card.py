@@ -141,7 +141,9 @@ def test_a_trained_run_gets_a_card_that_new_results_update(tmp_path, write_confi
     # toy_pairs is no public dataset: named in the text, not under `datasets`; a local base has no Hub id or license
     assert card.data.datasets is None and card.data.base_model is None and card.data.license is None
     assert card.data.eval_results is None and card.data.language == ["en"]  # no results; model.json's language
-    assert f"`{base}`" in card.text and "Opitz & Frank 2022" in card.text and "None stored yet" in card.text
+    assert f"`<local>/{base.name}`" in card.text and "Opitz & Frank 2022" in card.text
+    assert "None stored yet" in card.text
+    assert str(tmp_path) not in card.text  # a card for the Hub names no path of this machine (issue 53)
     for table in ("pairs", "amr", "amr_metrics"):
         assert f"| toy_pairs.{table} | {wh.version('toy_pairs', table)} |" in card.text
     assert "| n_aspects | 3 |" in card.text and "| lr | 0.001 |" in card.text
