@@ -133,17 +133,16 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
     in_main = saved is not None and saved["run"].get("phase") == "main"
     carry, budget = dict(carry or {}), None if out_dir is None else hp.max_steps
     weak_steps = hp.e_weak * math.ceil(len(all_y) / hp.batch_size)
-    info: dict[str, Any] = {"gold_pairs": len(y), "completed": True, "steps": weak_steps, "resumed_from": None}
+    resumed = None
     if in_main:
         history, silver = saved["extra"]["weak_history"], saved["extra"]["silver"]
     else:
         weak = train_epochs(model, t1, t2, all_y, hp, epochs=hp.e_weak, seed=hp.seed, phase="weak", out_dir=out_dir,
                             run_key=key, max_steps=budget, extra=carry)
-        history = [] if weak is None else weak.history
-        if weak is not None:
-            info["resumed_from"] = weak.resumed_from
-            if not weak.completed or (budget is not None and budget <= weak_steps):
-                return model, {**info, "history": history, "completed": False, "steps": weak.steps}
+        history, resumed = ([], None) if weak is None else (weak.history, weak.resumed_from)
+        if weak is not None and (not weak.completed or (budget is not None and budget <= weak_steps)):
+            return model, {"gold_pairs": len(y), "completed": False, "steps": weak.steps, "resumed_from": resumed,
+                           "history": history}
         s1, s2, sy = augment(model if hp.e_weak > 0 else None, hp.k) if hp.k > 0 and augment else ([], [], [])
         silver = [list(s1), list(s2), np.asarray(sy, np.float32).tolist()]
     s1, s2, sy = orders(*silver[:2], np.asarray(silver[2], np.float32))
@@ -152,7 +151,6 @@ def fit_pear(base: str, texts1: Sequence[str], texts2: Sequence[str], targets: n
                         run_key=key, max_steps=None if budget is None else budget - weak_steps, resume=in_main,
                         extra={**carry, "weak_history": history, "silver": silver})
     assert main is not None  # (epochs >= 1: the params check it)
-    if main.resumed_from is not None:
-        info["resumed_from"] = weak_steps + main.resumed_from
-    return model, {**info, "completed": main.completed, "steps": weak_steps + main.steps,
+    return model, {"gold_pairs": len(y), "completed": main.completed, "steps": weak_steps + main.steps,
+                   "resumed_from": resumed if main.resumed_from is None else weak_steps + main.resumed_from,
                    "history": history + main.history, "silver_pairs": len(silver[0]), "train_rows": len(all_y)}
