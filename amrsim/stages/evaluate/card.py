@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from amrsim.amr.backends import DEFAULT_BACKEND
 from amrsim.encoders import (
     TrainedModel,
     base_for,
@@ -302,7 +303,7 @@ def render_card(wh: Warehouse, model: TrainedModel) -> ModelCard:
         public={k: t for k in versions if (t := task_of_dataset(k.partition(".")[0]))},
         versions=sorted(versions.items()), params=parameters(meta, fused), selection=stage2_selection(meta),
         languages=(sorted(trained_languages(meta)), sorted(evaluated_languages(rows))),
-        results=results, compared=compared, load=load)
+        results=results, compared=compared, load=load, parser=meta.get("parser", DEFAULT_BACKEND))
     return ModelCard(without_local_paths(f"---\n{data.to_yaml()}\n---\n\n{body}", [meta, fused]))
 
 
