@@ -310,6 +310,7 @@ def test_an_mse_amr_run_card_loads_with_trust_remote_code(wh, base, tmp_path, on
     path = write_card(wh, "mse_amr:a1")
     card = load_card(path)
     assert card.data.library_name == "sentence-transformers" and "trust_remote_code=True" in card.text
+    assert "Requires `pip install amrsim`" in card.text and "parser `ud`" in card.text  # a declared requirement
     texts = [["the boy wants the apple", "the girl sees the dog"], ["a cat eats", "the dog chases the ball"]]
     scores = store_sts(wh, "mse_amr:a1", "sick_test", "en-en", texts)
     card = load_card(path)
