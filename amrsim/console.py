@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # only annotations: the command line imports this module befo
     import polars as pl
 
 PROGRESS_LINE_SECONDS = 10.0  # a log gets one progress line per stage at most this often
+PROGRESS_LEAST = 256  # jobs of fewer units show no progress (seconds of work); both read at each call: tests lower them
 SUMMARY_COLUMNS = ("stage", "dataset", "rows_in", "computed", "failed", "rows_out", "seconds", "status")
 
 # What the console shows (progress, stage summaries) as log records, for a log that does not see the console: a
@@ -74,10 +75,11 @@ class ProgressLines:
     """Progress as plain lines for a log: `<what>: 1200/5000 rows (24%), 35 s`, at most one every `every` seconds,
     and one when the work is done; on `stream`, and as records of `logger` where one is given."""
 
-    def __init__(self, total: int, description: str, stream: IO[str] | None, every: float = PROGRESS_LINE_SECONDS,
+    def __init__(self, total: int, description: str, stream: IO[str] | None, every: float | None = None,
                  clock: Callable[[], float] = time.monotonic, unit: str = "rows",
                  logger: logging.Logger | None = None):
-        self.total, self.description, self.stream, self.every, self.clock = total, description, stream, every, clock
+        self.total, self.description, self.stream, self.clock = total, description, stream, clock
+        self.every = PROGRESS_LINE_SECONDS if every is None else every
         self.unit, self.logger = unit, logger
         self.done = self.already = 0
         self.started = self.last_line = clock()
@@ -123,27 +125,46 @@ class Advance:
         self._advance(n)
 
 
+# the progress shown now, per stream: work inside other work (a file's embeddings within a directory's files) adds a
+# line to the bar on a terminal, and is left to the outer work's lines in a log (one line per 10 s, not one per file)
+_bars: list[Progress] = []
+_lines: list[IO[str]] = []
+
+
 @contextmanager
 def progress_bar(total: int, description: str, stream: IO[str] | None = None, unit: str = "rows",
-                 least: int = 256) -> Iterator[Advance]:
+                 least: int | None = None) -> Iterator[Advance]:
     """Yields an `advance(n)` callback (with `.plan(todo, already)`). On stderr: a bar on a terminal, periodic lines
     otherwise (a log, a pipe, CI), never on stdout, which carries results; the same lines as records of this
-    module's logger (a flow run's log). Nothing for jobs of fewer than `least` units (256 rows: seconds of work).
-    Work found done already (a rerun) says so instead of a bar at 0%."""
-    if total < least:
+    module's logger (a flow run's log). Nothing for jobs of fewer than `least` units (default `PROGRESS_LEAST`).
+    Work found done already (a rerun) says so instead of a bar at 0%. Inside another bar on the same terminal, a
+    second line of that bar (two live displays would overwrite each other)."""
+    if total < (PROGRESS_LEAST if least is None else least):
         yield Advance()
         return
     stream = stream or sys.stderr
     if not _is_terminal(stream):
+        if stream in _lines:
+            yield Advance()
+            return
         lines = ProgressLines(total, description, stream, unit=unit, logger=log)
-        yield Advance(lines.advance, lines.plan)
+        _lines.append(stream)
+        try:
+            yield Advance(lines.advance, lines.plan)
+        finally:
+            _lines.pop()
         lines.finish()
         return
     records = ProgressLines(total, description, None, unit=unit, logger=log)  # the log's lines beside the bar
-    console_ = Console(file=stream, markup=False, emoji=False, highlight=False)
+    outer = next((p for p in reversed(_bars) if p.console.file is stream), None)
+    progress = outer or Progress(
+        TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(file=stream, markup=False, emoji=False, highlight=False), transient=True)
     planned: dict[str, int] = {}
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console_, transient=True) as progress:
+    if outer is None:
+        progress.start()
+    _bars.append(progress)
+    try:
         task = progress.add_task(description, total=total)
 
         def plan(todo: int, already: int) -> None:
@@ -157,9 +178,15 @@ def progress_bar(total: int, description: str, stream: IO[str] | None = None, un
             records.advance(n)
 
         yield Advance(advance, plan)
+    finally:
+        _bars.pop()
+        if outer is None:
+            progress.stop()  # transient: the bar is cleared
+        else:
+            progress.remove_task(task)
     records.finish()
     if planned.get("todo") == 0 and planned.get("already"):
-        console_.print(f"{description}: {planned['already']} {unit} already computed")
+        progress.console.print(f"{description}: {planned['already']} {unit} already computed")
 
 
 def summary_table(rows: Sequence[dict[str, Any]], title: str = "Run summary") -> Table:

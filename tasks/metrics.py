@@ -7,6 +7,7 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import Pipeline
+from amrsim.console import progress_bar
 from amrsim.metrics.engine import PairScorer, score_pairs
 from amrsim.stages.metrics import metrics_stage
 from amrsim.warehouse import Warehouse
@@ -23,8 +24,12 @@ def _metrics(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     m = pipe.spec.metrics
     assert m is not None
     options, wh = m.options(), Warehouse(pipe.warehouse_root)
-    if ray_wanted(pipe.spec.ray):
-        score = spread(pipe, partial(score_pairs, options=options))
-        return metrics_stage(wh, pipe.name, dataset, options, run_id, score, m.commit_rows).summary()
-    with PairScorer(options) as scorer:  # without Ray: local processes where they pay off, one pool for all chunks
-        return metrics_stage(wh, pipe.name, dataset, options, run_id, scorer, m.commit_rows).summary()
+    # the ok pairs bound the work; the stage plans it exactly once it has counted the pairs with both graphs
+    with progress_bar(wh.count(dataset, "pairs", status="ok"), f"metrics {dataset}", unit="pairs") as advance:
+        progress = {"on_progress": advance, "on_plan": advance.plan}
+        if ray_wanted(pipe.spec.ray):
+            score = spread(pipe, partial(score_pairs, options=options))
+            return metrics_stage(wh, pipe.name, dataset, options, run_id, score, m.commit_rows, **progress).summary()
+        with PairScorer(options) as scorer:  # without Ray: local processes where they pay off, one pool for all chunks
+            return metrics_stage(wh, pipe.name, dataset, options, run_id, scorer, m.commit_rows,
+                                 **progress).summary()

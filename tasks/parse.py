@@ -9,6 +9,7 @@ from prefect import task
 from amrsim.amr.backends import BACKENDS
 from amrsim.amr.parsing import parse_frame
 from amrsim.config import Pipeline
+from amrsim.console import progress_bar
 from amrsim.stages.parse import parse_stage
 from amrsim.stages.translate import model_path
 from amrsim.warehouse import Warehouse
@@ -25,6 +26,11 @@ def parse(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     run = spread(pipe, partial(parse_frame, specs=specs, linearize=p.linearize), batch_size=per_batch,
                  gpu_actors=BACKENDS[p.backend].gpu)
     translate = pipe.spec.translate if dataset in pipe.spec.translate_datasets() else None  # English to pivot through
-    return told(f"parse {dataset}", lambda: parse_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset, p,
-                                                         parser_id, run_id, run, translate,
-                                                         partial(model_path, pipe)).summary())
+
+    def work() -> dict[str, object]:
+        wh = Warehouse(pipe.warehouse_root)
+        with progress_bar(wh.count(dataset, "sentences", status="ok"), f"parse {dataset}") as advance:
+            return parse_stage(wh, pipe.name, dataset, p, parser_id, run_id, run, translate, partial(model_path, pipe),
+                               on_progress=advance, on_plan=advance.plan).summary()
+
+    return told(f"parse {dataset}", work)

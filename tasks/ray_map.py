@@ -180,16 +180,22 @@ class _BatchActor:
 
 def map_batches(fn: Callable[[pl.DataFrame], pl.DataFrame], frame: pl.DataFrame, cfg: RayConfig,
                 run_dir: Path, batch_size: int | None = None, max_retries: int = 3,
-                gpu_actors: bool = False) -> pl.DataFrame:
+                gpu_actors: bool = False, on_progress: Callable[[int], None] | None = None) -> pl.DataFrame:
     """Apply `fn` to consecutive batches of `frame` and concatenate the results in order. With `gpu_actors` and
     GPUs in the Ray cluster, batches go to one actor per GPU, so each GPU loads its model once (translation,
-    parsing); without GPUs they run as plain tasks."""
+    parsing); without GPUs they run as plain tasks. `on_progress(rows)` is told each batch's input rows as it comes
+    back (on Ray, in the order they finish)."""
     size = batch_size or cfg.batch_size
     batches = [frame.slice(i, size) for i in range(0, frame.height, size)]
+    told = on_progress or (lambda rows: None)
     if not batches:
         return fn(frame)
     if not ray_wanted(cfg):
-        return pl.concat([fn(b) for b in batches], how="vertical_relaxed")
+        out = []
+        for b in batches:
+            out.append(fn(b))
+            told(b.height)
+        return pl.concat(out, how="vertical_relaxed")
     import ray
 
     ensure_ray(cfg, run_dir)
@@ -199,11 +205,21 @@ def map_batches(fn: Callable[[pl.DataFrame], pl.DataFrame], frame: pl.DataFrame,
 
         actor = ray.remote(num_gpus=1, max_restarts=max_retries, max_task_retries=max_retries)(_BatchActor)
         pool = ActorPool([actor.remote(fn) for _ in range(min(gpus, len(batches)))])
-        return pl.concat(list(pool.map(lambda a, b: a.run.remote(b), batches)), how="vertical_relaxed")
+        results = []
+        for b, result in zip(batches, pool.map(lambda a, b: a.run.remote(b), batches), strict=True):
+            results.append(result)
+            told(b.height)
+        return pl.concat(results, how="vertical_relaxed")
 
     def call(batch: pl.DataFrame) -> pl.DataFrame:  # ray.remote takes functions, not partials or callables
         return fn(batch)
 
     remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(call)
     refs = [remote.remote(b) for b in batches]
+    rows = {ref: b.height for ref, b in zip(refs, batches, strict=True)}
+    pending = list(refs)
+    while pending:  # progress as batches finish; a failed batch raises here, as ray.get would
+        ready, pending = ray.wait(pending, num_returns=1)
+        ray.get(ready)
+        told(rows[ready[0]])
     return pl.concat(ray.get(refs), how="vertical_relaxed")

@@ -7,6 +7,7 @@ from functools import partial
 from prefect import task
 
 from amrsim.config import Pipeline
+from amrsim.console import progress_bar
 from amrsim.stages.translate import model_path, translate_stage, translator_spec
 from amrsim.translate.run import translate_frame
 from amrsim.warehouse import Warehouse
@@ -19,5 +20,13 @@ def translate(pipe: Pipeline, dataset: str, run_id: str) -> dict[str, object]:
     assert tr is not None
     specs = {m: translator_spec(pipe, m) for m in {*tr.models.values(), *tr.to_english.values()}}
     run = spread(pipe, partial(translate_frame, specs=specs), gpu_actors=True)
-    return told(f"translate {dataset}", lambda: translate_stage(Warehouse(pipe.warehouse_root), pipe.name, dataset,
-                                                                 tr, run_id, run, partial(model_path, pipe)).summary())
+
+    def work() -> dict[str, object]:
+        wh = Warehouse(pipe.warehouse_root)
+        # a sentence is translated into each target language: the ok sentences times the targets bound the work
+        bound = wh.count(dataset, "sentences", status="ok") * (len(tr.targets) + bool(tr.to_english))
+        with progress_bar(bound, f"translate {dataset}") as advance:
+            return translate_stage(wh, pipe.name, dataset, tr, run_id, run, partial(model_path, pipe),
+                                   on_progress=advance, on_plan=advance.plan).summary()
+
+    return told(f"translate {dataset}", work)

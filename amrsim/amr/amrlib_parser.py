@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from amrsim.amr.graph import AMRError, parse
@@ -211,7 +211,9 @@ class AmrlibParser:
             log.warning("amrlib batch of %d failed (%s); retrying one sentence at a time", len(batch), _short(e))
             return [b for s in batch for b in self._beams([s])]
 
-    def parse(self, sentences: Sequence[str]) -> list[ParseResult]:
+    def parse(self, sentences: Sequence[str], on_progress: Callable[[int], None] | None = None
+              ) -> list[ParseResult]:
+        told = on_progress or (lambda n: None)
         results: list[ParseResult | None] = [None] * len(sentences)
         todo: list[tuple[int, str]] = []
         for i, s in enumerate(sentences):
@@ -219,9 +221,11 @@ class AmrlibParser:
                 results[i] = ParseResult.failed(empty)
             else:
                 todo.append((i, s.strip()))
+        told(len(sentences) - len(todo))  # the empty ones
         for batch in self.batches([s for _, s in todo]):
             rows = [todo[j] for j in batch]
             for (i, _), b in zip(rows, self._beams([s for _, s in rows]), strict=True):
                 results[i] = ParseResult.failed(f"generation failed: {_short(b)}") if isinstance(b, Exception) \
                     else choose_beam(b)
+            told(len(rows))
         return results  # type: ignore[return-value]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,8 +23,10 @@ class ParseResult:
 
 
 class AMRParser(Protocol):
-    """A parsing backend: `parse` maps sentences to results of the same length and order."""
+    """A parsing backend: `parse` maps sentences to results of the same length and order; `on_progress(n)`, where
+    given, is told the sentences settled as it goes (they add up to all of them)."""
 
     name: str
 
-    def parse(self, sentences: Sequence[str]) -> list[ParseResult]: ...
+    def parse(self, sentences: Sequence[str], on_progress: Callable[[int], None] | None = None
+              ) -> list[ParseResult]: ...

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -935,6 +935,9 @@ def load_spacy(lang: str) -> Any:
     return nlp
 
 
+PROGRESS_SLICE = 256  # sentences between progress reports: a second or two of parsing
+
+
 class UDParser:
     """English or French text to AMR-style PENMAN graphs by rules over spaCy parses (see the module docstring)."""
 
@@ -958,7 +961,8 @@ class UDParser:
                 pass
         return docs
 
-    def parse(self, sentences: Sequence[str]) -> list[ParseResult]:
+    def parse(self, sentences: Sequence[str], on_progress: Callable[[int], None] | None = None
+              ) -> list[ParseResult]:
         results: list[ParseResult | None] = [None] * len(sentences)
         todo: list[int] = []
         for i, s in enumerate(sentences):
@@ -968,6 +972,19 @@ class UDParser:
                 results[i] = ParseResult.failed(f"sentence too long for spaCy ({len(s)} characters)")
             else:
                 todo.append(i)
+        if on_progress is None:
+            self._parse_rows(sentences, todo, results)
+            return results  # type: ignore[return-value]
+        on_progress(len(sentences) - len(todo))  # the rows failed already
+        # a slice at a time, to tell progress (a doc's graph depends on its sentence alone); spaCy batches within it
+        step = min(self.batch_size, PROGRESS_SLICE)
+        for start in range(0, len(todo), step):
+            self._parse_rows(sentences, todo[start:start + step], results)
+            on_progress(len(todo[start:start + step]))
+        return results  # type: ignore[return-value]
+
+    def _parse_rows(self, sentences: Sequence[str], todo: list[int], results: list[ParseResult | None]) -> None:
+        """The graphs of sentences[i] for i in `todo`, into `results`."""
         try:
             docs = self._docs([sentences[i] for i in todo])
         except Exception:  # noqa: BLE001 - a batch spaCy cannot process: one at a time, only the culprit fails
@@ -979,7 +996,6 @@ class UDParser:
                     docs.append(_short(e))
         for i, doc in zip(todo, docs, strict=True):
             results[i] = ParseResult.failed(doc) if isinstance(doc, str) else self.convert(doc)
-        return results  # type: ignore[return-value]
 
     def convert(self, doc) -> ParseResult:
         """One spaCy doc to a validated graph, or a failed result saying why."""

@@ -10,7 +10,7 @@ import typer
 from typer.core import TyperCommand
 
 from amrsim.cli.common import JsonOpt, check_out, emit_json, input_path, out_metadata, write_out
-from amrsim.console import console, frame_table
+from amrsim.console import console, frame_table, progress_bar
 from amrsim.errors import AmrsimError, ConfigError, InputError
 from amrsim.files import file_format
 
@@ -142,7 +142,9 @@ def metrics_score(
     else:
         todo, done = frame, None
     t0 = time.perf_counter()
-    with PairScorer(options, workers=workers) as scorer:
+    with (progress_bar(frame.height, f"metrics score {file.name}", unit="pairs") as advance,
+          PairScorer(options, workers=workers, on_progress=advance) as scorer):
+        advance.plan(todo.height, frame.height - todo.height)  # rows of earlier results are not scored again
         # keys computed above, not again
         scored = (scorer(todo, graphs if todo.height == frame.height else None) if todo.height else None)
         workers_used = scorer.pool_size() if scorer.used_pool else 1

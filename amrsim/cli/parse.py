@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from amrsim.cli.common import check_out, input_path, write_out
-from amrsim.console import console
+from amrsim.console import console, progress_bar
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
 
@@ -44,11 +44,12 @@ def _translate_to_english(model: str, lang: str, sentences: list[str], device: s
     load is a config error naming it."""
     from amrsim.translate.run import TranslatorSpec, translator_for
 
-    try:
-        translator = translator_for(TranslatorSpec(model, device=device))
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"--translate '{model}' ({lang}->en): {e}") from None
-    results = translator.translate(sentences)
+    with progress_bar(len(sentences), f"translate {lang}->en with {model}") as advance:
+        try:
+            translator = translator_for(TranslatorSpec(model, device=device))
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--translate '{model}' ({lang}->en): {e}") from None
+        results = translator.translate(sentences, on_progress=advance)
     return [r.text for r in results], [r.error for r in results]
 
 
@@ -133,12 +134,17 @@ def parse_command(
     if backend == PROVIDED:
         results = _checked_graphs(given)
     else:
-        parser = parser_for(section.parser_specs()[parse_lang])
+        # the rows that translated are parsed; the others fail with the translation's reason
+        ok = [i for i, t in enumerate(english) if t is not None] if translate is not None else []
+        with progress_bar(len(sentences) if translate is None else len(ok), f"parse {file.name} ({backend})"
+                          ) as advance:
+            parser = parser_for(section.parser_specs()[parse_lang])  # (a bar from the start: loading takes seconds)
+            graphs = parser.parse(sentences if translate is None else [english[i] or "" for i in ok],
+                                  on_progress=advance)
         if translate is None:
-            results = parser.parse(sentences)
-        else:  # parse the rows that translated; the others fail with the translation's reason
-            ok = [i for i, t in enumerate(english) if t is not None]
-            parsed = dict(zip(ok, parser.parse([english[i] or "" for i in ok]), strict=True))
+            results = graphs
+        else:
+            parsed = dict(zip(ok, graphs, strict=True))
             results = [parsed.get(i) or ParseResult.failed(f"translation failed: {why[i]}")
                        for i in range(len(sentences))]
     # a cell that is not text fails with the reader's reason, not as the empty text it was read as

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
 
+from amrsim.console import progress_bar
 from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
@@ -591,6 +592,16 @@ class Trainer:
         sums: dict[str, float] = dict(window["sums"])
         count = int(window["count"])
         step = int(self.state["step"])
+        with progress_bar(self.stop_at, f"train {self.method}", unit="steps", least=2) as advance:
+            if step:  # resumed from a checkpoint: those steps are not run again
+                advance.plan(self.stop_at - step, step)
+            step = self._steps(step, eval_every, sums, count, advance)
+        return TrainResult(step, self.total_steps, self.completed, self.state["history"], self.state["best_score"],
+                           self.state["best_step"], self.state["initial_score"], self.resumed_from)
+
+    def _steps(self, step: int, eval_every: int, sums: dict[str, float], count: int,
+               advance: Callable[[int], None]) -> int:
+        """`fit`'s loop from `step` to `stop_at`, with the loss sums since the last report; returns the last step."""
         while step < self.stop_at:
             rows = self.rows(step)
             values = self.train_step(step, rows)
@@ -610,8 +621,8 @@ class Trainer:
                 sums, count = {}, 0
             elif step == self.stop_at or (self.checkpoint_every and step % self.checkpoint_every == 0):
                 self.save(window={"sums": sums, "count": count})  # between reports: the window's sums kept
-        return TrainResult(step, self.total_steps, self.completed, self.state["history"], self.state["best_score"],
-                           self.state["best_step"], self.state["initial_score"], self.resumed_from)
+            advance(1)
+        return step
 
     def train_step(self, step: int, rows: np.ndarray) -> dict[str, float]:
         """One optimizer step on `rows`, chunk by chunk (gradient accumulation); returns each loss's value."""

@@ -205,12 +205,14 @@ Decide = Callable[[int], "bool | None"]
 
 
 def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], options: MetricsOptions,
-                   threads: int = 1, decide: Decide | None = None) -> pl.DataFrame:
+                   threads: int = 1, decide: Decide | None = None,
+                   on_progress: Callable[[int], None] | None = None) -> pl.DataFrame:
     """Aspect columns + status, error, seconds for aligned lists of graphs (what a pool worker returns); `threads`:
     threads this process may score on (no score depends on them). `decide(rows out)`, where given, is asked after
     each slice of pairs until it answers: True ends scoring there (the frame holds the first rows only), False goes
     on to the end without asking again, None asks again after the next slice. While it has not answered, no slice
-    starts before the rows before it are out, so the CPU time the process has spent is these rows' cost."""
+    starts before the rows before it are out, so the CPU time the process has spent is these rows' cost.
+    `on_progress(pairs)` is told after each slice."""
     scorer = _scorer(options)
     columns = aspect_schema(options.aspects)
     values: dict[str, list[Any]] = {c: [] for c in (*columns, "status", "error", "seconds", "bounded")}
@@ -220,16 +222,16 @@ def _score_columns(amr1: Sequence[str | None], amr2: Sequence[str | None], optio
     gc.disable()
     try:
         if options.aspects == ("smatch",):
-            _smatch_loop(scorer, amr1, amr2, values, threads, decide)
+            _smatch_loop(scorer, amr1, amr2, values, threads, decide, on_progress)
         elif any(ASPECTS[a].one_blas_thread for a in options.aspects):
             # WWLK multiplies matrices of a few dozen rows: a second BLAS thread only waits (more so on a busy
             # machine), so one, as in the worker processes
             from threadpoolctl import threadpool_limits
 
             with threadpool_limits(1):
-                _aspects_slices(scorer, amr1, amr2, values, threads, decide)
+                _aspects_slices(scorer, amr1, amr2, values, threads, decide, on_progress)
         else:
-            _aspects_slices(scorer, amr1, amr2, values, threads, decide)
+            _aspects_slices(scorer, amr1, amr2, values, threads, decide, on_progress)
     finally:
         if collecting:
             gc.enable()
@@ -244,7 +246,8 @@ SEARCH_OOM = "MemoryError: the pair's alignment tables do not fit in memory"
 
 
 def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                    values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None) -> None:
+                    values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None,
+                    on_progress: Callable[[int], None] | None = None) -> None:
     """Every aspect of every pair, rows in input order, by slices of ASPECTS_SLICE pairs. The Smatch-family part of
     each slice is scored here (the graphs' views and encodings) with its searches left aside (`aspect_scores`'
     `searches`), and the slice's searches start in one C call (`align_many`, without the GIL), SLICES_AHEAD slices
@@ -280,6 +283,8 @@ def _aspects_slices(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[
             rest, _ = _score_slice(scorer, amr1[start:stop], amr2[start:stop], "rest")
             family, searches, job = pending.popleft()
             _emit_slice(rest if family is None else _whole_rows(family, rest), searches, job, values)
+            if on_progress is not None:
+                on_progress(stop - start)
             if decide is not None:
                 answer = decide(len(values["status"]))
                 if answer:
@@ -369,7 +374,8 @@ SMATCH_SLICE = 256  # pairs read, encoded and aligned in one C call (Ctrl-C is s
 
 
 def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str | None],
-                 values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None) -> None:
+                 values: dict[str, list[Any]], threads: int = 1, decide: Decide | None = None,
+                 on_progress: Callable[[int], None] | None = None) -> None:
     """`_aspects_slices` for `--aspects smatch` alone, the same rows without a dict per pair (the pairs/s users see
     on large files): per slice of pairs, one C call reads, encodes and aligns every pair on `threads` threads without
     the GIL (`align_texts`). The few pairs it leaves to the Python path (a graph not ASCII or one penman must read,
@@ -434,6 +440,8 @@ def _smatch_loop(scorer: _Scorer, amr1: Sequence[str | None], amr2: Sequence[str
             seconds.extend(took)
         else:
             _extend_by_row(values, scored, spent)
+        if on_progress is not None:
+            on_progress(len(a_part))
         if decide is not None:
             answer = decide(len(status))
             if answer:
@@ -535,8 +543,9 @@ class PairScorer:
 
     def __init__(self, options: MetricsOptions, workers: int | None = None,
                  pool: ProcessPoolExecutor | None = None, cores: int | None = None, batch_size: int | None = None,
-                 idle_cores: float | None = None):
+                 idle_cores: float | None = None, on_progress: Callable[[int], None] | None = None):
         self.options = options
+        self.on_progress = on_progress  # told the pairs scored, slice by slice here, batch by batch on the pool
         self.cores = cores or _usable_cores()
         self.idle_cores = idle_cores  # None: measured (load average) when deciding
         self.batch_size = batch_size  # pairs per worker batch; None: about BATCH_S of work each
@@ -576,8 +585,12 @@ class PairScorer:
         return start + here / parallel < here
 
     # -- scoring ------------------------------------------------------------------------------------------------
-    def __call__(self, frame: pl.DataFrame, graphs: tuple[list, list] | None = None) -> pl.DataFrame:
-        """Scores of `frame`'s pairs; `graphs`: its amr1 and amr2 columns as lists, where the caller has them."""
+    def __call__(self, frame: pl.DataFrame, graphs: tuple[list, list] | None = None,
+                 on_progress: Callable[[int], None] | None = None) -> pl.DataFrame:
+        """Scores of `frame`'s pairs; `graphs`: its amr1 and amr2 columns as lists, where the caller has them;
+        `on_progress`: told the pairs scored, from this call on."""
+        if on_progress is not None:
+            self.on_progress = on_progress
         amr1, amr2 = graphs if graphs is not None else (frame["amr1"].to_list(), frame["amr2"].to_list())
         return _with_keys(frame, self.score_columns(amr1, amr2), self.options)
 
@@ -621,7 +634,8 @@ class PairScorer:
             self._learn(done, spent)
             return self.pool_pays_off(len(amr1) - done)
 
-        out = _score_columns(amr1, amr2, self.options, self._threads_here(), decide if piloted else None)
+        out = _score_columns(amr1, amr2, self.options, self._threads_here(), decide if piloted else None,
+                             self.on_progress)
         if amr1 and out.height == len(amr1):  # (all of them here: the whole call's rate too)
             self._learn(len(amr1), time.process_time() - t0)
         return out
@@ -639,9 +653,13 @@ class PairScorer:
         # batches of about BATCH_S each, at least four per worker so the last ones end together
         size = self.batch_size or int(min(max(16, BATCH_S / per_pair), max(16, len(amr1) // (4 * w) + 1)))
         starts = range(0, len(amr1), size)
-        parts = self._pool.map(_score_columns, [amr1[i:i + size] for i in starts], [amr2[i:i + size] for i in starts],
-                               [self.options] * len(starts))
-        return pl.concat(list(parts), how="vertical_relaxed")
+        parts = []
+        for part in self._pool.map(_score_columns, [amr1[i:i + size] for i in starts],
+                                   [amr2[i:i + size] for i in starts], [self.options] * len(starts)):
+            parts.append(part)  # in order, as each batch comes back
+            if self.on_progress is not None:
+                self.on_progress(part.height)
+        return pl.concat(parts, how="vertical_relaxed")
 
     def close(self, cancel: bool = False) -> None:
         """Ends the pool this scorer started; `cancel`: batches not yet started are dropped (waits for the running)."""

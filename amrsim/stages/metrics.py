@@ -110,15 +110,22 @@ def metric_graph_pairs(wh: Warehouse, dataset: str, parser: str) -> pl.DataFrame
 
 def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: str, rows: int,
                        memory_limit: str = "256MB", stale: list[str] | None = None,
-                       moved: list[pl.DataFrame] | None = None) -> Iterator[pl.DataFrame]:
+                       moved: list[pl.DataFrame] | None = None,
+                       on_plan: Callable[[int, int], None] | None = None) -> Iterator[pl.DataFrame]:
     """`metric_graph_pairs` as a stream of frames of up to `rows` rows (order unspecified), plus `graphs_md5` and
     `done`: a metrics row of these options has the pair's graphs already (its graphs are then left out). Memory is
     bounded by `rows` and `memory_limit`, not by the table sizes. Once the stream is read to its end, `stale` (if
     given) holds the keys of the `amr_metrics` rows of these options that no current pair's graphs have, and
     `moved` (if given) a frame of the rows whose recorded pair is gone while another pair has their graphs (key and
-    that pair's columns), as of the snapshot the stream read."""
+    that pair's columns), as of the snapshot the stream read. `on_plan(todo, done)` is told the pairs to score and
+    those done before the stream starts (a count over the same snapshot)."""
     with graph_pairs_connection(wh, dataset, parser, memory_limit) as con:
         params = {"parser": parser, "options": options_json}
+        if on_plan is not None:
+            counted = con.execute(f"SELECT count(*), count(*) FILTER (WHERE done) FROM "
+                                  f"({graph_pairs_sql(parser, GRAPH_PAIRS_TODO)})", params).fetchone()
+            total, done = counted if counted is not None else (0, 0)
+            on_plan(total - done, done)
         reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
         buffered: list[pl.DataFrame] = []
         size = 0
@@ -140,10 +147,14 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
 
 
 def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_id: str,
-                  score_batches: Callable[[pl.DataFrame], pl.DataFrame], commit_rows: int = 20_000) -> StageRun:
+                  score_batches: Callable[..., pl.DataFrame], commit_rows: int = 20_000,
+                  on_progress: Callable[[int], None] | None = None,
+                  on_plan: Callable[[int, int], None] | None = None) -> StageRun:
     """AMR metrics for every graph pair of a dataset lacking them; `score_batches` may distribute the work. Pairs
     stream through in chunks of `commit_rows`, each scored chunk one Delta commit: memory is held to a chunk plus
-    DuckDB's join memory limit, and a crash loses at most the chunk in flight (a rerun computes only the rest)."""
+    DuckDB's join memory limit, and a crash loses at most the chunk in flight (a rerun computes only the rest).
+    Progress: `on_plan(todo, done)` once the pairs are counted; `on_progress(pairs)` for the pairs settled without
+    scoring, and given to `score_batches` as a keyword, which tells the pairs it scores."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage="metrics", dataset=dataset,
                    config_hash=config_hash(options.key_fields()))
     # the options and the metrics' version, as the rows' keys hold them: rows of an earlier version are not "done"
@@ -153,21 +164,26 @@ def metrics_stage(wh: Warehouse, pipeline: str, dataset: str, options: Any, run_
         parser = options.extra.get("parser", PROVIDED)
         stale: list[str] = []
         moved: list[pl.DataFrame] = []
-        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows, stale=stale, moved=moved):
+        for chunk in stream_graph_pairs(wh, dataset, parser, options_json, commit_rows, stale=stale, moved=moved,
+                                        on_plan=on_plan):
             run.rows_in += chunk.height
             # rows known done by (pair, graphs, options) skip hashing; the content key stays the test for the rest
             chunk = chunk.filter(~pl.col("done")).drop("done")
             if not chunk.height:
                 continue
+            pending = chunk.height  # planned as to score
             chunk = chunk.with_columns(pl.Series("key", options.pair_keys(chunk["amr1"], chunk["amr2"]), pl.String))
             chunk = chunk.unique("key", keep="first", maintain_order=True)
             # a failed pair failed on its graphs, which a rerun would not change: failed keys count as done. The
             # check sees this run's earlier commits too, so a key repeated across chunks is computed once.
             done = wh.existing_keys(dataset, "amr_metrics", chunk["key"].to_list())
             todo = chunk.filter(~pl.col("key").is_in(list(done))) if done else chunk
+            if on_progress is not None and pending > todo.height:  # found scored already (failed, or repeated)
+                on_progress(pending - todo.height)
             if not todo.height:
                 continue
-            scored = score_batches(todo)  # its key column is kept, not computed again
+            # its key column is kept, not computed again
+            scored = score_batches(todo, **({"on_progress": on_progress} if on_progress is not None else {}))
             scored = scored.with_columns(  # every registered aspect's columns: null where not computed
                 pl.lit(options_json).alias("options"),
                 *[pl.lit(None, t).alias(c) for c, t in aspect_schema(ASPECTS).items() if c not in scored.columns],

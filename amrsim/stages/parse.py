@@ -82,13 +82,17 @@ def parse_todo(wh: Warehouse, dataset: str, parse: ParseConfig, parser_id: str,
 
 
 def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, parser_id: str, run_id: str,
-                parse_batches: Callable[[pl.DataFrame], pl.DataFrame],
-                translate: TranslateConfig | None = None, where: Callable[[str], Path | str] = str) -> StageRun:
+                parse_batches: Callable[..., pl.DataFrame],
+                translate: TranslateConfig | None = None, where: Callable[[str], Path | str] = str,
+                on_progress: Callable[[int], None] | None = None,
+                on_plan: Callable[[int, int], None] | None = None) -> StageRun:
     """AMR graphs for a dataset's sentences lacking one from this parser; `parse_batches` may distribute.
     `translate` (the pipeline's translate stage for this dataset) names the machine translations to pivot through
     (`where`: where its models load from, as for the translate stage).
     A sentence's earlier graphs from this parser with another key (another source text, model or setting) are
-    removed once the new ones are in, so each sentence keeps one graph per parser."""
+    removed once the new ones are in, so each sentence keeps one graph per parser. Progress: `on_plan(todo, done)`
+    once the sentences to parse are known; `on_progress(rows)` for the rows that fail without parsing, and given to
+    `parse_batches` as a keyword, which tells the rows it parses."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"parse:{parser_id}", dataset=dataset,
                    config_hash=config_hash({"parse": parse.model_dump(mode="json"),
                                             "to_english": translate.to_english if translate else {},
@@ -106,11 +110,16 @@ def parse_stage(wh: Warehouse, pipeline: str, dataset: str, parse: ParseConfig, 
             pl.col("reason").alias("error"), pl.lit(None, pl.Float64).alias("seconds"),
             pl.lit(None, pl.String).alias("linearized"))
         runnable = todo.filter(pl.col("reason").is_null()).drop("reason")
+        if on_plan is not None:
+            on_plan(todo.height, run.rows_in - todo.height)
+        progress = {"on_progress": on_progress} if on_progress is not None else {}
         # one commit per chunk: a crash loses at most the chunk in flight, and the rerun parses only the rest
         chunks = [unparsable] if unparsable.height else []
         chunks += [runnable.slice(i, parse.commit_rows) for i in range(0, runnable.height, parse.commit_rows)]
         for i, chunk in enumerate(chunks):
-            rows = chunk if i == 0 and unparsable.height else run.take_budgets(parse_batches(chunk))
+            rows = chunk if i == 0 and unparsable.height else run.take_budgets(parse_batches(chunk, **progress))
+            if on_progress is not None and rows is chunk:
+                on_progress(chunk.height)
             wh.upsert(dataset, "amr", rows.drop("parse_lang", strict=False))
             run.wrote("amr")
             run.rows_computed += rows.height

@@ -20,11 +20,14 @@ TRANSLATION_TODO_SCHEMA = {"key": pl.String, "source_key": pl.String, "source_la
 
 
 def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateConfig, run_id: str,
-                    translate_batches: Callable[[pl.DataFrame], pl.DataFrame],
-                    where: Callable[[str], Path | str] = str) -> StageRun:
+                    translate_batches: Callable[..., pl.DataFrame],
+                    where: Callable[[str], Path | str] = str, on_progress: Callable[[int], None] | None = None,
+                    on_plan: Callable[[int, int], None] | None = None) -> StageRun:
     """`translations` rows: copied from the dataset's parallel table (backend provided) or generated (marian), and
     English translations of the `to_english` languages' sentences (marian) for the parse stage to parse. `where`
-    maps a configured model to where it loads from (`model_path`): a directory's files are part of the keys."""
+    maps a configured model to where it loads from (`model_path`): a directory's files are part of the keys.
+    Progress: `on_plan(todo, done)` for the translations to generate; `on_progress` goes to `translate_batches` as a
+    keyword, which tells the rows it translates."""
     run = StageRun(run_id=run_id, pipeline=pipeline, stage=f"translate:{tr.backend}", dataset=dataset,
                    config_hash=config_hash(tr))
     with record_stage(wh, run):
@@ -63,7 +66,10 @@ def translate_stage(wh: Warehouse, pipeline: str, dataset: str, tr: TranslateCon
         todo = pl.DataFrame(generate, schema=TRANSLATION_TODO_SCHEMA)
         run.rows_in += todo.height
         todo = todo.filter(~pl.col("key").is_in(list(done)))
-        generated = run.take_budgets(translate_batches(todo)) if todo.height else None
+        if on_plan is not None:
+            on_plan(todo.height, len(generate) - todo.height)  # the translations to generate (copies are quick)
+        progress = {"on_progress": on_progress} if on_progress is not None else {}
+        generated = run.take_budgets(translate_batches(todo, **progress)) if todo.height else None
         frames = [f for f in (copied, generated) if f is not None and f.height]
         rows = pl.concat(frames, how="diagonal_relaxed") if frames else todo
         if rows.height:

@@ -3,7 +3,7 @@ over a table (`run`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -49,4 +49,5 @@ class Translator(Protocol):
 
     name: str
 
-    def translate(self, texts: Sequence[str]) -> list[TranslationResult]: ...
+    def translate(self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None
+                  ) -> list[TranslationResult]: ...

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,8 +235,10 @@ class MarianTranslator:
             return length_sorted_batches(lengths, self.batch_size)
         return budget_batches(lengths, self.max_new_tokens, self.num_beams, self.budget.tokens)
 
-    def translate(self, texts: Sequence[str]) -> list[TranslationResult]:
-        """One result per input, same order; failed rows carry the reason, split rows the `split` flag."""
+    def translate(self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None
+                  ) -> list[TranslationResult]:
+        """One result per input, same order; failed rows carry the reason, split rows the `split` flag.
+        `on_progress(n)`: told the rows whose every piece is translated, batch by batch."""
         texts = ["" if t is None else str(t) for t in texts]
         rows = [_Row() for _ in texts]
         live = [i for i, t in enumerate(texts) if not blank(t)]  # a text of only '\u200b' is empty too
@@ -248,8 +250,15 @@ class MarianTranslator:
                 pieces, rows[i].split = self._split(texts[i]), True
             rows[i].segments = [_Segment(i, p) for p in pieces]
             segments.extend(rows[i].segments)
+        left = [len(row.segments) for row in rows]  # pieces a row waits for
+        if on_progress is not None:
+            on_progress(left.count(0))  # empty texts
         for batch in self.batches([len(s.ids) for s in segments]):
             self._run_batch([segments[j] for j in batch])
+            if on_progress is not None:
+                for j in batch:
+                    left[segments[j].row] -= 1
+                on_progress(sum(left[r] == 0 for r in {segments[j].row for j in batch}))
         results = []
         for source, row in zip(texts, rows, strict=True):
             if not row.segments:

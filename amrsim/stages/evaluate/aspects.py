@@ -13,9 +13,9 @@ from amrsim.encoders.cache import read_embeddings
 from amrsim.errors import AmrsimError
 from amrsim.evaluate import Score
 from amrsim.evaluate.aspects import ASPECT_COLUMNS, aspect_scores
-from amrsim.methods.loaders import embed_sentences, vector_inputs
+from amrsim.methods.loaders import vector_inputs
 from amrsim.methods.portable import method_config
-from amrsim.stages.evaluate.common import evaluated
+from amrsim.stages.evaluate.common import embed_with_progress, evaluated
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import content_key
 from amrsim.warehouse.store import OK
@@ -60,7 +60,7 @@ def aspects_eval(wh: Warehouse, encoder: str, dataset: str, run_id: str, split: 
              *([sorted(zip(sentences["key"], read, strict=True))] if read else []), aspects]
 
     def compute() -> list[Score]:
-        embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
+        embed_with_progress(wh, dataset, encoder, sentences, batch_size=batch_size, device=device)
         k1, k2 = metrics["sentence1_key"].to_list(), metrics["sentence2_key"].to_list()
         both = read_embeddings(wh, dataset, encoder, k1 + k2)
         return aspect_scores(encoder, dataset, run_split, metrics, both[: len(k1)], both[len(k1):],

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from amrsim.console import progress_bar
 from amrsim.encoders import find_trained, is_trained_name, run_name
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate import Score
@@ -83,5 +84,14 @@ def embed_texts(wh: Warehouse, dataset: str, encoder: str, lang: str, texts: Seq
     new = frame.filter(~pl.col("key").is_in(list(wh.keys(dataset, "sentences"))))
     if new.height:
         wh.upsert(dataset, "sentences", new)
-    embed_sentences(wh, dataset, encoder, frame.select("key", "text"), batch_size=batch_size, device=device)
+    embed_with_progress(wh, dataset, encoder, frame.select("key", "text"), batch_size=batch_size, device=device)
     return read_embeddings(wh, dataset, encoder, keys)
+
+
+def embed_with_progress(wh: Warehouse, dataset: str, encoder: str, sentences: pl.DataFrame, **options: object
+                        ) -> tuple[int, int]:
+    """`embed_sentences` (options: batch_size, device, translate) with progress over the sentences it embeds (the
+    bulk of an evaluation's time); a rerun says they were embedded before."""
+    with progress_bar(sentences.height, f"embed {dataset} with {encoder}") as advance:
+        return embed_sentences(wh, dataset, encoder, sentences, on_progress=advance, on_plan=advance.plan,
+                               **options)

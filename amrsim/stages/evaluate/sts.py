@@ -16,8 +16,8 @@ from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import read_embeddings
 from amrsim.evaluate.sts import cosine, sts_scores
-from amrsim.methods.loaders import embed_sentences, load_encoder, vector_inputs
-from amrsim.stages.evaluate.common import store_results, trained_meta
+from amrsim.methods.loaders import load_encoder, vector_inputs
+from amrsim.stages.evaluate.common import embed_with_progress, store_results, trained_meta
 from amrsim.stages.evaluate.results import EVAL, RESULTS, row_key, score_rows
 from amrsim.warehouse import Warehouse
 from amrsim.warehouse.keys import config_hash, content_key
@@ -73,7 +73,7 @@ def _predictions(wh: Warehouse, dataset: str, encoder: str, chosen: pl.DataFrame
                  batch_size: int, device: str, translate: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray]:
     """(prediction, gold) per chosen pair: a cross-encoder's score of the texts, else the embeddings' cosine."""
     if not is_cross_encoder(encoder, wh.models_root):
-        embed_sentences(wh, dataset, encoder, sentences, batch_size=batch_size, device=device, translate=translate)
+        embed_with_progress(wh, dataset, encoder, sentences, batch_size=batch_size, device=device, translate=translate)
         return pair_similarities(wh, dataset, encoder, chosen)
     model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
     text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))

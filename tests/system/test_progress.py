@@ -1,0 +1,194 @@
+"""Progress on every long command (docs/operations.md): lines on stderr in a log (a bar on a terminal), none on
+stdout, which under --json holds the document alone. The thresholds are lowered so small data shows them: every
+unit of work may print a line (`PROGRESS_LINE_SECONDS` 0) and any job shows progress (`PROGRESS_LEAST` 1)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import amrsim.console
+from amrsim.encoders import cache
+from tests.helpers import CountingEncoder
+
+
+@pytest.fixture
+def every_line(monkeypatch, tmp_path):
+    """Progress for any job, a line per unit of work; the warehouse at tmp_path/warehouse (no pipelines.yaml)."""
+    monkeypatch.setattr(amrsim.console, "PROGRESS_LINE_SECONDS", 0.0)
+    monkeypatch.setattr(amrsim.console, "PROGRESS_LEAST", 1)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def fake_encoder(monkeypatch):
+    enc = CountingEncoder()
+    monkeypatch.setattr(cache, "load_encoder_with", lambda *a, **k: enc)
+    return enc
+
+
+def run_amrsim(*args: str):
+    """`amrsim ARGS` in this process (so the lowered thresholds hold), stdout and stderr apart."""
+    from amrsim.cli import app
+
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    return result
+
+
+def json_only(result) -> dict:
+    """The command's stdout: one JSON document and nothing else."""
+    return json.loads(result.stdout)
+
+
+def test_evaluate_sts_tells_its_embedding_progress(every_line, fake_encoder, write_tsv):
+    file = write_tsv("pairs_test.tsv", ["sentence1", "sentence2", "score"],
+                     [["a cat sits", "a cat sat", "4"], ["dogs bark", "a dog barks", "3"], ["rain", "sun", "0"]])
+    result = run_amrsim("evaluate", "sts", "--encoder", "minilm", "--file", str(file), "--json")
+    assert json_only(result)["command"] == "evaluate sts"
+    assert "with minilm: 6/6 rows (100%)" in result.stderr, result.stderr
+    again = run_amrsim("evaluate", "sts", "--encoder", "minilm", "--file", str(file), "--lang-pairs", "en-en",
+                       "--json")
+    assert json_only(again)["command"] == "evaluate sts" and "rows" not in again.stderr  # results reused: no work
+
+
+def test_evaluate_bitext_tells_files_done_not_each_files_embeddings(every_line, fake_encoder, tmp_path):
+    for pair in ("deu-eng", "fra-eng"):
+        (tmp_path / f"tatoeba.{pair}.tsv").write_text(f"{pair[:3]}\teng\nein hund\ta dog\nzwei\ttwo\n")
+    result = run_amrsim("evaluate", "bitext", "--encoder", "minilm", "--file", str(tmp_path / "tatoeba.*.tsv"),
+                        "--json")
+    assert json_only(result)["command"] == "evaluate bitext"
+    lines = result.stderr.splitlines()
+    assert [line.split(":")[1].split("(")[0].strip() for line in lines] == ["1/2 files", "2/2 files"], lines
+    assert all(line.startswith("evaluate bitext with minilm: ") for line in lines)
+
+
+def test_evaluate_transfer_tells_its_embedding_progress(every_line, fake_encoder, tmp_path):
+    def write(name, rows):
+        p = tmp_path / name
+        p.write_text("sentence_A\tsentence_B\tentailment_judgment\n" + "".join("\t".join(r) + "\n" for r in rows))
+        return p
+
+    rows = [("a cat sits", "a cat sits", "ENTAILMENT"), ("dogs run", "dogs run", "ENTAILMENT"),
+            ("a cat sits", "zzz qq", "CONTRADICTION"), ("dogs run", "mmm pp", "CONTRADICTION")]
+    train, dev, test = write("train.tsv", rows * 3), write("dev.tsv", rows), write("test.tsv", rows)
+    result = run_amrsim("evaluate", "transfer", "--encoder", "minilm", "--task", "sick_e", "--train", str(train),
+                    "--dev", f"en={dev}", "--test", f"en={test}", "--json")
+    assert json_only(result)["command"] == "evaluate transfer"
+    assert "embed " in result.stderr and "rows (100%)" in result.stderr, result.stderr
+
+
+def test_evaluate_aspects_tells_its_embedding_progress(every_line, fake_encoder, tmp_path):
+    from amrsim.metrics import metric_columns
+    from amrsim.warehouse import Warehouse
+    from amrsim.warehouse.keys import content_key
+
+    wh = Warehouse(tmp_path / "warehouse")
+    texts = ["the cat sat", "a cat sat", "dogs bark", "the sun"]
+    keys = [content_key("sentence", "en", t) for t in texts]
+    wh.upsert("d", "sentences", pl.DataFrame({"key": keys, "lang": "en", "text": texts, "status": "ok",
+                                              "error": None}))
+    rows = [{"key": f"m{i}", "pair_key": f"p{i}", "item_id": str(i), "split": "test", "sentence1_key": keys[a],
+             "sentence2_key": keys[b], "score": 1.0, **dict.fromkeys(metric_columns()), "frames": f,
+             "options": "{}", "status": "ok", "error": None, "seconds": 0.0, "graphs_md5": None, "bounded": None}
+            for i, ((a, b), f) in enumerate(zip([(0, 1), (0, 2), (2, 3)], [0.9, 0.1, 0.4], strict=True))]
+    wh.upsert("d", "amr_metrics", pl.DataFrame(rows))
+    result = run_amrsim("evaluate", "aspects", "--encoder", "minilm", "--dataset", "d", "--json")
+    assert json_only(result)["command"] == "evaluate aspects"
+    assert "embed d with minilm: 4/4 rows (100%)" in result.stderr, result.stderr
+
+
+def test_parse_tells_sentences_parsed(every_line, tmp_path):
+    (tmp_path / "s.txt").write_text("The cat sleeps.\nDogs bark.\n\n")
+    result = run_amrsim("parse", "--file", str(tmp_path / "s.txt"), "--out", str(tmp_path / "g.jsonl"))
+    assert "parse s.txt (ud): 3/3 rows (100%)" in result.stderr, result.stderr
+    assert "parse s.txt" not in result.stdout and result.stdout.startswith("3 sentences: 2 parsed, 1 failed")
+
+
+def test_metrics_score_tells_pairs_scored_and_a_rerun_what_it_reuses(every_line, tmp_path):
+    graphs = ["(s / sleep-01 :ARG0 (c / cat))", "(b / bark-01 :ARG0 (d / dog))", "(r / rain-01)"]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"amr1": a, "amr2": b}) + "\n"
+                                              for a, b in zip(graphs, graphs[1:] + graphs[:1], strict=True)))
+    args = ("metrics", "score", "--file", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "m.parquet"),
+            "--aspects", "smatch", "--json")
+    result = run_amrsim(*args)
+    assert json_only(result)["computed"] == 3
+    assert "metrics score p.jsonl: 3/3 pairs (100%)" in result.stderr, result.stderr
+    again = run_amrsim(*args)
+    assert json_only(again)["reused"] == 3
+    assert again.stderr.splitlines()[0] == "metrics score p.jsonl: 3 pairs already computed"  # then the means
+
+
+def test_training_tells_steps_and_a_resumed_run_the_steps_done_before(every_line, capsys):
+    from amrsim.methods.training import Trainer, TrainingArgs, seeded_batches
+
+    x = torch.linspace(-1, 1, 16).reshape(8, 2)
+    model = torch.nn.Linear(2, 1)
+
+    def losses(rows: np.ndarray) -> dict[str, torch.Tensor]:
+        return {"mse": (model(x[torch.as_tensor(rows)]) ** 2).mean()}
+
+    trainer = Trainer("toy", TrainingArgs(lr=0.01, batch_size=4, epochs=2), [model], 2, seeded_batches(0, 8, 4),
+                      losses)
+    trainer.fit()
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"train toy: {n}/4 steps" for n in (1, 2, 3, 4)], lines
+    resumed = Trainer("toy", TrainingArgs(lr=0.01, batch_size=4, epochs=2), [model], 2, seeded_batches(0, 8, 4),
+                      losses, state={**trainer.state, "step": 3})
+    resumed.fit()
+    assert capsys.readouterr().err.startswith("train toy: 1/1 steps (3 already computed) (100%)")
+
+
+def test_stages_tell_their_plan_and_every_row(wh):
+    """The parse and metrics stages plan the work, then every row is told once: by the stage (rows that fail
+    without parsing) or by the batch function it is given (the Ray helper's map_batches, here in-process)."""
+    from amrsim.config import ParseConfig, RayConfig
+    from amrsim.warehouse.keys import content_key
+    from tasks.ray_map import map_batches
+
+    texts = ["The cat sleeps.", "Dogs bark.", "Es regnet."]
+    wh.upsert("d", "sentences", pl.DataFrame({"key": [content_key("sentence", t) for t in texts],
+                                              "lang": ["en", "en", "de"], "text": texts, "status": "ok",
+                                              "error": None}))
+    from amrsim.amr.parsing import parse_frame
+    from amrsim.stages.parse import parse_stage
+
+    parse = ParseConfig(backend="ud", langs=["en"], pivot=False)
+    specs = parse.parser_specs()
+    told: list[tuple[str, int, int]] = []
+
+    def batches(frame: pl.DataFrame, on_progress=None) -> pl.DataFrame:
+        return map_batches(lambda b: parse_frame(b, specs=specs, linearize=None), frame, RayConfig(),
+                           wh.root, batch_size=1, on_progress=on_progress)
+
+    for run in ("r1", "r2"):
+        parse_stage(wh, "p", "d", parse, next(iter(specs.values())).id, run, batches,
+                    on_progress=lambda n: told.append(("rows", n, 0)),
+                    on_plan=lambda todo, done: told.append(("plan", todo, done)))
+    assert told == [("plan", 3, 0), ("rows", 1, 0), ("rows", 1, 0), ("rows", 1, 0),  # German: no parser
+                    ("plan", 0, 3)]  # a rerun: every graph there
+
+
+def test_a_bar_inside_a_bar_is_a_second_line_of_it_and_quiet_in_a_log():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    log, terminal = io.StringIO(), Terminal()
+    with amrsim.console.progress_bar(300, "files", stream=log) as outer:
+        with amrsim.console.progress_bar(300, "inner", stream=log) as inner:
+            inner(300)
+        outer(300)
+    assert log.getvalue() == "files: 300/300 rows (100%), 0 s\n"  # the outer work's lines only
+    with amrsim.console.progress_bar(300, "files", stream=terminal) as outer:
+        with amrsim.console.progress_bar(300, "inner", stream=terminal) as inner:
+            inner(100)
+            drawn = terminal.getvalue()
+        outer(300)
+    assert "files" in drawn and "inner" in drawn  # one display, two lines (two displays would overwrite)
