@@ -326,8 +326,7 @@ def train_langs(stage: TrainingStage, params: Params, name: str, langs: list[str
         raise ConfigError(f"pear: fewer than 2 usable '{params.train_split}' pairs in {params.datasets} for "
                           f"language(s) {langs} (left out: {left}); ingest the datasets first")
     out["rows_used"] = gold.height
-    dev = gold_pairs(wh, params.dev_datasets, params.dev_split, langs, ranges)[0] if params.dev_datasets \
-        else pl.DataFrame()
+    dev = gold_pairs(wh, params.dev_datasets, params.dev_split, langs, ranges)[0]  # no dev_datasets: an empty frame
     hp, search = _hyper(stage, params, langs, gold, dev, out_dir)
     t0 = time.perf_counter()
     log.info("pear %s: %d gold pairs, %d dev pairs, %s", name, gold.height, dev.height, hp.recipe())
