@@ -122,9 +122,9 @@ def stream_graph_pairs(wh: Warehouse, dataset: str, parser: str, options_json: s
     with graph_pairs_connection(wh, dataset, parser, memory_limit) as con:
         params = {"parser": parser, "options": options_json}
         if on_plan is not None:
-            counted = con.execute(f"SELECT count(*), count(*) FILTER (WHERE done) FROM "
-                                  f"({graph_pairs_sql(parser, GRAPH_PAIRS_TODO)})", params).fetchone()
-            total, done = counted if counted is not None else (0, 0)
+            # fetchall: a result left unfinished would keep the connection from the stream below
+            [(total, done)] = con.execute(f"SELECT count(*), count(*) FILTER (WHERE done) FROM "
+                                          f"({graph_pairs_sql(parser, GRAPH_PAIRS_TODO)})", params).fetchall()
             on_plan(total - done, done)
         reader = con.sql(graph_pairs_sql(parser, GRAPH_PAIRS_TODO), params=params).to_arrow_reader(rows)
         buffered: list[pl.DataFrame] = []

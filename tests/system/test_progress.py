@@ -192,3 +192,32 @@ def test_a_bar_inside_a_bar_is_a_second_line_of_it_and_quiet_in_a_log():
             drawn = terminal.getvalue()
         outer(300)
     assert "files" in drawn and "inner" in drawn  # one display, two lines (two displays would overwrite)
+
+
+def test_the_metrics_stage_plans_then_tells_every_pair(wh, write_tsv):
+    """Counted before the stream (the DuckDB count leaves the connection free for it), then every pair told once:
+    by the stage for pairs found scored, by the scorer for the rest; a rerun plans nothing to do."""
+    from amrsim.config import DatasetConfig
+    from amrsim.metrics.engine import MetricsOptions, score_pairs
+    from amrsim.stages import metrics_stage
+    from amrsim.stages.ingest import ingest_tables
+
+    graph = "(w / want-01 :ARG0 (b / boy))"
+    rows = [[i, "1.0", f"s{i}", f"t{i}", graph, "(b / boy)"] for i in "abc"] + [["d", "1.0", "u", "v", graph, ""]]
+    path = write_tsv("p.tsv", ["idx", "gold", "sentence1", "sentence2", "amr1", "amr2"], rows)
+    ingest_tables(wh, "bam", DatasetConfig(path=str(path), kind="pairs", split="test", columns={
+        "id": "idx", "score": "gold", "amr1": "amr1", "amr2": "amr2"}), path, "r0")
+    options = MetricsOptions(aspects=("smatch",), extra={"parser": "provided"})
+    told: list[tuple[str, int, int]] = []
+
+    def score(frame: pl.DataFrame, on_progress=None) -> pl.DataFrame:
+        out = score_pairs(frame, options)
+        on_progress(frame.height)
+        return out
+
+    for run in ("r1", "r2"):
+        metrics_stage(wh, "p", "bam", options, run, score, on_progress=lambda n: told.append(("pairs", n, 0)),
+                      on_plan=lambda todo, done: told.append(("plan", todo, done)))
+    # a, b and c have the same graphs: the stage tells two as found scored (repeated), the scorer scores one; pair d
+    # has an empty graph and is no graph pair
+    assert told == [("plan", 3, 0), ("pairs", 2, 0), ("pairs", 1, 0), ("plan", 0, 3)]
