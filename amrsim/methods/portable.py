@@ -190,6 +190,8 @@ def standalone(run_dir: Path, method: str, meta: dict[str, Any], root: Path, ext
             return False
         file, cls, model_type, activation = PEAR, "PearFused", "CrossEncoder", IDENTITY
     elif method == "meaning":
+        if meta.get("text_encoder"):  # the encoder it trained (muse in PyTorch): amrsim's own module, not copied
+            return False
         if not _copy_base(str(meta.get("base_encoder", MUSE)), run_dir, root):
             return False
         file, cls, model_type, activation = MEANING, "MeaningEncoder", "SentenceTransformer", None

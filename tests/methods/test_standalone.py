@@ -245,6 +245,27 @@ def test_meaning_run_stands_alone(base, tmp_path):
     assert_standalone(run, inside, out, report, trainable)
 
 
+def test_a_run_whose_model_amrsim_cannot_carry_keeps_amrsims_module(base, tmp_path):
+    """A meaning run over the encoder it trained (model.json `text_encoder`: muse in PyTorch, amrsim's class) and a
+    residual PEAR run over a trained run with amrsim's module as its base stay as they were: modules.json names
+    amrsim's installed module; nothing is half written."""
+    import torch
+
+    from amrsim.methods.meaning.model import MeaningModel, save_model
+    from amrsim.methods.meaning.params import Hyper
+
+    torch.manual_seed(0)
+    run = save_model(tmp_path / "models" / "meaning" / "own", MeaningModel(64, 2), f"hf:{base}", ["en", "de"],
+                     Hyper(), extra_meta={"text_encoder": "text_encoder"})
+    assert not make_standalone(run) and module_type(run) == "amrsim.methods.hub.AmrsimEncoder"
+    assert not (run / "modeling_amrsim_meaning.py").exists() and not (run / "base").exists()
+    residual = tmp_path / "models" / "pear" / "res"
+    residual.mkdir(parents=True)
+    record = {"base": "meaning:own", "slope": 1.0, "intercept": 0.0, "eps": 0.02}
+    save_amrsim_module(residual, "cross-encoder", {"pear": {"symmetric": True, "residual": record}})
+    assert module_type(residual) == "amrsim.methods.hub.AmrsimPairScorer" and code_problem(residual) is None
+
+
 def test_amrsim_refuses_a_folder_whose_code_was_changed_or_points_outside(pear_network, tmp_path):
     from amrsim.errors import ConfigError
     from amrsim.methods.hub import load_run
