@@ -1,12 +1,15 @@
 """Run directories that load outside amrsim, laid out as Hub tools expect. A method with one transformer (S3BERT,
 DuEAM, PEAR) saves it at the run root (config.json, model.safetensors, tokenizer files, modules.json, model.json
 `encoder: "."`), so `SentenceTransformer(run_dir)` / `CrossEncoder(run_dir)` load it with nothing but
-sentence-transformers imported. A run whose model is more (MSE-AMR, meaning, symmetric or residual PEAR,
-pear_fused) gets a modules.json naming amrsim's installed module class (`amrsim.methods.hub`), which
-sentence-transformers imports only with `trust_remote_code=True`. Every run root has `modules.json` and
-`config_sentence_transformers.json` (`model_type`: SentenceTransformer or CrossEncoder), the latter also carrying
-what amrsim knows about the model (S3BERT's aspect layout) under the method's name. Runs written before keep their
-model in a subdirectory (`encoder/`, `cross_encoder/`) with a root modules.json pointing into it (`link_run_root`)."""
+sentence-transformers imported. A run whose model is more (order-averaged or residual PEAR, pear_fused, meaning)
+carries its module code (amrsim/methods/standalone, its sha256 in amrsim_code.json) and the parts it scores with
+(`base/`, `pear/`), which sentence-transformers runs with `trust_remote_code=True` where amrsim is not installed;
+one that cannot (MSE-AMR, which parses at encode time; a base amrsim cannot copy) names amrsim's installed module
+class (`amrsim.methods.hub`). Every run root has `modules.json` and `config_sentence_transformers.json`
+(`model_type`: SentenceTransformer or CrossEncoder), the latter also carrying what amrsim knows about the model
+(S3BERT's aspect layout) under the method's name, kept too in the root transformer's config.json (`amrsim`), which
+survives sentence-transformers' `save()`. Runs written before keep their model in a subdirectory (`encoder/`,
+`cross_encoder/`) with a root modules.json pointing into it (`link_run_root`)."""
 
 from __future__ import annotations
 
