@@ -26,7 +26,7 @@ rng = np.random.default_rng(0)
 
 # the child: amrsim made unimportable before anything else; loads, saves, moves and fine-tunes the folder
 CHILD = """
-import importlib.util, json, shutil, sys
+import json, shutil, sys
 from pathlib import Path
 
 
@@ -60,33 +60,23 @@ LABELS = [1.0, 0.0, 0.5, 0.2, 0.9, 0.1, 0.3, 0.7]
 
 
 def one_step(model):
-    \"\"\"One step of sentence-transformers' trainer on 8 pairs; where accelerate (which the trainers need) is
-    missing, the step the trainer takes: the same loss, backward, one AdamW step.\"\"\"
+    \"\"\"One step of sentence-transformers' own trainer on 8 pairs, as a user fine-tunes a downloaded model.\"\"\"
+    from datasets import Dataset
+
     if bi:
+        from sentence_transformers import SentenceTransformerTrainer as Trainer
+        from sentence_transformers import SentenceTransformerTrainingArguments as Args
         from sentence_transformers.sentence_transformer.losses import CosineSimilarityLoss as Loss
     else:
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer as Trainer
+        from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments as Args
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss as Loss
-    loss = Loss(model)
-    if importlib.util.find_spec("accelerate") is not None:
-        from datasets import Dataset
-        if bi:
-            from sentence_transformers import SentenceTransformerTrainer as Trainer
-            from sentence_transformers import SentenceTransformerTrainingArguments as Args
-        else:
-            from sentence_transformers.cross_encoder import CrossEncoderTrainer as Trainer
-            from sentence_transformers.cross_encoder import CrossEncoderTrainingArguments as Args
-        args = Args(output_dir=str(work / "trainer"), max_steps=1, per_device_train_batch_size=8, learning_rate=1e-2,
-                    report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True)
-        data = Dataset.from_dict({"a": A, "b": B, "label": LABELS})
-        Trainer(model=model, args=args, train_dataset=data, loss=loss).train()
-        return "trainer"
-    model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-    inputs_ = [model.preprocess(A), model.preprocess(B)] if bi else [A, B]
-    loss(inputs_, torch.tensor(LABELS)).backward()
-    optimizer.step()
+    args = Args(output_dir=str(work / "trainer"), max_steps=1, per_device_train_batch_size=8, learning_rate=1e-2,
+                report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True)
+    data = Dataset.from_dict({"a": A, "b": B, "label": LABELS})
+    Trainer(model=model, args=args, train_dataset=data, loss=Loss(model)).train()
     model.eval()
-    return "loss step"
+    return "trainer"
 
 
 model = load(path)
