@@ -584,6 +584,8 @@ class Trainer:
         """Train from the current step to `stop_at` (`state` holds the history and the best)."""
         self.start()
         if self.resumed_from is None and self.state["step"] == 0 and self.evaluator is not None and self.score_at_start:
+            # before the steps' progress: a dev set's score can take minutes on a CPU
+            log.info("%s: scoring the starting model on the dev set, then %d steps", self.method, self.stop_at)
             self.state["initial_score"] = self.evaluator()
         eval_every = self.args.eval_every or self.steps_per_epoch
         # the loss sums since the last report: a checkpoint between reports keeps them, so a resumed run reports
