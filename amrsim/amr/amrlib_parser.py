@@ -221,7 +221,8 @@ class AmrlibParser:
                 results[i] = ParseResult.failed(empty)
             else:
                 todo.append((i, s.strip()))
-        told(len(sentences) - len(todo))  # the empty ones
+        if len(todo) < len(sentences):
+            told(len(sentences) - len(todo))  # the empty ones
         for batch in self.batches([s for _, s in todo]):
             rows = [todo[j] for j in batch]
             for (i, _), b in zip(rows, self._beams([s for _, s in rows]), strict=True):

@@ -975,7 +975,8 @@ class UDParser:
         if on_progress is None:
             self._parse_rows(sentences, todo, results)
             return results  # type: ignore[return-value]
-        on_progress(len(sentences) - len(todo))  # the rows failed already
+        if len(todo) < len(sentences):
+            on_progress(len(sentences) - len(todo))  # the rows failed already
         # a slice at a time, to tell progress (a doc's graph depends on its sentence alone); spaCy batches within it
         step = min(self.batch_size, PROGRESS_SLICE)
         for start in range(0, len(todo), step):

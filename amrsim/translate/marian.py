@@ -251,14 +251,15 @@ class MarianTranslator:
             rows[i].segments = [_Segment(i, p) for p in pieces]
             segments.extend(rows[i].segments)
         left = [len(row.segments) for row in rows]  # pieces a row waits for
-        if on_progress is not None:
+        if on_progress is not None and 0 in left:
             on_progress(left.count(0))  # empty texts
         for batch in self.batches([len(s.ids) for s in segments]):
             self._run_batch([segments[j] for j in batch])
             if on_progress is not None:
                 for j in batch:
                     left[segments[j].row] -= 1
-                on_progress(sum(left[r] == 0 for r in {segments[j].row for j in batch}))
+                if finished := sum(left[r] == 0 for r in {segments[j].row for j in batch}):
+                    on_progress(finished)  # rows whose last piece was in this batch
         results = []
         for source, row in zip(texts, rows, strict=True):
             if not row.segments:

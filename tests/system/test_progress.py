@@ -221,3 +221,25 @@ def test_the_metrics_stage_plans_then_tells_every_pair(wh, write_tsv):
     # a, b and c have the same graphs: the stage tells two as found scored (repeated), the scorer scores one; pair d
     # has an empty graph and is no graph pair
     assert told == [("plan", 3, 0), ("pairs", 2, 0), ("pairs", 1, 0), ("plan", 0, 3)]
+
+
+def test_parse_with_translation_tells_both_and_translation_counts_each_row_once(every_line, tmp_path):
+    import random
+
+    from amrsim.translate.marian import MarianTranslator
+    from tests.helpers import build_tiny_marian, random_sentence
+
+    model = build_tiny_marian(tmp_path / "marian", max_pos=64)
+    rng = random.Random(2)
+    texts = ["Der Hund läuft.", "", " ".join(random_sentence(rng) for _ in range(20)), "Die Katze."]  # 3rd: split
+    translator = MarianTranslator(str(model), device="cpu", batch_size=2, num_beams=1, max_length=12)
+    told: list[int] = []
+    results = translator.translate(texts, on_progress=told.append)
+    assert sum(told) == len(texts) and results[2].flags == "split"  # a split row counts once, when all its pieces are
+    assert results == translator.translate(texts)  # telling changes nothing
+    (tmp_path / "de.txt").write_text("Der Hund läuft.\nDie Katze schläft.\n")
+    result = run_amrsim("parse", "--file", str(tmp_path / "de.txt"), "--out", str(tmp_path / "g.jsonl"), "--lang",
+                        "de", "--translate", str(model), "--device", "cpu")
+    lines = [line for line in result.stderr.splitlines() if " rows (" in line]  # (not transformers' loading bars)
+    assert lines[0].startswith(f"translate de->en with {model}: 2/2 rows (100%)"), lines
+    assert [line.split(", ")[0] for line in lines[1:]] == ["parse de.txt (ud): 2/2 rows (100%)"], lines
