@@ -243,3 +243,36 @@ def test_parse_with_translation_tells_both_and_translation_counts_each_row_once(
     lines = [line for line in result.stderr.splitlines() if " rows (" in line]  # (not transformers' loading bars)
     assert lines[0].startswith(f"translate de->en with {model}: 2/2 rows (100%)"), lines
     assert [line.split(", ")[0] for line in lines[1:]] == ["parse de.txt (ud): 2/2 rows (100%)"], lines
+
+
+@pytest.mark.slow
+def test_ray_batches_tell_progress_as_they_come_back(tmp_path):
+    """On a local Ray: plain tasks (told as each finishes) and GPU actors (told in order), every row once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.helpers import ROOT, cli_env
+
+    pytest.importorskip("ray")
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        import polars as pl, ray
+        from amrsim.config import RayConfig
+        from tasks.ray_map import map_batches
+        from tests.system.test_flows import _double_with_pid
+        frame = pl.DataFrame({"x": list(range(2000))})
+        for actors in (False, True):
+            told = []
+            cfg = RayConfig(enabled=True, num_cpus=2, num_gpus=2 if actors else 0)
+            out = map_batches(_double_with_pid, frame, cfg, Path(sys.argv[1]), batch_size=300, gpu_actors=actors,
+                              on_progress=told.append)
+            assert out["y"].to_list() == [2 * i for i in range(2000)], "order or values differ"
+            assert sorted(told) == [200] + [300] * 6, told
+            ray.shutdown()
+        print("told ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          cwd=ROOT, env=cli_env(tmp_path), timeout=300)
+    assert proc.returncode == 0 and "told ok" in proc.stdout, proc.stderr[-3000:]
