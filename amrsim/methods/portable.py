@@ -148,7 +148,14 @@ def save_amrsim_module(run_dir: Path, kind: str, extra: dict[str, Any] | None = 
         method, settings = "pear", pear
     elif kind == "encoder" and "base" in parts:
         method, settings = "meaning", {"base_encoder": parts["base"]}
-    if method is None or not standalone(run_dir, method, settings, root, extra):
+    had_base = (run_dir / BASE).exists()
+    try:
+        carried = method is not None and standalone(run_dir, method, settings, root, extra)
+    except (OSError, ValueError):  # a part that cannot be copied (a hub id not in the local cache): amrsim's module
+        if not had_base:
+            shutil.rmtree(run_dir / BASE, ignore_errors=True)
+        carried = False
+    if not carried:
         module, model_type = AMRSIM_MODULES[kind]
         atomic_json(run_dir / ST_CONFIG, {**st_config(model_type), **(extra or {})})
         atomic_json(run_dir / MODULES, [{"idx": 0, "name": "0", "path": "", "type": module}])

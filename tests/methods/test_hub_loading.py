@@ -147,8 +147,10 @@ def test_meaning_run_loads_with_trust_remote_code_and_saves_a_copy_that_loads(ba
                      ["en", "de"], Hyper(head="mlp", hidden=8, sts_hidden=8), StsHead(64, hidden=8))
     config = json.loads((run / "config_sentence_transformers.json").read_text())
     assert config["model_type"] == "SentenceTransformer"
-    assert module_types(run) == ["amrsim.methods.hub.AmrsimEncoder"]
+    # the folder's own module code (its base copied in), not amrsim's installed module
+    assert module_types(run) == ["modeling_amrsim_meaning.MeaningEncoder"]
     outside, report = load_in_fresh_process("bi", run, TEXTS, tmp_path, trust=True)
+    assert not report["amrsim_loaded"]
     inside = load_encoder("meaning:run1", models_root=models, device="cpu").encode(TEXTS)
     assert outside.shape == inside.shape == (4, 64)
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
@@ -192,11 +194,12 @@ def test_symmetric_pear_run_averages_both_orders_in_the_saved_model(pear_network
     models = tmp_path / "models"
     run = save_run(pear_network, models / "pear" / "run1", {"symmetric": True})
     assert_hub_root(run, "CrossEncoder")
-    assert module_types(run) == ["amrsim.methods.hub.AmrsimPairScorer"]
+    assert module_types(run) == ["modeling_amrsim_pear.PearScorer"]  # the folder's own module code
     # without the flag sentence-transformers refuses it: never one order's scores in silence
     refused, report = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=False)
     assert refused is None and "trust_remote_code=True" in report["error"]
-    outside, _ = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    outside, report = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    assert not report["amrsim_loaded"]
     inside = pear_scores("pear:run1", models)
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
     first, second = [p[0] for p in PAIRS], [p[1] for p in PAIRS]
@@ -234,8 +237,10 @@ def test_pear_fused_run_loads_with_a_cross_encoder(pear_network, base, tmp_path)
     assert np.abs(moved).max() < 1e-6
     run = save_fused(models / "pear_fused" / "f1", "pear:run1", fusion, {})
     config = json.loads((run / "config_sentence_transformers.json").read_text())
-    assert config["model_type"] == "CrossEncoder" and module_types(run) == ["amrsim.methods.hub.AmrsimPairScorer"]
-    outside, _ = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    assert config["model_type"] == "CrossEncoder" and module_types(run) == ["modeling_amrsim_pear.PearFused"]
+    assert (run / "pear" / "model.json").is_file()  # its PEAR part inside its own folder
+    outside, report = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    assert not report["amrsim_loaded"]
     inside = pear_scores("pear_fused:f1", models)
     assert np.abs(inside).max() > 0 and not np.allclose(inside, pear_scores("pear:run1", models))
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
@@ -248,8 +253,10 @@ def test_residual_pear_run_scores_with_its_base_in_the_saved_model(base, tmp_pat
     start_from_base(network, BaseOffset(load_encoder(f"hf:{base}", device="cpu"), f"hf:{base}", 0.8, 0.1))
     models = tmp_path / "models"
     run = save_run(network, models / "pear" / "res", {"symmetric": False, "residual": network.offset.record()})
-    assert module_types(run) == ["amrsim.methods.hub.AmrsimPairScorer"] and (run / "config.json").is_file()
-    outside, _ = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    assert module_types(run) == ["modeling_amrsim_pear.PearScorer"] and (run / "config.json").is_file()
+    assert (run / "base" / "modules.json").is_file()  # its base inside its own folder
+    outside, report = load_in_fresh_process("cross", run, PAIRS, tmp_path, trust=True)
+    assert not report["amrsim_loaded"]
     inside = pear_scores("pear:res", models)
     np.testing.assert_allclose(outside, inside, atol=1e-6, rtol=0)
     network.offset = None  # the network alone (the head is zeroed: σ(0) for every pair) is not the model

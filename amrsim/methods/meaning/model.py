@@ -122,7 +122,7 @@ def spearman(pred: np.ndarray, gold: np.ndarray) -> float | None:
 def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Sequence[str], hyper: Hyper,
                sts_head: StsHead | None = None, extra_meta: Mapping[str, Any] | None = None) -> Path:
     """Write `out_dir/meaning.safetensors` (+ `sts_head.safetensors`), the root's sentence-transformers files
-    (amrsim's module) and, last, `model.json`; returns out_dir."""
+    and, last, `model.json`; returns out_dir."""
     from safetensors.torch import save_model as save_st
 
     out_dir = Path(out_dir)
@@ -135,7 +135,8 @@ def save_model(out_dir: Path, model: MeaningModel, base_encoder: str, langs: Seq
             "stage1": hyper.stage1_meta(), "weights": STAGE1_FILE,
             "stage2": None if sts_head is None else {**hyper.stage2_meta(), "weights": STAGE2_FILE},
             **(extra_meta or {})}
-    save_amrsim_module(out_dir, "encoder")  # `SentenceTransformer(out_dir, trust_remote_code=True)` loads it
+    # self-contained (module code and a copy of the base) unless the base is the encoder this run trained
+    save_amrsim_module(out_dir, "encoder", parts=None if meta.get("text_encoder") else {"base": base_encoder})
     write_model_json(out_dir, "meaning", meta)
     return out_dir
 

@@ -161,7 +161,8 @@ def save_run(model: PearCrossEncoder, out_dir: Path, meta: Mapping[str, Any]) ->
     refuse_finished_run(out_dir)
     symmetric = bool(meta.get("symmetric", False))
     model.save(out_dir)
-    pear_config = {"pear": {"symmetric": symmetric, "max_length": model.max_length}}
+    pear_config = {"pear": {"symmetric": symmetric, "max_length": model.max_length,
+                            "residual": None if model.offset is None else model.offset.record()}}
     if model.offset is None and not symmetric:
         add_cross_encoder_files(out_dir, model.max_length)
         add_root_config(out_dir, pear_config)
@@ -236,12 +237,12 @@ def fit_fusion(pear: np.ndarray, cosine: np.ndarray, base: str, weight: float) -
 
 
 def save_fused(out_dir: Path, pear_name: str, fusion: Fusion, meta: Mapping[str, Any]) -> Path:
-    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion; no weights. The
-    root's modules.json names amrsim's module, which loads both by name from the models root the run lies in."""
+    """`<models>/pear_fused/<run id>/model.json`: names the PEAR run and the base, holds the fusion. The folder
+    carries copies of both parts and its module code, so it loads without amrsim, wherever it is moved."""
     out_dir = Path(out_dir)
     refuse_finished_run(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_amrsim_module(out_dir, "cross-encoder")  # `CrossEncoder(out_dir, trust_remote_code=True)` scores as amrsim
+    save_amrsim_module(out_dir, "cross-encoder", parts={"pear": pear_name, "base": fusion.base})
     write_model_json(out_dir, FUSED_METHOD, {"kind": KIND, "pear": pear_name, "base_model": fusion.base,
                                              "fusion": fusion.__dict__, **meta})
     return out_dir
