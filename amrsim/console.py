@@ -98,6 +98,8 @@ class ProgressLines:
         if self.total == 0 and self.already:
             self._say(f"{self.description}: {self.already} {self.unit} already computed")
             return
+        if self.total == self.done == 0:  # planned with nothing to do, and nothing done before: no line
+            return
         self._line(self.clock())
 
     def _line(self, now: float) -> None:

@@ -276,3 +276,10 @@ def test_ray_batches_tell_progress_as_they_come_back(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                           cwd=ROOT, env=cli_env(tmp_path), timeout=300)
     assert proc.returncode == 0 and "told ok" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_work_planned_with_nothing_to_do_prints_no_line():
+    log = io.StringIO()
+    with amrsim.console.progress_bar(1000, "translate d", stream=log) as advance:
+        advance.plan(0, 0)  # translations given with the data: none to generate
+    assert log.getvalue() == ""
