@@ -294,8 +294,8 @@ def _copy_base(name: str | None, run_dir: Path, models_root: Path) -> bool:
 
 def code_problem(run_dir: Path) -> str | None:
     """Why amrsim would not grant `trust_remote_code` to the run folder (one line), or None: its modules.json names
-    only sentence-transformers' classes, amrsim's installed ones, or module files of the folder whose sha256 is what
-    amrsim wrote (amrsim_code.json); every .py file of the folder is one amrsim wrote, unchanged."""
+    only sentence-transformers' classes, amrsim's installed ones (`amrsim.*`), or module files of the folder whose
+    sha256 is what amrsim wrote (amrsim_code.json); every .py file of the folder is one amrsim wrote, unchanged."""
     run_dir = Path(run_dir)
     try:  # no modules.json (a run from before they had one): it names no code
         modules = json.loads((run_dir / MODULES).read_text(encoding="utf-8")) if (run_dir / MODULES).is_file() else []
@@ -305,10 +305,11 @@ def code_problem(run_dir: Path) -> str | None:
         return f"{run_dir}: unreadable {MODULES} or {CODE_HASHES} ({e})"
     if not isinstance(modules, list) or not isinstance(hashes, dict):
         return f"{run_dir}: {MODULES} is not a list or {CODE_HASHES} not an object"
-    installed = {module for module, _ in AMRSIM_MODULES.values()}
     for module in modules:
         ref = str(module.get("type", "")) if isinstance(module, dict) else repr(module)
-        if ref.startswith("sentence_transformers.") or ref in installed:
+        # sentence-transformers' classes and amrsim's installed ones (amrsim.methods.hub, muse's module) are code of
+        # installed packages, not of the folder
+        if ref.startswith(("sentence_transformers.", "amrsim.")):
             continue
         stem = ref.rpartition(".")[0]
         if not stem or "." in stem or f"{stem}.py" not in hashes or str(module.get("path", "")) not in ("", "."):

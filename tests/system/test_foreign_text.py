@@ -386,5 +386,5 @@ def test_mse_amr_translates_at_encode_time_or_says_which_rows_fail(wh, write_tsv
     assert run.rows_computed == 1 and set(results["lang_pair"]) == {"de-en"}
     tr = wh.read("x", "translations")
     assert tr.height == 4 and set(tr["model"]) == {de_en} and (tr["status"] == "ok").all()
-    emb = wh.read("x", "embeddings").filter(pl.col("encoder") == "mse_amr:latest")
+    emb = wh.read("x", "embeddings").filter(pl.col("encoder") == "mse_amr:tiny")  # the run :latest resolved to
     assert emb.height == 5 and (emb["status"] == "ok").all()

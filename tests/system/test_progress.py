@@ -112,17 +112,18 @@ def test_parse_tells_sentences_parsed(every_line, tmp_path):
 
 
 def test_metrics_score_tells_pairs_scored_and_a_rerun_what_it_reuses(every_line, tmp_path):
-    graphs = ["(s / sleep-01 :ARG0 (c / cat))", "(b / bark-01 :ARG0 (d / dog))", "(r / rain-01)"]
+    # four pairs: metrics score shows progress from 4x the rows' threshold (a pair's aspects are quick)
+    graphs = ["(s / sleep-01 :ARG0 (c / cat))", "(b / bark-01 :ARG0 (d / dog))", "(r / rain-01)", "(w / walk-01)"]
     (tmp_path / "p.jsonl").write_text("".join(json.dumps({"amr1": a, "amr2": b}) + "\n"
                                               for a, b in zip(graphs, graphs[1:] + graphs[:1], strict=True)))
     args = ("metrics", "score", "--file", str(tmp_path / "p.jsonl"), "--out", str(tmp_path / "m.parquet"),
             "--aspects", "smatch", "--json")
     result = run_amrsim(*args)
-    assert json_only(result)["computed"] == 3
-    assert "metrics score p.jsonl: 3/3 pairs (100%)" in result.stderr, result.stderr
+    assert json_only(result)["computed"] == 4
+    assert "metrics score p.jsonl: 4/4 pairs (100%)" in result.stderr, result.stderr
     again = run_amrsim(*args)
-    assert json_only(again)["reused"] == 3
-    assert again.stderr.splitlines()[0] == "metrics score p.jsonl: 3 pairs already computed"  # then the means
+    assert json_only(again)["reused"] == 4
+    assert again.stderr.splitlines()[0] == "metrics score p.jsonl: 4 pairs already computed"  # then the means
 
 
 def test_training_tells_steps_and_a_resumed_run_the_steps_done_before(every_line, capsys):

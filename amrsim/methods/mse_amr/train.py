@@ -28,6 +28,7 @@ from amrsim.methods.training import (
     Checkpoints,
     Part,
     Trainer,
+    TrainResult,
     autocast,
     base_model_path,
     load_sentence_encoder,
@@ -159,7 +160,7 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     # lang_weights: once a setting of experiments, always None now; kept so that earlier checkpoints resume
     run_key = _fingerprint(triples, encoder_path=encoder_path, langs=list(langs), micro_batch=micro,
                            seed=params.seed, lang_weights=None, **params.model_dump(include=SETTINGS))
-    best_dir, enc_dir = out_dir / "best_model", out_dir / "amr_encoder"
+    best_dir = out_dir / "best_model"
     recover_dir(best_dir)
     _, saved = open_checkpoint(out_dir, run_key, resume)
     if saved is None:
@@ -202,10 +203,15 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     result = trainer.fit()
     if dev_eval is not None and result.completed and (not result.history or result.history[-1]["step"] != result.steps):
         trainer.report(result.steps, {})  # a resumed run with nothing left to train, checkpointed after its last score
+    return _write_run(out_dir, params, steps, trainer, result, encoder_path, added, dev_eval is not None, extra_meta)
 
-    # the best (else the last) weights as amr_encoder/, the root's sentence-transformers files (amrsim's module),
-    # model.json; a completed run's checkpoint removed unless `keep_checkpoint`
-    state, step = trainer.state, result.steps
+
+def _write_run(out_dir: Path, params: Params, steps: TripleSteps, trainer: Trainer, result: TrainResult,
+               encoder_path: str, added: int, has_dev: bool, extra_meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The best (else the last) weights as amr_encoder/, the root's sentence-transformers files (amrsim's module),
+    model.json; a completed run's checkpoint removed unless `keep_checkpoint`. Returns train_mse_amr's summary."""
+    best_dir, enc_dir = out_dir / "best_model", out_dir / "amr_encoder"
+    state, step, base, micro, device = trainer.state, result.steps, steps.base, params.micro, steps.device
     best_step, losses = state["best_step"], state["losses"]
     if best_step is not None and best_dir.is_dir():
         swap_dir(enc_dir, lambda path: shutil.copytree(best_dir, path, dirs_exist_ok=True,
@@ -219,18 +225,18 @@ def train_mse_amr(triples: Sequence[Triple], out_dir: str | Path, params: Params
     run_params = {
         "encoder_path": encoder_path, **params.model_dump(include=SETTINGS | {"max_steps", "eval_every"}),
         "micro_batch": micro, "grad_accum": math.ceil(params.batch_size / micro), "candidates_per_anchor": 2 * micro,
-        "lang_weights": None, "length_chunk": LENGTH_CHUNK, "n_triples": len(triples), "device": device.type,
+        "lang_weights": None, "length_chunk": LENGTH_CHUNK, "n_triples": len(steps.triples), "device": device.type,
         "bf16": device.type == "cuda"}
     metrics = {
         "steps": step, "total_steps": result.total_steps, "completed": result.completed,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "best_dev": best_dev, "best_step": best_step, "selected_step": best_step if best_step is not None else step,
-        "dev_history": [[e["step"], e["dev"]] for e in state["history"]] if dev_eval is not None else [],
+        "dev_history": [[e["step"], e["dev"]] for e in state["history"]] if has_dev else [],
     }
     save_amrsim_module(out_dir, "encoder")  # `SentenceTransformer(out_dir, trust_remote_code=True)` loads it
     write_model_json(out_dir, "mse_amr", {
         "amr_encoder": enc_dir.name, "base_encoder": params.base_encoder, "integration": params.integration,
-        "pooling": params.pooling, "max_length": params.max_length, "langs": list(langs), "params": run_params,
+        "pooling": params.pooling, "max_length": params.max_length, "langs": list(steps.langs), "params": run_params,
         **({"text_encoder": TEXT_ENCODER, "text_langs": list(steps.text_langs)} if base is not None else {}),
         "seed": params.seed, "added_tokens": added, "metrics": metrics, **dict(extra_meta or {}),
     })

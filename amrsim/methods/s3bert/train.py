@@ -33,6 +33,14 @@ if TYPE_CHECKING:
 Pairs = tuple[Sequence[str], Sequence[str], np.ndarray]
 
 
+def rename_legacy_keys(state: dict[str, Any]) -> None:
+    """Checkpoints from before the shared Trainer name the best and initial dev losses best_dev_loss and
+    initial_dev_loss."""
+    for old, new in (("best_dev_loss", "best_score"), ("initial_dev_loss", "initial_score")):
+        if old in state:
+            state[new] = state.pop(old)
+
+
 def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], targets: np.ndarray,
                  dev: Pairs | None, out_dir: Path, hp: Hyper | None = None, *, resume: bool = True,
                  extra_meta: Mapping[str, Any] | None = None, **settings: Any) -> dict[str, Any]:
@@ -101,18 +109,14 @@ def train_s3bert(model_path: str, texts1: Sequence[str], texts2: Sequence[str], 
                                     restore=lambda state: loss.scales.data.copy_(state["scales"].to(device))),
         entry=lambda step, means, score: {"step": step, "train_loss": means["loss"],
                                           **({} if dev is None else {"dev_loss": score})}))
-    # checkpoints from before the shared Trainer name the best and initial dev losses best_dev_loss, initial_dev_loss
-    for old, new in (("best_dev_loss", "best_score"), ("initial_dev_loss", "initial_score")):
-        if old in trainer.state:
-            trainer.state[new] = trainer.state.pop(old)
+    rename_legacy_keys(trainer.state)
     result = trainer.fit()
     summary: dict[str, Any] = {**result.summary(), "best_dev_loss": result.best_score, "best_step": result.best_step,
                                "initial_dev_loss": result.initial_score,
                                "final_train_loss": result.history[-1]["train_loss"] if result.history else None,
                                "train_pairs": len(y), "dev_pairs": 0 if dev is None else len(dev[2])}
-    scales = loss.scales.detach().cpu().tolist()
-    if dev is not None and run.best.exists():  # the best dev weights' scales
-        scales = json.loads(best_scales.read_text(encoding="utf-8"))
+    scales = (json.loads(best_scales.read_text(encoding="utf-8")) if dev is not None and run.best.exists()
+              else loss.scales.detach().cpu().tolist())  # the best dev weights' scales, where they were kept
     recorded = saved_layout(layout, scales)
     return run.finish(result, summary, {**recorded, "base": model_path, "params": params, "seed": hp.seed,
                                         "device": device}, extra_meta, dev is not None, {"s3bert": recorded})
