@@ -148,14 +148,7 @@ def save_amrsim_module(run_dir: Path, kind: str, extra: dict[str, Any] | None = 
         method, settings = "pear", pear
     elif kind == "encoder" and "base" in parts:
         method, settings = "meaning", {"base_encoder": parts["base"]}
-    had_base = (run_dir / BASE).exists()
-    try:
-        carried = method is not None and standalone(run_dir, method, settings, root, extra)
-    except (OSError, ValueError):  # a part that cannot be copied (a hub id not in the local cache): amrsim's module
-        if not had_base:
-            shutil.rmtree(run_dir / BASE, ignore_errors=True)
-        carried = False
-    if not carried:
+    if method is None or not standalone(run_dir, method, settings, root, extra):
         module, model_type = AMRSIM_MODULES[kind]
         atomic_json(run_dir / ST_CONFIG, {**st_config(model_type), **(extra or {})})
         atomic_json(run_dir / MODULES, [{"idx": 0, "name": "0", "path": "", "type": module}])
@@ -176,15 +169,25 @@ def make_standalone(run_dir: Path, models_root: Path | None = None) -> bool:
     if not any(t.startswith("amrsim.") for t in types):
         return all(t.startswith("sentence_transformers.") for t in types) or not code_problem(run_dir)
     root = Path(models_root) if models_root is not None else run_dir.parent.parent
-    try:
-        return standalone(run_dir, str(meta.get("method")), meta, root, None)
-    except (OSError, ValueError):  # a part that is gone or unreadable: the run keeps amrsim's module
-        return False
+    return standalone(run_dir, str(meta.get("method")), meta, root, None)
 
 
 def standalone(run_dir: Path, method: str, meta: dict[str, Any], root: Path, extra: dict[str, Any] | None) -> bool:
     """Write the module code of `method` into `run_dir` and copy in the parts `meta` (model.json's keys) names;
-    False, writing no module, where a part cannot be carried or the method has no standalone module."""
+    False, writing no module, where a part cannot be carried or the method has no standalone module. A part that
+    cannot be copied (a hub id not in the local cache, a run gone or unreadable) leaves no part copied."""
+    before = {part for part in (BASE, PEAR_PART) if (run_dir / part).exists()}
+    try:
+        carried = _standalone(run_dir, method, meta, root, extra)
+    except (OSError, ValueError):
+        carried = False
+    if not carried:  # the parts copied before one that could not be
+        for part in {BASE, PEAR_PART} - before:
+            shutil.rmtree(run_dir / part, ignore_errors=True)
+    return carried
+
+
+def _standalone(run_dir: Path, method: str, meta: dict[str, Any], root: Path, extra: dict[str, Any] | None) -> bool:
     from amrsim.methods.standalone import MEANING, PEAR
 
     if method == "pear":
