@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -111,6 +112,7 @@ class _Forker:
         if self.alive():
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class _Pool:

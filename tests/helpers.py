@@ -91,6 +91,7 @@ def _start_shared_server():
     ready.wait()
     if isinstance(started[0], BaseException):
         raise started[0]
+    atexit.register(shutil.rmtree, home, ignore_errors=True)  # runs after the server's stop (atexit is LIFO)
     atexit.register(started[0].stop)
     return started[0]
 
