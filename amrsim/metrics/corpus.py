@@ -15,7 +15,7 @@ numpy's generator seeded with `seed`, F1 recomputed from the resampled sums; the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,8 +64,9 @@ class GoldGraphError(ValueError):
 
 
 def pair_counts(test: Sequence[str | None], gold: Sequence[str], convention: str = "smatch", seed: int = 0,
-                dereify: bool = False) -> PairCounts:
-    """Our Smatch on every (test, gold) pair; raises GoldGraphError on an unreadable gold graph."""
+                dereify: bool = False, on_progress: Callable[[int], None] | None = None) -> PairCounts:
+    """Our Smatch on every (test, gold) pair; raises GoldGraphError on an unreadable gold graph. `on_progress(1)`
+    after each pair."""
     n = len(gold)
     matched, n1, n2 = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
     failed = []
@@ -79,9 +80,13 @@ def pair_counts(test: Sequence[str | None], gold: Sequence[str], convention: str
         except AMRError:
             failed.append(i)
             n2[i] = len(gold_triples)
+            if on_progress is not None:
+                on_progress(1)
             continue
         s = smatch(test_triples, gold_triples, seed=seed)
         matched[i], n1[i], n2[i] = s.matched, s.n1, s.n2
+        if on_progress is not None:
+            on_progress(1)
     return PairCounts(matched, n1, n2, tuple(failed))
 
 
@@ -111,11 +116,13 @@ def bootstrap_interval(counts: PairCounts, samples: int = 1000, seed: int = 0, c
 
 
 def corpus_smatch(test: Sequence[str | None], gold: Sequence[str], convention: str = "smatch", seed: int = 0,
-                  samples: int = 1000, confidence: float = 0.95, dereify: bool = False) -> CorpusSmatch:
-    """Micro-averaged Smatch of a corpus of (test, gold) graphs with a bootstrap interval of its F1."""
+                  samples: int = 1000, confidence: float = 0.95, dereify: bool = False,
+                  on_progress: Callable[[int], None] | None = None) -> CorpusSmatch:
+    """Micro-averaged Smatch of a corpus of (test, gold) graphs with a bootstrap interval of its F1 (`on_progress`:
+    as `pair_counts` tells it)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie between 0 and 1, not {confidence}")
-    counts = pair_counts(test, gold, convention, seed, dereify)
+    counts = pair_counts(test, gold, convention, seed, dereify, on_progress)
     m, a, b = int(counts.matched.sum()), int(counts.n1.sum()), int(counts.n2.sum())
     p, r, f = micro_prf(m, a, b)
     low, high = bootstrap_interval(counts, samples, seed, confidence)
@@ -137,8 +144,8 @@ class AspectTotals:
 
 
 def corpus_aspects(test: Sequence[str | None], gold: Sequence[str], aspects: Sequence[str],
-                   convention: str = "smatch", counting: str = "set", seed: int = 0,
-                   dereify: bool = False) -> tuple[list[AspectTotals], tuple[int, ...]]:
+                   convention: str = "smatch", counting: str = "set", seed: int = 0, dereify: bool = False,
+                   on_progress: Callable[[int], None] | None = None) -> tuple[list[AspectTotals], tuple[int, ...]]:
     """Micro-averaged P / R / F1 of every counted aspect over (test, gold) pairs, and the indices of test graphs that
     could not be read (counted as empty). Raises GoldGraphError on an unreadable gold graph, ValueError on an aspect
     that is not counted."""
@@ -163,6 +170,8 @@ def corpus_aspects(test: Sequence[str | None], gold: Sequence[str], aspects: Seq
         for a, c in aspect_counts(test_view, gold_view, aspects, counting, seed).items():
             total = sums[a]
             total[0], total[1], total[2] = total[0] + c.matched, total[1] + c.first, total[2] + c.second
+        if on_progress is not None:
+            on_progress(1)
     rows = [AspectTotals(a, m, n1, n2, *_reference_prf(m, n1, n2)) for a, (m, n1, n2) in sums.items()]
     return rows, tuple(failed)
 

@@ -128,3 +128,18 @@ def test_amrsim_module_files_are_what_sentence_transformers_writes(kind, tmp_pat
         if name == ST_CONFIG:
             expected["pear"] = {"symmetric": True}
         assert json.loads((ours / name).read_text(encoding="utf-8")) == expected, name
+
+
+def test_a_runs_record_names_its_own_files_relatively_and_the_packaged_base_by_name(tmp_path):
+    from amrsim.methods.portable import portable_record
+    from amrsim.methods.training import base_model_path
+
+    run, mine = tmp_path / "models" / "pear" / "r1", tmp_path / "my-base"
+    site = base_model_path("minilm")
+    record = {"model_dir": str(run), "best": str(run / "base"), "base": site, "hf": f"hf:{site}#mean",
+              "nested": [{"residual": f"hf:{run}/base#cls"}], "mine": f"hf:{mine}", "hub": "hf:org/model",
+              "name": "s3bert:r1", "n": 3, "text": "a/b"}
+    assert portable_record(record, run) == {
+        "model_dir": ".", "best": "base", "base": "minilm", "hf": "minilm",
+        "nested": [{"residual": "hf:base#cls"}], "mine": f"hf:{mine}", "hub": "hf:org/model",
+        "name": "s3bert:r1", "n": 3, "text": "a/b"}

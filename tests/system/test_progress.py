@@ -58,6 +58,26 @@ def test_evaluate_sts_tells_its_embedding_progress(every_line, fake_encoder, wri
     assert json_only(again)["command"] == "evaluate sts" and "rows" not in again.stderr  # results reused: no work
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_a_cross_encoder_tells_pairs_scored(every_line, tmp_path, tiny_model, write_tsv, symmetric):
+    """A PEAR run scores pairs, not embeddings: `evaluate sts` and `score` tell pairs scored, each pair once when
+    the run reads both orders; a second scoring of the same pairs (the model keeps it) is all done at once."""
+    from amrsim.methods.pear import PearCrossEncoder, save_run
+
+    save_run(PearCrossEncoder(tiny_model, device="cpu"), tmp_path / "warehouse" / "models" / "pear" / "r1",
+             {"symmetric": symmetric})
+    file = write_tsv("pairs_test.tsv", ["sentence1", "sentence2", "score"],
+                     [["a cat sits", "a cat sat", "4"], ["dogs bark", "a dog barks", "3"], ["rain", "sun", "0"]])
+    result = run_amrsim("evaluate", "sts", "--encoder", "pear:r1", "--file", str(file), "--batch-size", "1",
+                        "--json")
+    assert json_only(result)["command"] == "evaluate sts"
+    told = [line for line in result.stderr.splitlines() if " with pear:r1: " in line]
+    assert [line.split(": ")[-1].split(" (")[0] for line in told] == ["1/3 pairs", "2/3 pairs", "3/3 pairs"], told
+    scored = run_amrsim("score", "--model", "pear:r1", "--file", str(file), "--out", str(tmp_path / "out.tsv"))
+    assert "score with pear:r1: 3/3 pairs (100%)" in scored.stderr, scored.stderr
+
+
 def test_evaluate_bitext_tells_files_done_not_each_files_embeddings(every_line, fake_encoder, tmp_path):
     for pair in ("deu-eng", "fra-eng"):
         (tmp_path / f"tatoeba.{pair}.tsv").write_text(f"{pair[:3]}\teng\nein hund\ta dog\nzwei\ttwo\n")
@@ -124,6 +144,19 @@ def test_metrics_score_tells_pairs_scored_and_a_rerun_what_it_reuses(every_line,
     again = run_amrsim(*args)
     assert json_only(again)["reused"] == 4
     assert again.stderr.splitlines()[0] == "metrics score p.jsonl: 4 pairs already computed"  # then the means
+
+
+@pytest.mark.parametrize("aspects", [(), ("--aspects", "all")])
+def test_metrics_corpus_tells_pairs_scored(every_line, tmp_path, aspects):
+    graphs = ["(s / sleep-01 :ARG0 (c / cat))", "(b / bark-01 :ARG0 (d / dog))", "(r / rain-01)", "(w / walk-01)"]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"amr1": a, "amr2": b}) + "\n"
+                                              for a, b in zip(graphs, graphs[1:] + graphs[:1], strict=True)))
+    result = run_amrsim("metrics", "corpus", "--file", str(tmp_path / "c.jsonl"), "--samples", "10", *aspects,
+                        "--json")
+    assert json.loads(result.stdout)  # stdout: the document alone
+    told = [line.split(": ")[-1].split(" (")[0] for line in result.stderr.splitlines()
+            if line.startswith("metrics corpus c.jsonl: ")]
+    assert told == ["1/4 pairs", "2/4 pairs", "3/4 pairs", "4/4 pairs"], result.stderr
 
 
 def test_training_tells_steps_and_a_resumed_run_the_steps_done_before(every_line, capsys):

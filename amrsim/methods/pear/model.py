@@ -5,9 +5,9 @@ torch and transformers are imported inside the functions: the loader registry im
 from __future__ import annotations
 
 import shutil
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ KIND = "cross-encoder"  # model.json `kind`: the model scores pairs, it has no s
 MODEL_SUBDIR = "cross_encoder"  # where runs saved before the root layout keep the network (model.json `encoder`)
 MAX_LENGTH = 128
 FUSED_METHOD = "pear_fused"  # a separately named model: PEAR's scores fused with its base bi-encoder's cosine
+Progress = Callable[[int], None]  # told the number of pairs just scored
 RECENT_SCORES = 4  # score() calls a loaded PEAR model remembers: an evaluation's test sets
 
 
@@ -67,13 +68,16 @@ class PearCrossEncoder:
             return self.model(**{k: v.to(self.device) for k, v in batch.items()}).logits.float().reshape(-1)
 
     def predict(self, texts1: Sequence[str], texts2: Sequence[str], batch_size: int = 64,
-                symmetric: bool = False) -> np.ndarray:
+                symmetric: bool = False, on_progress: Progress | None = None) -> np.ndarray:
         """σ(logit) per pair, in 0-1; pairs are batched by length (less padding), returned in input order. With
-        `symmetric`, the mean of both orders: similarity is symmetric, a cross-encoder reading one order is not."""
+        `symmetric`, the mean of both orders: similarity is symmetric, a cross-encoder reading one order is not.
+        `on_progress(n)` after each batch: n pairs scored (with both orders, a pair counts once, half per order)."""
         import torch
 
         if symmetric:
-            return (self.predict(texts1, texts2, batch_size) + self.predict(texts2, texts1, batch_size)) / 2
+            halves = _halved(on_progress)
+            return (self.predict(texts1, texts2, batch_size, on_progress=halves)
+                    + self.predict(texts2, texts1, batch_size, on_progress=halves)) / 2
         if len(texts1) != len(texts2):
             raise ValueError(f"{len(texts1)} first sentences but {len(texts2)} second sentences")
         out = np.zeros(len(texts1), dtype=np.float32)
@@ -89,6 +93,8 @@ class PearCrossEncoder:
                     z = self.logits([texts1[i] for i in rows], [texts2[i] for i in rows])
                     z = z if offsets is None else z + torch.as_tensor(offsets[rows], device=z.device)
                     out[rows] = torch.sigmoid(z).cpu().numpy()
+                    if on_progress is not None:
+                        on_progress(len(rows))
         finally:
             self.model.train(was_training)
         return out
@@ -179,7 +185,7 @@ class PairScorer:
 
     name: str
     model_id: str
-    score: Callable[[Sequence[str], Sequence[str]], np.ndarray]
+    score: Callable[..., np.ndarray]  # (texts1, texts2, on_progress=None) -> one score per pair
     dim: int = 0
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -201,8 +207,43 @@ def load_trained(model: TrainedModel, name: str, batch_size: int, device: str, m
         base = load(meta["residual"]["base"], device=device, models_root=models_root)
         network.offset = BaseOffset(base, **meta["residual"])
     symmetric = bool(meta.get("symmetric", False))
-    scores = lru_cache(RECENT_SCORES)(lambda t1, t2: network.predict(t1, t2, batch_size, symmetric))
-    return PairScorer(name, model.model_id, lambda t1, t2: scores(tuple(t1), tuple(t2)).copy())
+    return PairScorer(name, model.model_id, remembered(
+        lambda t1, t2, on_progress: network.predict(t1, t2, batch_size, symmetric, on_progress)))
+
+
+def remembered(predict: Callable[[list[str], list[str], Progress | None], np.ndarray],
+               size: int = RECENT_SCORES) -> Callable[..., np.ndarray]:
+    """`score(texts1, texts2, on_progress=None)`: `predict`, its last `size` answers kept by their texts (a copy
+    handed out each time). An answer kept is all pairs done at once."""
+    recent: OrderedDict[tuple[tuple[str, ...], tuple[str, ...]], np.ndarray] = OrderedDict()
+
+    def score(texts1: Sequence[str], texts2: Sequence[str], on_progress: Progress | None = None) -> np.ndarray:
+        key = (tuple(texts1), tuple(texts2))
+        if key in recent:
+            recent.move_to_end(key)
+            if on_progress is not None:
+                on_progress(len(texts1))
+        else:
+            recent[key] = predict(list(texts1), list(texts2), on_progress)
+            while len(recent) > size:
+                recent.popitem(last=False)
+        return recent[key].copy()
+
+    return score
+
+
+def _halved(on_progress: Progress | None) -> Progress | None:
+    """Counts of two passes over the same pairs, told as pairs: each pair once, when both passes are past it."""
+    if on_progress is None:
+        return None
+    seen = [0]
+
+    def advance(n: int) -> None:
+        before, seen[0] = seen[0], seen[0] + n
+        if done := seen[0] // 2 - before // 2:
+            on_progress(done)
+
+    return advance
 
 
 # ---------------------------------------------------------------------------------------------------- fusion
@@ -256,5 +297,5 @@ def load_fused(model: TrainedModel, name: str, batch_size: int, device: str, mod
     if not is_trained_name(pear) or parse_name(pear).method != "pear" or is_latest_name(pear):
         raise ValueError(f"{model.path / 'model.json'}: 'pear' must name one PEAR run (pear:<run id>)")
     run, base = load(pear, batch_size, device, models_root), load(fusion.base, batch_size, device, models_root)
-    return PairScorer(name, model.model_id,
-                      lambda t1, t2: fusion.combine(run.score(t1, t2), base_cosines(base, t1, t2)))
+    return PairScorer(name, model.model_id, lambda t1, t2, on_progress=None: fusion.combine(
+        run.score(t1, t2, on_progress=on_progress), base_cosines(base, t1, t2)))

@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from amrsim.config import StsEvalConfig
+from amrsim.console import progress_bar
 from amrsim.encoders import model_id, run_name
 from amrsim.encoders.cache import TABLE as EMBEDDINGS
 from amrsim.encoders.cache import read_embeddings
@@ -77,8 +78,9 @@ def _predictions(wh: Warehouse, dataset: str, encoder: str, chosen: pl.DataFrame
         return pair_similarities(wh, dataset, encoder, chosen)
     model = load_encoder(encoder, batch_size=batch_size, device=device, models_root=wh.models_root)
     text = dict(zip(sentences["key"].to_list(), sentences["text"].to_list(), strict=True))
-    pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
-                       [text[k] for k in chosen["sentence2_key"]])
+    with progress_bar(chosen.height, f"score {dataset} with {encoder}", unit="pairs") as advance:
+        pred = model.score([text[k] for k in chosen["sentence1_key"]],  # type: ignore[attr-defined]
+                           [text[k] for k in chosen["sentence2_key"]], on_progress=advance)
     return pred, chosen["score"].to_numpy()
 
 

@@ -17,6 +17,7 @@ from amrsim.config import Pipeline
 from amrsim.encoders import resolves_inside
 from amrsim.errors import ConfigError, WarehouseError
 from amrsim.files import atomic_json, atomic_write
+from amrsim.methods.portable import portable_record
 from amrsim.secrets import redact_obj
 from amrsim.warehouse import OK, Warehouse
 from amrsim.warehouse.keys import config_hash, content_key
@@ -115,7 +116,7 @@ def add_to_model_json(model_dir: Path, extra: dict[str, Any]) -> None:
     """Merge `extra` into a finished run's model.json (atomically)."""
     path = model_dir / "model.json"
     meta = json.loads(path.read_text(encoding="utf-8"))
-    meta.update(redact_obj(extra))
+    meta.update(portable_record(redact_obj(extra), model_dir))
     atomic_json(path, meta)
 
 
@@ -200,7 +201,7 @@ def finished_run_with(wh: Warehouse, method: str, key: str, prefer: str | None =
     for request in requests:
         saved = json.loads(request.read_text(encoding="utf-8"))
         if saved.get("key") == key and (request.parent / "model.json").exists():
-            summary = dict(saved["summary"])
+            summary = {**saved["summary"], "model_dir": str(request.parent)}  # stored relative to the run
             return {**summary, "computed": 0, "failed": 0, "seconds": 0.0, "status": "ok (reused)"}
     return None
 
@@ -209,7 +210,8 @@ def write_request(wh: Warehouse, method: str, run_id: str, key: str, summary: di
                   params: BaseModel | None = None) -> None:
     """A finished run's request.json: its request key, its summary and (given `params`) the params it trained with."""
     recorded = {"params": redact_obj(params.model_dump(mode="json"))} if params is not None else {}
-    _write_json(run_dir(wh, method, run_id) / REQUEST, {"key": key, "summary": redact_obj(summary), **recorded})
+    folder = run_dir(wh, method, run_id)  # the finished run's record, portable as its model.json is
+    _write_json(folder / REQUEST, portable_record({"key": key, "summary": redact_obj(summary), **recorded}, folder))
 
 
 # Params that say how one command runs, not what the run is: a resumed run takes them from its own command (the

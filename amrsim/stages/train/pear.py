@@ -289,7 +289,9 @@ def run_search(wh: Warehouse, params: Params, gold: pl.DataFrame, dev: pl.DataFr
         wh.upsert(TRIALS_DATASET, TRIALS_TABLE, frame)
     best, message = best_or_none(study)
     (log.info if best is not None else log.warning)("%s", message)  # no completed trial: say so, go on
-    out = {"study": study_name, "storage": str(study_path(wh, study_name)), "trials_total": len(study.trials),
+    # the journal relative to the models root: the record travels with the run's model.json
+    out = {"study": study_name, "storage": str(study_path(wh, study_name).relative_to(wh.models_root)),
+           "trials_total": len(study.trials),
            "trials_this_run": len(study.trials) - before, "completed": int((frame["state"] == "COMPLETE").sum()),
            "best": best, "message": message, "train_pairs": train.height, "dev_pairs": dev.height}
     atomic_json(study_path(wh, study_name).with_suffix(".best.json"), out)

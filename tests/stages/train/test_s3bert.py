@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -73,8 +74,8 @@ def project(tmp_path, write_config, tiny_model):  # noqa: F811
     rows[3].update(sentence2="the cat", amr2="(a / b")  # a graph that does not parse: left out, counted
     (tmp_path / "pairs.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
 
-    def make(aspects: list[str] = ASPECTS):
-        path = write_config(CONFIG.format(aspects=json.dumps(aspects), model=json.dumps(tiny_model)))
+    def make(aspects: list[str] = ASPECTS, model: str = tiny_model):
+        path = write_config(CONFIG.format(aspects=json.dumps(aspects), model=json.dumps(model)))
         cfg = load_config(path)
         wh = Warehouse(cfg.warehouse_root)
         ingest_stage(cfg.section("toy"), "toy_pairs", "r0")
@@ -109,6 +110,30 @@ def test_trains_from_the_warehouse_and_records_what_it_saw(project, one_thread):
     assert vectors.shape == (1, 64)
     lineage = wh.read("meta", "lineage").filter(pl.col("stage") == "train:s3bert")
     assert lineage.height == 1 and lineage["rows_computed"][0] == 46 and lineage["status"][0] == "ok"
+
+
+@pytest.mark.slow
+def test_a_run_folder_names_no_path_of_this_machine(project, one_thread, tmp_path):
+    """A run on the packaged base (`minilm`, a site-packages directory) records the base by its name and its own
+    folder relative to itself, in every file it writes (model.json, request.json, configs), so the folder means the
+    same wherever it is copied; a rerun of the same request still reports where the run is."""
+    from amrsim.methods.training import base_model_path
+
+    cfg, wh, params = project(model="minilm")
+    first = train_method(cfg.section("toy"), "s3bert", params, "run1")
+    run = wh.models_root / "s3bert" / "run1"
+    assert first["status"] == "ok" and first["model_dir"] == str(run)
+    site = base_model_path("minilm")
+    texts = {p.relative_to(run): p.read_text(encoding="utf-8") for p in run.rglob("*")
+             if p.is_file() and p.suffix in {".json", ".md", ".txt", ".py"}}
+    assert {"model.json", "request.json", "config.json"} <= {str(p) for p in texts}
+    for name, text in texts.items():
+        assert site not in text and str(tmp_path) not in text, name
+    meta = json.loads(texts[Path("model.json")])
+    assert meta["base"] == "minilm" and meta["base_model"] == "minilm"
+    assert json.loads(texts[Path("request.json")])["summary"]["model_dir"] == "."
+    again = train_method(cfg.section("toy"), "s3bert", params, "run1")
+    assert again["status"] == "ok (reused)" and again["model_dir"] == str(run)
 
 
 def test_negatives_are_scored_graph1_of_one_pair_vs_graph2_of_another(project):
