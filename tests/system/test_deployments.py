@@ -86,10 +86,23 @@ class Server:
     def flow_runs(self, deployment_id: str) -> list[dict]:
         return self.http.post("/flow_runs/filter", json={"deployments": {"id": {"any_": [deployment_id]}}}).json()
 
-    def logs(self, flow_run_id: str) -> str:
-        rows = self.http.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [flow_run_id]}},
-                                                    "sort": "TIMESTAMP_ASC", "limit": 200}).json()
-        return "\n".join(r["message"] for r in rows)
+    def logs(self, flow_run_id: str, until: str | None = None, wait: float = 60) -> str:
+        """The flow run's log, every record (the API hands at most 200 a call). With `until`: read again until it
+        holds that text or `wait` s pass, since a run's process ships its last records after its final state."""
+        deadline = time.monotonic() + wait
+        while True:
+            rows: list[dict] = []
+            while True:
+                page = self.http.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [flow_run_id]}},
+                                                            "sort": "TIMESTAMP_ASC", "limit": 200,
+                                                            "offset": len(rows)}).json()
+                rows += page
+                if len(page) < 200:
+                    break
+            text = "\n".join(r["message"] for r in rows)
+            if until is None or until in text or time.monotonic() > deadline:
+                return text
+            time.sleep(1)
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +229,9 @@ def test_worker_runs_a_train_deployment(server, deployed):
             time.sleep(2)
         assert state["type"] == "COMPLETED", (f"{state['name']}: {state.get('message')}\n{server.logs(run_id)[-4000:]}"
                                               f"\n{(server.tmp / 'worker.log').read_text()[-3000:]}")
+        # the run's process ships its last log records after its final state: read them while the worker (and so
+        # the process) still runs, as a user's worker would; stopping it first can cut them off
+        logs = server.logs(run_id, until="stopped at step 1 of 2")
     finally:
         _stop(worker, signal.SIGINT)  # a Prefect 3.8 worker did not exit on SIGTERM here; SIGINT stops it
         log.close()
@@ -226,7 +242,6 @@ def test_worker_runs_a_train_deployment(server, deployed):
     # max_steps reached the method: stopped after 1 of 2 steps, checkpointed, no finished model
     state = json.loads((models[0] / "checkpoint" / "state.json").read_text(encoding="utf-8"))
     assert state["step"] == 1 and not (models[0] / "model.json").exists()
-    logs = server.logs(run_id)
     assert "Running 1 deployment pull step" in logs
     # the run is not shown as a finished model (docs/operations.md: What a run shows in Prefect), and its log holds
     # amrsim's own lines, not only Prefect's
