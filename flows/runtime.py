@@ -54,6 +54,74 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# A new Prefect home's SQLite database costs its first server about 10 s of CPU (migrations, block registration) on
+# a 2-core machine. The first server on a machine keeps that empty database, per Prefect version, and each later new
+# home starts from a copy of it: Prefect then finds nothing to migrate.
+PREFECT_DB = "prefect.db"
+DATABASE_URL_SETTINGS = ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL")
+
+
+def database_template() -> Path | None:
+    """`<cache>/amrsim/prefect-<version>.db` (cache: $XDG_CACHE_HOME, else ~/.cache); None where the server's
+    database is not the Prefect home's default SQLite file (a database URL is configured)."""
+    import importlib.metadata
+
+    if any(os.environ.get(name) for name in DATABASE_URL_SETTINGS):
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "amrsim"
+    return cache / f"prefect-{importlib.metadata.version('prefect')}.db"
+
+
+def _home_database() -> Path:
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / PREFECT_DB
+
+
+def seed_database() -> bool:
+    """Give a Prefect home without a database a copy of the template; True when the home has no database and no
+    template was there to copy (the server about to start creates one from scratch). Never replaces a database: a
+    concurrent run may have created it meanwhile (the copy is linked into place only where none is)."""
+    template, database = database_template(), _home_database()
+    if template is None or database.exists():
+        return False
+    try:
+        if not template.is_file() or template.is_symlink():
+            return True
+        database.parent.mkdir(parents=True, exist_ok=True)
+        copy = database.with_name(f".{PREFECT_DB}.{os.getpid()}.tmp")
+        copy.write_bytes(template.read_bytes())
+        try:
+            os.link(copy, database)
+        except FileExistsError:
+            pass
+        finally:
+            copy.unlink(missing_ok=True)
+    except OSError:  # an unreadable cache or a full disk: the server migrates from scratch, as without a template
+        return True
+    return False
+
+
+def keep_database_template() -> None:
+    """Save the home's freshly migrated database as the template (SQLite's backup: a consistent copy of a database
+    in use), swapped in whole; any failure leaves things as they were."""
+    import sqlite3
+
+    template, database = database_template(), _home_database()
+    if template is None or not database.is_file():
+        return
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f".{template.name}.{os.getpid()}.tmp")
+        source, target = sqlite3.connect(f"file:{database}?mode=ro", uri=True), sqlite3.connect(partial)
+        try:
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        os.replace(partial, template)
+    except (OSError, sqlite3.Error):
+        pass
+
+
 class TemporaryServer:
     """Prefect's API server (the same uvicorn app Prefect's ephemeral mode runs) on a free loopback port, started
     by this process as a child in its own process group with a parent-death signal: it never outlives the CLI."""
@@ -64,13 +132,16 @@ class TemporaryServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._stopping = threading.Event()  # set by `stop`: the server's end is then no news for `watch`
+        self._new_database = False  # this server migrates a new home's database from scratch (`seed_database`)
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
     def start(self) -> None:
-        """Start it and point this process (and its children) at it; `wait_ready` waits until it answers."""
+        """Start it and point this process (and its children) at it; `wait_ready` waits until it answers. A new
+        Prefect home gets its database from `database_template()` when there is one."""
+        self._new_database = seed_database()
         self.port = _free_port()
         env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
         env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
@@ -97,6 +168,8 @@ class TemporaryServer:
             try:
                 with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
                     if response.status == 200:
+                        if self._new_database:  # migrated by this server, nothing run in it yet
+                            keep_database_template()
                         return
             except (urllib.error.URLError, OSError):
                 pass  # not listening yet
