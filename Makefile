@@ -27,10 +27,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check amrsim tasks flows tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q -ra -n 2 --dist worksteal -m "not long"
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -ra -n 2 --dist worksteal -m "not long"
 
 # Two test processes (pytest-xdist): the suite is mostly one-core work and waits on subprocesses (Prefect servers,
-# Ray, signalled runs), so two halve it on a 2-core machine. Tests share no paths or ports: each has its own tmp dir.
+# Ray, signalled runs), so two halve it on a 2-core machine. Each process, and each it starts, runs torch, OpenMP and
+# BLAS on one thread, so the two never fight for the two cores with spinning threads. Tests share no paths or ports:
+# each has its own tmp dir.
 # unit tests only: no Prefect, Ray, training or subprocess runs (the tests marked slow)
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -ra -m "not slow"
